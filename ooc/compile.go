@@ -1,0 +1,142 @@
+package ooc
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/vm"
+	"github.com/gorgonia-ooc/outofcore/vm/alloc"
+)
+
+func init() {
+	// gorgonia and its solvers hand tensor headers back to a pool that may
+	// then give out a header the machine still holds; the machine owns its
+	// memory, so the pool must be off.
+	tensor.DontUsePool()
+}
+
+// Compile traces a training graph, plans swaps under the budget, lowers and
+// verifies the tape, and returns a machine ready to run it. The graph must
+// already hold its backward (gorgonia.Grad of the cost).
+func Compile(g *gorgonia.ExprGraph, opts ...Option) (m *vm.Machine, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			m, err = nil, fmt.Errorf("ooc: Compile panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	s := settings{allocator: VA, chunk: alloc.DefaultChunkSize}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("ooc: nil Option")
+		}
+		o(&s)
+	}
+	if len(s.errs) > 0 {
+		return nil, errors.Join(s.errs...)
+	}
+	if g == nil {
+		return nil, errors.New("ooc: nil graph")
+	}
+	t, err := NewTrace(g, s.outputs...)
+	if err != nil {
+		return nil, err
+	}
+	accum, err := accumulated(t, &s)
+	if err != nil {
+		return nil, err
+	}
+
+	dev := s.device
+	ownDevice := dev == nil
+	if ownDevice {
+		if dev, err = vm.NewCPU(0); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				_ = dev.Close()
+			}
+		}()
+	}
+	budget := s.budget
+	if budget == 0 {
+		budget = dev.Capacity()
+	}
+	if budget > dev.Capacity() {
+		return nil, fmt.Errorf("ooc: budget %d bytes exceeds the %s device's capacity of %d bytes", budget, dev.Name(), dev.Capacity())
+	}
+
+	prog, err := plan(t, budget, &s)
+	if err != nil {
+		return nil, err
+	}
+	var al alloc.Allocator
+	switch s.allocator {
+	case BestFit:
+		al = alloc.NewBestFit(dev.Memory())
+	default:
+		if al, err = alloc.NewVA(dev.Memory(), s.chunk); err != nil {
+			return nil, fmt.Errorf("ooc: %w", err)
+		}
+	}
+	m, err = vm.New(prog, vm.Config{Device: dev, Allocator: al, Budget: budget, AccumulateGrads: accum, OwnDevice: ownDevice})
+	if err != nil {
+		_ = al.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// plan schedules and lowers a trace for a budget, and verifies the tape.
+func plan(t *Trace, budget int64, s *settings) (*vm.Program, error) {
+	sc := s.scheduler
+	switch {
+	case s.baseline:
+		sc = baseline{}
+	case sc == nil:
+		sc = Window{}
+	}
+	sched, err := sc.Plan(&Problem{Trace: t, Budget: budget, Window: s.window})
+	if err != nil {
+		return nil, err
+	}
+	prog, err := Lower(t, sched)
+	if err != nil {
+		return nil, err
+	}
+	prog.Budget = budget
+	prog.Scheduler = sc.Name()
+	if _, err := Verify(prog, budget); err != nil {
+		return nil, fmt.Errorf("%w (scheduler %s)", err, sc.Name())
+	}
+	return prog, nil
+}
+
+// accumulated resolves BindDualValues to the set of learnables whose
+// gradients accumulate.
+func accumulated(t *Trace, s *settings) (map[*gorgonia.Node]bool, error) {
+	learnables := map[*gorgonia.Node]bool{}
+	for i := range t.Vars {
+		if v := &t.Vars[i]; v.Role == vm.Gradient {
+			learnables[v.Learnable] = true
+		}
+	}
+	acc := map[*gorgonia.Node]bool{}
+	if s.bindAll {
+		return learnables, nil
+	}
+	for _, n := range s.bind {
+		if n == nil {
+			return nil, errors.New("ooc: BindDualValues(nil)")
+		}
+		if !learnables[n] {
+			return nil, fmt.Errorf("ooc: BindDualValues: %s has no gradient in this graph (pass it to gorgonia.Grad)", n.Name())
+		}
+		acc[n] = true
+	}
+	return acc, nil
+}

@@ -1,0 +1,160 @@
+package ooc
+
+import (
+	"fmt"
+
+	"gorgonia.org/gorgonia"
+
+	"github.com/gorgonia-ooc/outofcore/vm"
+	"github.com/gorgonia-ooc/outofcore/vm/alloc"
+)
+
+// AllocatorKind selects how device memory is carved up.
+type AllocatorKind int
+
+const (
+	// VA maps fixed-size physical chunks into contiguous virtual ranges: no
+	// external fragmentation however the swapping interleaves. The default.
+	VA AllocatorKind = iota
+	// BestFit is a caching best-fit allocator as PyTorch's: fast, but it
+	// fragments under heavy swapping. The baseline the paper compares with.
+	BestFit
+)
+
+func (k AllocatorKind) String() string {
+	switch k {
+	case VA:
+		return "va"
+	case BestFit:
+		return "bestfit"
+	}
+	return fmt.Sprintf("AllocatorKind(%d)", int(k))
+}
+
+// ParseAllocator turns "va" or "bestfit" into an AllocatorKind.
+func ParseAllocator(s string) (AllocatorKind, error) {
+	switch s {
+	case "va":
+		return VA, nil
+	case "bestfit", "best-fit":
+		return BestFit, nil
+	}
+	return 0, fmt.Errorf("ooc: unknown allocator %q (want va or bestfit)", s)
+}
+
+// An Option configures Compile.
+type Option func(*settings)
+
+type settings struct {
+	budget    int64
+	window    int64
+	scheduler Scheduler
+	allocator AllocatorKind
+	chunk     int64
+	device    vm.Device
+	bindAll   bool
+	bind      []*gorgonia.Node
+	outputs   []*gorgonia.Node
+	baseline  bool
+	errs      []error
+}
+
+func (s *settings) fail(format string, args ...interface{}) {
+	s.errs = append(s.errs, fmt.Errorf("ooc: "+format, args...))
+}
+
+// WithBudget sets the device-memory budget in bytes: the most the program's
+// activations, gradients and workspaces may hold on the device at once. 0
+// (the default) means the device's capacity.
+func WithBudget(bytes int64) Option {
+	return func(s *settings) {
+		if bytes < 0 {
+			s.fail("WithBudget(%d): the budget must not be negative", bytes)
+			return
+		}
+		s.budget = bytes
+	}
+}
+
+// WithWindow sets the schedule-window W in bytes for the window scheduler.
+// 0 (the default) picks it automatically.
+func WithWindow(bytes int64) Option {
+	return func(s *settings) {
+		if bytes < 0 {
+			s.fail("WithWindow(%d): the window must not be negative", bytes)
+			return
+		}
+		s.window = bytes
+	}
+}
+
+// WithScheduler sets the swap scheduler (default: the window scheduler).
+func WithScheduler(sc Scheduler) Option {
+	return func(s *settings) {
+		if sc == nil {
+			s.fail("WithScheduler(nil)")
+			return
+		}
+		s.scheduler = sc
+	}
+}
+
+// WithAllocator selects the device allocator: VA (the default) or BestFit.
+func WithAllocator(kind AllocatorKind) Option {
+	return func(s *settings) {
+		if kind != VA && kind != BestFit {
+			s.fail("WithAllocator(%v): unknown allocator", kind)
+			return
+		}
+		s.allocator = kind
+	}
+}
+
+// WithChunkSize sets the VA allocator's physical chunk size in bytes: a
+// positive multiple of 2 MiB (the paper uses 40 MiB, nnabla 20 MiB).
+func WithChunkSize(bytes int64) Option {
+	return func(s *settings) {
+		if bytes <= 0 || bytes%alloc.Granularity != 0 {
+			s.fail("WithChunkSize(%d): the chunk size must be a positive multiple of %d bytes", bytes, alloc.Granularity)
+			return
+		}
+		s.chunk = bytes
+	}
+}
+
+// WithDevice runs the program on the given device (default: a new CPU device).
+func WithDevice(d vm.Device) Option {
+	return func(s *settings) {
+		if d == nil {
+			s.fail("WithDevice(nil)")
+			return
+		}
+		s.device = d
+	}
+}
+
+// BindDualValues makes the gradients of the given learnables accumulate
+// across runs, as gorgonia.BindDualValues does for the TapeMachine, so that
+// solver.Step(gorgonia.NodesToValueGrads(ps)) after RunAll sees them (the
+// solvers zero them). With no nodes it applies to every learnable.
+func BindDualValues(nodes ...*gorgonia.Node) Option {
+	return func(s *settings) {
+		if len(nodes) == 0 {
+			s.bindAll = true
+		}
+		s.bind = append(s.bind, nodes...)
+	}
+}
+
+// WithOutputs names nodes besides the cost whose values RunAll must leave
+// readable (predictions for an accuracy count, say). A graph without a cost
+// (inference only) needs at least one.
+func WithOutputs(nodes ...*gorgonia.Node) Option {
+	return func(s *settings) { s.outputs = append(s.outputs, nodes...) }
+}
+
+// Baseline compiles the in-core reference: no swapping, each variable freed
+// right after its last use (liveness-based, as the paper's baseline framework).
+func Baseline() Option {
+	return func(s *settings) { s.baseline = true }
+}

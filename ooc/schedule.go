@@ -1,0 +1,209 @@
+package ooc
+
+import (
+	"fmt"
+
+	"github.com/gorgonia-ooc/outofcore/vm"
+)
+
+// Problem is what a scheduler plans for.
+type Problem struct {
+	Trace *Trace
+	// Budget is the device memory the program may hold at once, in bytes.
+	Budget int64
+	// Window is the schedule-window in bytes (0: the scheduler's own default).
+	Window int64
+}
+
+// Schedule is a scheduler's decision, per function of the trace. Lowering
+// adds the rest: a wait before each function for operands still being
+// swapped in, and a free after each variable's last use.
+type Schedule struct {
+	// Release[i]: variables whose swap-out must complete, and whose device
+	// memory is released, before f_i runs.
+	Release [][]int
+	// SwapIn[i]: variables to start copying back to the device before f_i.
+	SwapIn [][]int
+	// SwapOut[i]: variables to start copying to the host after f_i.
+	SwapOut [][]int
+}
+
+// NewSchedule returns an empty schedule for n functions.
+func NewSchedule(n int) *Schedule {
+	return &Schedule{Release: make([][]int, n), SwapIn: make([][]int, n), SwapOut: make([][]int, n)}
+}
+
+// A Scheduler decides which variables move between device and host, and when.
+type Scheduler interface {
+	// Name identifies the scheduler in programs, tables and plots.
+	Name() string
+	// Plan returns a schedule for the problem, or an error saying why the
+	// budget cannot be met.
+	Plan(p *Problem) (*Schedule, error)
+}
+
+// baseline never swaps: every variable stays on the device from its
+// producer to its last use. It is the in-core reference.
+type baseline struct{}
+
+func (baseline) Name() string { return "baseline" }
+
+func (baseline) Plan(p *Problem) (*Schedule, error) { return NewSchedule(len(p.Trace.Funcs)), nil }
+
+// Lower turns a schedule into a tape: per function, releases, swap-ins,
+// waits for operands still in flight, the exec, swap-outs, and frees of the
+// variables at their last use.
+func Lower(t *Trace, s *Schedule) (*vm.Program, error) {
+	n := len(t.Funcs)
+	if len(s.Release) != n || len(s.SwapIn) != n || len(s.SwapOut) != n {
+		return nil, fmt.Errorf("ooc: schedule covers %d/%d/%d functions, the trace has %d",
+			len(s.Release), len(s.SwapIn), len(s.SwapOut), n)
+	}
+	p := &vm.Program{Vars: t.Vars, Funcs: t.Funcs}
+	emit := func(op vm.OpCode, f, v int) {
+		p.Instrs = append(p.Instrs, vm.Instr{Op: op, Func: f, Var: v, Bytes: t.Vars[v].Bytes})
+	}
+	inFlight := make(map[int]bool)
+	resident := make(map[int]bool)
+	for i, f := range t.Funcs {
+		for _, v := range s.Release[i] {
+			if resident[v] {
+				emit(vm.Free, -1, v)
+				delete(resident, v)
+			}
+		}
+		for _, v := range s.SwapIn[i] {
+			emit(vm.SwapIn, -1, v)
+			inFlight[v] = true
+			resident[v] = true
+		}
+		for _, v := range f.Inputs {
+			if inFlight[v] {
+				emit(vm.Wait, -1, v)
+				delete(inFlight, v)
+			}
+		}
+		emit(vm.Exec, i, f.Output)
+		resident[f.Output] = true
+		for _, v := range s.SwapOut[i] {
+			emit(vm.SwapOut, -1, v)
+		}
+		for _, v := range t.V(i) {
+			if t.Last[v] == i && resident[v] && !t.Vars[v].IsLeaf() {
+				if inFlight[v] {
+					emit(vm.Wait, -1, v)
+					delete(inFlight, v)
+				}
+				emit(vm.Free, -1, v)
+				delete(resident, v)
+			}
+		}
+	}
+	return p, nil
+}
+
+// BudgetError says which function cannot run within the budget.
+type BudgetError struct {
+	Func   string // the function's node name
+	Index  int    // its position in the function-sequence
+	Need   int64  // bytes that must be resident while it runs
+	Budget int64
+}
+
+func (e *BudgetError) Error() string {
+	return fmt.Sprintf("ooc: budget %d bytes is infeasible: function f%d (%s) needs %d bytes resident",
+		e.Budget, e.Index, e.Func, e.Need)
+}
+
+// Verify replays a tape's memory accounting: every read is of a resident,
+// landed variable, every swap-in has a host copy to read, no variable is
+// allocated twice, the device holds at most budget bytes at any moment
+// (workspace included) and is empty at the end. It returns the peak.
+func Verify(p *vm.Program, budget int64) (peak int64, err error) {
+	const (
+		absent = iota
+		resident
+		arriving
+	)
+	state := make([]uint8, len(p.Vars))
+	onHost := make([]bool, len(p.Vars))
+	var live int64
+	take := func(pc int, bytes int64, what string) error {
+		live += bytes
+		if live > peak {
+			peak = live
+		}
+		if budget > 0 && live > budget {
+			in := p.Instrs[pc]
+			if in.Op == vm.Exec || in.Op == vm.Recompute {
+				return &BudgetError{Func: p.Vars[in.Var].Name, Index: in.Func, Need: live, Budget: budget}
+			}
+			return fmt.Errorf("ooc: tape exceeds the budget at instruction %d (%s): %d bytes resident, budget %d", pc, what, live, budget)
+		}
+		return nil
+	}
+	for pc, in := range p.Instrs {
+		v := &p.Vars[in.Var]
+		if v.IsLeaf() {
+			return peak, fmt.Errorf("ooc: instruction %d (%s) acts on leaf %s", pc, in.Op, v.Name)
+		}
+		switch in.Op {
+		case vm.Exec, vm.Recompute:
+			f := &p.Funcs[in.Func]
+			for _, u := range f.Inputs {
+				if p.Vars[u].IsLeaf() {
+					continue
+				}
+				switch state[u] {
+				case absent:
+					return peak, fmt.Errorf("ooc: instruction %d (%s %s) reads %s, which is not resident", pc, in.Op, v.Name, p.Vars[u].Name)
+				case arriving:
+					return peak, fmt.Errorf("ooc: instruction %d (%s %s) reads %s before waiting for its swap-in", pc, in.Op, v.Name, p.Vars[u].Name)
+				}
+			}
+			if state[f.Output] != absent {
+				return peak, fmt.Errorf("ooc: instruction %d computes %s, which is already resident", pc, v.Name)
+			}
+			if err := take(pc, v.Bytes+f.Workspace, "exec "+v.Name); err != nil {
+				return peak, err
+			}
+			live -= f.Workspace
+			state[f.Output] = resident
+		case vm.SwapOut:
+			if state[in.Var] != resident {
+				return peak, fmt.Errorf("ooc: instruction %d swaps out %s, which is not resident", pc, v.Name)
+			}
+			onHost[in.Var] = true
+		case vm.SwapIn:
+			if state[in.Var] != absent {
+				return peak, fmt.Errorf("ooc: instruction %d swaps in %s, which is already resident", pc, v.Name)
+			}
+			if !onHost[in.Var] {
+				return peak, fmt.Errorf("ooc: instruction %d swaps in %s, which was never swapped out", pc, v.Name)
+			}
+			if err := take(pc, v.Bytes, "swapin "+v.Name); err != nil {
+				return peak, err
+			}
+			state[in.Var] = arriving
+		case vm.Wait:
+			if state[in.Var] != arriving {
+				return peak, fmt.Errorf("ooc: instruction %d waits for %s, which is not being swapped in", pc, v.Name)
+			}
+			state[in.Var] = resident
+		case vm.Free:
+			if state[in.Var] == absent {
+				return peak, fmt.Errorf("ooc: instruction %d frees %s, which is not resident", pc, v.Name)
+			}
+			live -= v.Bytes
+			state[in.Var] = absent
+		default:
+			return peak, fmt.Errorf("ooc: instruction %d: unknown op %v", pc, in.Op)
+		}
+	}
+	for i, s := range state {
+		if s != absent {
+			return peak, fmt.Errorf("ooc: tape leaves %s on the device", p.Vars[i].Name)
+		}
+	}
+	return peak, nil
+}

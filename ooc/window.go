@@ -1,0 +1,217 @@
+package ooc
+
+// Window is the byte-window scheduler of Sony's out-of-core paper (section
+// 3), the default. For each function f_i in order, with budget B and
+// schedule-window W:
+//
+//  1. The window is S[start(i) .. e_i], the longest run of the
+//     variable-sequence from f_i's first entry whose device bytes sum to at
+//     most W (never less than V(f_i)). Variables of V(f_i) on the host are
+//     swapped in before f_i; so are later variables of the window, as long
+//     as they fit in B (prefetch never forces anything out).
+//  2. While the resident bytes, the bytes being swapped in, and f_i's output
+//     and workspace exceed B, the oldest outstanding swap-out completes and
+//     its device memory is released. If none is outstanding, the resident
+//     variable not read by f_i whose next use is furthest away is swapped
+//     out and released at once (compute stalls on that copy). If nothing is
+//     left to release, B is infeasible: the error names f_i and its bytes.
+//  3. After f_i, each variable of V(f_i) used again, but not inside the next
+//     window, gets a swap-out reserved: its copy starts at once, but its
+//     memory is released only when step 2 needs it, so a variable needed
+//     again before then costs no swap-in. Variables with no later use are
+//     freed.
+//  4. No variable is scheduled twice; a swap-in (or a place in a window)
+//     cancels a pending release. Swap-outs whose memory was never released
+//     are dropped from the schedule: they would only cost bandwidth.
+//
+// Swap-in distance and swap-out choice thus adapt to byte sizes, not to a
+// fixed number of ops.
+//
+// With Window 0 in the Problem (ooc.WithWindow(0)), W is 1.5 x B, the
+// starting point nnabla uses.
+type Window struct{}
+
+// Name implements Scheduler.
+func (Window) Name() string { return "window" }
+
+// AutoWindow is the schedule-window used when none is given: 1.5 x budget.
+func AutoWindow(budget int64) int64 { return budget + budget/2 }
+
+// Plan implements Scheduler.
+func (Window) Plan(p *Problem) (*Schedule, error) {
+	t := p.Trace
+	B, W := p.Budget, p.Window
+	if W <= 0 {
+		W = AutoWindow(B)
+	}
+	n, nv := len(t.Funcs), len(t.Vars)
+	s := NewSchedule(n)
+	res := make([]bool, nv)    // holds device memory
+	onHost := make([]bool, nv) // a host copy exists (swap-out issued)
+	queued := make([]bool, nv) // swap-out issued, memory not yet released
+	var fifo []int             // queued variables, oldest first (may hold cancelled entries)
+	var live int64
+	size := t.DeviceBytes
+
+	// windowEnd is e_i + 1: the exclusive end in Seq of f_i's window.
+	windowEnd := func(i int) int {
+		var sum int64
+		k := t.Start[i]
+		for ; k < len(t.Seq); k++ {
+			sum += size(t.Seq[k])
+			if sum > W && k >= t.Start[i+1] {
+				break
+			}
+		}
+		return k
+	}
+	release := func(i int) bool {
+		for len(fifo) > 0 {
+			v := fifo[0]
+			fifo = fifo[1:]
+			if !queued[v] {
+				continue // cancelled or freed
+			}
+			queued[v], res[v] = false, false
+			live -= size(v)
+			s.Release[i] = append(s.Release[i], v)
+			return true
+		}
+		return false
+	}
+	inV := make([]int, nv) // inV[v] == i+1 when v is in V(f_i)
+	for i, f := range t.Funcs {
+		for _, v := range t.V(i) {
+			inV[v] = i + 1
+		}
+		end := windowEnd(i)
+		// Step 1: what f_i reads must be on the device; anything in the
+		// window keeps its memory.
+		for k := t.Start[i]; k < end; k++ {
+			if v := t.Seq[k]; queued[v] {
+				queued[v] = false
+			}
+		}
+		for _, v := range f.Inputs {
+			if size(v) > 0 && !res[v] {
+				s.SwapIn[i] = append(s.SwapIn[i], v)
+				res[v] = true
+				live += size(v)
+			}
+		}
+		// Step 2: make room for the output and workspace.
+		need := func() int64 { return live + size(f.Output) + f.Workspace }
+		for need() > B {
+			if release(i) {
+				continue
+			}
+			victim := -1
+			far := -1
+			for v := 0; v < nv; v++ {
+				if !res[v] || inV[v] == i+1 || i == 0 {
+					continue
+				}
+				nu := t.NextUse(v, i-1)
+				if nu < 0 {
+					continue
+				}
+				if nu > far {
+					victim, far = v, nu
+				}
+			}
+			if victim < 0 {
+				return nil, &BudgetError{Func: f.Node.Name(), Index: i, Need: need(), Budget: B}
+			}
+			if !onHost[victim] {
+				s.SwapOut[i-1] = append(s.SwapOut[i-1], victim)
+				onHost[victim] = true
+			}
+			res[victim] = false
+			live -= size(victim)
+			s.Release[i] = append(s.Release[i], victim)
+		}
+		// Step 1, continued: prefetch the rest of the window while it fits.
+		for k := t.Start[i+1]; k < end; k++ {
+			v := t.Seq[k]
+			if res[v] || !onHost[v] || size(v) == 0 {
+				continue
+			}
+			for need()+size(v) > B && release(i) {
+			}
+			if need()+size(v) > B {
+				break
+			}
+			s.SwapIn[i] = append(s.SwapIn[i], v)
+			res[v] = true
+			live += size(v)
+		}
+		// f_i runs.
+		res[f.Output] = true
+		live += size(f.Output)
+		// Step 3: free what is dead, reserve swap-outs for what is needed
+		// only beyond the next window.
+		nextStart, nextEnd := 0, 0
+		if i+1 < n {
+			nextStart, nextEnd = t.Start[i+1], windowEnd(i+1)
+		}
+		inNext := func(v int) bool {
+			for k := nextStart; k < nextEnd; k++ {
+				if t.Seq[k] == v {
+					return true
+				}
+			}
+			return false
+		}
+		for _, v := range t.V(i) {
+			if !res[v] || size(v) == 0 {
+				continue
+			}
+			if t.Last[v] == i {
+				res[v], queued[v] = false, false
+				live -= size(v)
+				continue
+			}
+			if queued[v] || inNext(v) {
+				continue
+			}
+			s.SwapOut[i] = append(s.SwapOut[i], v)
+			onHost[v], queued[v] = true, true
+			fifo = append(fifo, v)
+		}
+	}
+	dropUnreleasedSwapOuts(t, s)
+	return s, nil
+}
+
+// dropUnreleasedSwapOuts removes swap-outs that no release follows before
+// the variable's next swap-out or death: their copies would buy nothing.
+// A dropped swap-out can be the first of a variable's; a kept later one
+// then makes the copy.
+func dropUnreleasedSwapOuts(t *Trace, s *Schedule) {
+	type at struct{ fn, k int }
+	pending := map[int]at{}
+	drop := map[at]bool{}
+	for i := range t.Funcs {
+		for _, v := range s.Release[i] {
+			delete(pending, v)
+		}
+		for k, v := range s.SwapOut[i] {
+			if old, ok := pending[v]; ok {
+				drop[old] = true
+			}
+			pending[v] = at{i, k}
+		}
+	}
+	for _, a := range pending {
+		drop[a] = true
+	}
+	for i := range s.SwapOut {
+		kept := s.SwapOut[i][:0]
+		for k, v := range s.SwapOut[i] {
+			if !drop[at{i, k}] {
+				kept = append(kept, v)
+			}
+		}
+		s.SwapOut[i] = kept
+	}
+}

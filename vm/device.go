@@ -1,0 +1,76 @@
+package vm
+
+import (
+	"fmt"
+	"syscall"
+
+	"github.com/gorgonia-ooc/outofcore/vm/alloc"
+)
+
+// Device is where a Machine's values live and its ops run.
+type Device interface {
+	// Name says what the device is, e.g. "cpu" or "sim:v100-nvlink".
+	Name() string
+	// Memory is the device's physical memory, from which allocators carve blocks.
+	Memory() alloc.Memory
+	// Capacity is the physical memory in bytes.
+	Capacity() int64
+	// Simulated reports whether times and memory are modelled rather than real.
+	Simulated() bool
+	Close() error
+}
+
+// DefaultCPUCapacity is the device memory of a CPU device made with capacity
+// 0: 8 GiB, or half the machine's RAM if that is less. Address space is
+// reserved lazily, so an unused capacity costs nothing.
+func DefaultCPUCapacity() int64 {
+	const c = 8 << 30
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err == nil {
+		if half := int64(si.Totalram) * int64(si.Unit) / 2; half > 0 && half < c {
+			return half
+		}
+	}
+	return c
+}
+
+// CPU is a device whose memory is real host memory and whose ops are
+// gorgonia's CPU ops. Its "device memory" is mapped by package alloc
+// (mmap'ed segments, or memfd chunks mapped into reserved address ranges), so
+// swapping copies real bytes and a budget is enforced on real allocations.
+type CPU struct {
+	mem      alloc.Memory
+	capacity int64
+}
+
+// NewCPU makes a CPU device with the given memory capacity in bytes
+// (0: DefaultCPUCapacity).
+func NewCPU(capacity int64) (*CPU, error) {
+	if capacity < 0 {
+		return nil, fmt.Errorf("vm: CPU device capacity %d is negative", capacity)
+	}
+	if capacity == 0 {
+		capacity = DefaultCPUCapacity()
+	}
+	mem, err := alloc.NewHostMemory(capacity)
+	if err != nil {
+		return nil, fmt.Errorf("vm: CPU device: %w", err)
+	}
+	return &CPU{mem: mem, capacity: capacity}, nil
+}
+
+// Name implements Device.
+func (c *CPU) Name() string { return "cpu" }
+
+// Memory implements Device.
+func (c *CPU) Memory() alloc.Memory { return c.mem }
+
+// Capacity implements Device.
+func (c *CPU) Capacity() int64 { return c.capacity }
+
+// Simulated implements Device: the CPU device is real.
+func (c *CPU) Simulated() bool { return false }
+
+// Close implements Device: it unmaps the device memory. Allocators over it
+// must be closed first.
+func (c *CPU) Close() error { return c.mem.Close() }

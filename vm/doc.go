@@ -1,0 +1,20 @@
+// Package vm runs a lowered out-of-core training program on a device.
+//
+// A Program is a tape of instructions over the variables of a Gorgonia graph:
+// exec runs one op, swapout starts copying a variable to host memory, free
+// releases its device memory (after any copy out has landed), swapin brings it
+// back, wait makes compute block until a swap-in has landed, and recompute
+// re-runs a forward op whose output was dropped. Package ooc builds programs
+// from graphs; this package only executes them, faithfully, and counts what
+// that cost.
+//
+// A Machine implements gorgonia.VM. Device memory for every value it computes
+// (activations, gradients, workspace) comes from an allocator of package
+// vm/alloc over the device's physical memory, so a budget is a hard limit, as
+// on a GPU: an allocation past it fails with an out-of-memory error. Leaf
+// values (inputs, learnables, constants) stay where the user bound them.
+//
+// On the CPU device the ops are gorgonia's own CPU ops, run on tensors whose
+// bytes are device memory, so a Machine's results equal gorgonia's
+// TapeMachine bit for bit.
+package vm

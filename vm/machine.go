@@ -1,0 +1,576 @@
+package vm
+
+import (
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/vm/alloc"
+)
+
+// WorkspaceOp is implemented by ops that need scratch device memory while
+// they run (im2col buffers, say). The machine allocates the workspace from the
+// device allocator, so the budget counts it, and frees it when the op returns.
+type WorkspaceOp interface {
+	gorgonia.Op
+	// WorkspaceBytes is the scratch memory one call needs.
+	WorkspaceBytes(dt tensor.Dtype, inputs []tensor.Shape) int64
+	// DoWorkspace computes the op's result into out, using ws as scratch.
+	DoWorkspace(out gorgonia.Value, ws []byte, inputs ...gorgonia.Value) error
+}
+
+// Stats is what a Machine measured, summed over the steps it ran.
+type Stats struct {
+	Steps int
+	// PeakDeviceBytes is the most device memory the program's variables and
+	// workspaces held at once (bytes requested from the allocator).
+	PeakDeviceBytes int64
+	// ReservedBytes is the most physical memory the allocator held at once;
+	// MappedBytes the most it had mapped to live blocks. Reserved - Mapped is
+	// external fragmentation, Mapped - requested internal fragmentation.
+	ReservedBytes, MappedBytes int64
+	// LeafBytes is the size of the leaf values (inputs, learnables, constants)
+	// read in place from memory the user owns.
+	LeafBytes int64
+
+	SwapIns, SwapOuts         int
+	SwapInBytes, SwapOutBytes int64
+	// ComputeTime is time spent running ops; StallTime is time compute spent
+	// waiting for a copy engine; StepTime is wall time inside RunAll.
+	ComputeTime, StallTime, StepTime time.Duration
+
+	Allocator alloc.Stats
+}
+
+// Config sets up a Machine.
+type Config struct {
+	Device    Device
+	Allocator alloc.Allocator // over Device.Memory(); the machine closes it
+	// Budget caps the device bytes the program may hold at once (0: none
+	// beyond the allocator's capacity). The machine enforces it at every
+	// allocation, as a device with that much memory would.
+	Budget int64
+	// AccumulateGrads lists learnables whose gradients accumulate across runs
+	// (gorgonia.BindDualValues semantics) until a solver zeroes them; all
+	// others are overwritten by each run.
+	AccumulateGrads map[*gorgonia.Node]bool
+	// OwnDevice makes Close close the device too.
+	OwnDevice bool
+}
+
+// Machine runs a Program. It implements gorgonia.VM. A Machine is not safe
+// for concurrent use; its copy engines are internal goroutines.
+type Machine struct {
+	prog   *Program
+	dev    Device
+	al     alloc.Allocator
+	budget int64
+	accum  map[*gorgonia.Node]bool
+	ownDev bool
+
+	vars    []varState
+	leaves  []gorgonia.Value // by var index, for leaf variables
+	results map[int]gorgonia.Value
+	pool    hostPool
+	d2h     *copyEngine
+	h2d     *copyEngine
+	live    int64 // requested device bytes held now
+	peak    int64
+	stats   Stats
+	closed  bool
+	scratch []gorgonia.Value
+}
+
+type varState struct {
+	block *alloc.Block
+	kind  valueKind
+	host  []byte     // host copy written by a swap-out; valid until the step ends
+	out   *copyEvent // swap-out in flight
+	in    *copyEvent // swap-in in flight, not yet waited for
+}
+
+// New makes a Machine for a program. Leaf values are read from their nodes at
+// every RunAll, so a training loop can gorgonia.Let new batches between runs.
+func New(p *Program, cfg Config) (*Machine, error) {
+	if p == nil {
+		return nil, errors.New("vm: nil program")
+	}
+	if cfg.Device == nil || cfg.Allocator == nil {
+		return nil, errors.New("vm: a machine needs a device and an allocator")
+	}
+	m := &Machine{
+		prog:    p,
+		dev:     cfg.Device,
+		al:      cfg.Allocator,
+		budget:  cfg.Budget,
+		accum:   cfg.AccumulateGrads,
+		ownDev:  cfg.OwnDevice,
+		vars:    make([]varState, len(p.Vars)),
+		leaves:  make([]gorgonia.Value, len(p.Vars)),
+		results: make(map[int]gorgonia.Value),
+		pool:    hostPool{free: make(map[int][][]byte)},
+	}
+	for i := range p.Vars {
+		v := &p.Vars[i]
+		if v.IsLeaf() {
+			m.stats.LeafBytes += v.Bytes
+		}
+	}
+	for _, f := range p.Funcs {
+		if op, ok := f.Op.(gorgonia.TrainModeOp); ok {
+			if err := op.SetTraining(true); err != nil {
+				return nil, fmt.Errorf("vm: %s: %w", f.Node.Name(), err)
+			}
+		}
+	}
+	m.d2h = newCopyEngine()
+	m.h2d = newCopyEngine()
+	return m, nil
+}
+
+// Program returns the tape the machine runs.
+func (m *Machine) Program() *Program { return m.prog }
+
+// Device returns the device the machine runs on.
+func (m *Machine) Device() Device { return m.dev }
+
+// Stats returns what the machine measured so far.
+func (m *Machine) Stats() Stats {
+	s := m.stats
+	s.PeakDeviceBytes = m.peak
+	s.Allocator = m.al.Stats()
+	s.ReservedBytes = s.Allocator.PeakReserved
+	s.MappedBytes = s.Allocator.PeakMapped
+	return s
+}
+
+// Reset implements gorgonia.VM. Every run starts from a clean device, so
+// there is nothing to reset between runs; Reset drops whatever a failed run
+// left behind.
+func (m *Machine) Reset() { m.releaseAll() }
+
+// Close implements gorgonia.VM: it stops the copy engines and returns all
+// device memory.
+func (m *Machine) Close() error {
+	if m.closed {
+		return nil
+	}
+	m.releaseAll()
+	m.closed = true
+	m.d2h.stop()
+	m.h2d.stop()
+	err := m.al.Close()
+	if m.ownDev {
+		err = errors.Join(err, m.dev.Close())
+	}
+	return err
+}
+
+// RunAll implements gorgonia.VM: it runs the tape once (one training step).
+// Afterwards the outputs' nodes hold their values and each learnable's Grad()
+// its gradient. No panic escapes: a panic inside an op comes back as an error
+// naming the node.
+func (m *Machine) RunAll() (err error) {
+	if m.closed {
+		return errors.New("vm: RunAll on a closed machine")
+	}
+	start := time.Now()
+	pc := -1
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("vm: panic at %s: %v\n%s", m.where(pc), r, debug.Stack())
+		}
+		if err != nil {
+			m.releaseAll()
+		}
+	}()
+	if err = m.loadLeaves(); err != nil {
+		return err
+	}
+	for pc = range m.prog.Instrs {
+		if err = m.step(m.prog.Instrs[pc]); err != nil {
+			return fmt.Errorf("vm: %s: %w", m.where(pc), err)
+		}
+	}
+	pc = -1
+	if err = m.endStep(); err != nil {
+		return err
+	}
+	m.stats.Steps++
+	m.stats.StepTime += time.Since(start)
+	return nil
+}
+
+func (m *Machine) where(pc int) string {
+	if pc < 0 || pc >= len(m.prog.Instrs) {
+		return "end of step"
+	}
+	in := m.prog.Instrs[pc]
+	return fmt.Sprintf("instruction %d (%s %s)", pc, in.Op, m.prog.Vars[in.Var].Name)
+}
+
+func (m *Machine) loadLeaves() error {
+	for i := range m.prog.Vars {
+		v := &m.prog.Vars[i]
+		if !v.IsLeaf() {
+			continue
+		}
+		val, err := leafValue(v.Node)
+		if err != nil {
+			return err
+		}
+		if !val.Shape().Eq(v.Shape) || val.Dtype() != v.Dtype {
+			return fmt.Errorf("vm: %s holds a %v %v value; the graph was compiled for %v %v",
+				v.Name, val.Shape(), val.Dtype(), v.Shape, v.Dtype)
+		}
+		m.leaves[i] = val
+	}
+	return nil
+}
+
+// leafValue is what an input, learnable or constant node holds.
+func leafValue(n *gorgonia.Node) (gorgonia.Value, error) {
+	if n.Op() != nil {
+		if c, ok := n.Op().(interface{ Value() gorgonia.Value }); ok {
+			return c.Value(), nil
+		}
+		return nil, fmt.Errorf("vm: leaf %s has op %v, which is not a constant", n.Name(), n.Op())
+	}
+	val := n.Value()
+	if val == nil {
+		return nil, fmt.Errorf("vm: input %s has no value: gorgonia.Let it before RunAll", n.Name())
+	}
+	return val, nil
+}
+
+func (m *Machine) step(in Instr) error {
+	switch in.Op {
+	case Exec, Recompute:
+		return m.exec(in.Func)
+	case SwapOut:
+		return m.swapOut(in.Var)
+	case SwapIn:
+		return m.swapIn(in.Var)
+	case Wait:
+		m.waitIn(in.Var)
+		return nil
+	case Free:
+		return m.free(in.Var)
+	}
+	return fmt.Errorf("unknown instruction %v", in.Op)
+}
+
+// allocate takes device memory, enforcing the budget before the allocator
+// enforces the physical capacity.
+func (m *Machine) allocate(size int64, what string) (*alloc.Block, error) {
+	if m.budget > 0 && m.live+size > m.budget {
+		return nil, fmt.Errorf("%w: %s needs %d bytes, %d of the %d-byte budget are in use",
+			alloc.ErrOutOfMemory, what, size, m.live, m.budget)
+	}
+	b, err := m.al.Alloc(size)
+	if err != nil {
+		return nil, fmt.Errorf("%s needs %d bytes: %w", what, size, err)
+	}
+	m.live += size
+	if m.live > m.peak {
+		m.peak = m.live
+	}
+	return b, nil
+}
+
+func (m *Machine) release(b *alloc.Block) error {
+	m.live -= b.Size()
+	return m.al.Free(b)
+}
+
+// value is the gorgonia value of a variable, as an op's operand.
+func (m *Machine) value(i int) (gorgonia.Value, error) {
+	v := &m.prog.Vars[i]
+	if v.IsLeaf() {
+		return m.leaves[i], nil
+	}
+	s := &m.vars[i]
+	if s.in != nil {
+		m.waitIn(i) // the verifier puts a Wait first; this only guards hand-made tapes
+	}
+	if s.block == nil {
+		return nil, fmt.Errorf("%s is not resident on the device", v.Name)
+	}
+	if s.kind == kindScalar {
+		return scalarOver(s.block.Bytes(), v.Dtype)
+	}
+	return denseOver(s.block.Bytes(), v.Dtype, v.Shape), nil
+}
+
+// preallocSafe lists gorgonia op types whose UsePreallocDo writes its whole
+// result into the given tensor, whatever it held, and matches Do bit for bit
+// (checked by this package's tests). Others run Do and are copied in:
+// BatchNormOp's UsePreallocDo, for one, scales the tensor it is given.
+var preallocSafe = map[string]bool{
+	"gorgonia.linAlgBinOp":      true,
+	"gorgonia.elemBinOp":        true,
+	"gorgonia.im2colOp":         true,
+	"gorgonia.col2imOp":         true,
+	"*gorgonia.maxPoolOp":       true,
+	"*gorgonia.maxPoolDiffOp":   true,
+	"*gorgonia.repeatOp":        true,
+	"*gorgonia.softmaxOp":       false,
+	"*gorgonia.BatchNormOp":     false,
+	"*gorgonia.batchnormDiffOp": false,
+}
+
+func usePrealloc(op gorgonia.Op) (gorgonia.UsePreallocDoer, bool) {
+	pd, ok := op.(gorgonia.UsePreallocDoer)
+	if !ok {
+		return nil, false
+	}
+	name := fmt.Sprintf("%T", op)
+	if safe, known := preallocSafe[name]; known {
+		return pd, safe
+	}
+	// Ops from outside gorgonia (models/layers) promise the contract;
+	// gorgonia's own are trusted only once tested.
+	return pd, !strings.HasPrefix(strings.TrimPrefix(name, "*"), "gorgonia.")
+}
+
+func (m *Machine) exec(fi int) (err error) {
+	f := &m.prog.Funcs[fi]
+	out := &m.prog.Vars[f.Output]
+	st := &m.vars[f.Output]
+	if st.block != nil {
+		return fmt.Errorf("%s is already resident", out.Name)
+	}
+	ins := m.scratch[:0]
+	for _, vi := range f.Inputs {
+		v, err := m.value(vi)
+		if err != nil {
+			return err
+		}
+		ins = append(ins, v)
+	}
+	m.scratch = ins[:0]
+	blk, err := m.allocate(out.Bytes, out.Name)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = m.release(blk)
+		}
+	}()
+	var ws *alloc.Block
+	if f.Workspace > 0 {
+		if ws, err = m.allocate(f.Workspace, "workspace of "+out.Name); err != nil {
+			return err
+		}
+		defer func() {
+			if e := m.release(ws); e != nil && err == nil {
+				err = e
+			}
+		}()
+	}
+
+	t0 := time.Now()
+	kind := kindDense
+	scalarNode := out.Node.IsScalar()
+	switch {
+	case ws != nil && !scalarNode:
+		wop, ok := f.Op.(WorkspaceOp)
+		if !ok {
+			return fmt.Errorf("op %v declares workspace but does not implement DoWorkspace", f.Op)
+		}
+		if err = wop.DoWorkspace(denseOver(blk.Bytes(), out.Dtype, out.Shape), ws.Bytes(), ins...); err != nil {
+			return fmt.Errorf("op %v: %w", f.Op, err)
+		}
+	default:
+		var res gorgonia.Value
+		if pd, ok := usePrealloc(f.Op); ok && !scalarNode {
+			dst := denseOver(blk.Bytes(), out.Dtype, out.Shape)
+			if res, err = pd.UsePreallocDo(dst, ins...); err != nil {
+				return fmt.Errorf("op %v: %w", f.Op, err)
+			}
+		} else if res, err = f.Op.Do(ins...); err != nil {
+			return fmt.Errorf("op %v: %w", f.Op, err)
+		}
+		if kind, err = kindOf(res); err != nil {
+			return fmt.Errorf("op %v: %w", f.Op, err)
+		}
+		src, err := rawBytes(res)
+		if err != nil {
+			return fmt.Errorf("op %v: %w", f.Op, err)
+		}
+		if int64(len(src)) != out.Bytes {
+			return fmt.Errorf("op %v returned %d bytes (shape %v); the graph says %v, %d bytes",
+				f.Op, len(src), res.Shape(), out.Shape, out.Bytes)
+		}
+		if !sameMemory(src, blk.Bytes()) {
+			copy(blk.Bytes(), src)
+		}
+	}
+	m.stats.ComputeTime += time.Since(t0)
+	st.block, st.kind = blk, kind
+	return m.publish(f.Output)
+}
+
+// publish hands a freshly computed output or gradient to the user, the way
+// gorgonia's TapeMachine binds it: outputs to their node, gradients to the
+// learnable (accumulated under BindDualValues).
+func (m *Machine) publish(i int) error {
+	v := &m.prog.Vars[i]
+	if v.Role == Intermediate {
+		return nil
+	}
+	s := &m.vars[i]
+	host, ok := m.results[i]
+	if !ok {
+		var err error
+		if host, err = newHostValue(s.kind, v.Dtype, v.Shape); err != nil {
+			return err
+		}
+		m.results[i] = host
+	}
+	dst, err := rawBytes(host)
+	if err != nil {
+		return err
+	}
+	src := s.block.Bytes()
+	switch {
+	case v.Role == Gradient && m.accum[v.Learnable]:
+		if err := accumulate(host, src, v); err != nil {
+			return err
+		}
+	default:
+		copy(dst, src)
+	}
+	target := v.Node
+	if v.Role == Gradient {
+		target = v.Learnable.Deriv()
+	}
+	return gorgonia.UnsafeLet(target, host)
+}
+
+// accumulate adds a gradient into the learnable's running sum in place,
+// with the same arithmetic as gorgonia's dual-value accumulation.
+func accumulate(acc gorgonia.Value, src []byte, v *Var) error {
+	switch a := acc.(type) {
+	case *tensor.Dense:
+		g := denseOver(src, v.Dtype, v.Shape)
+		_, err := tensor.Add(a, g, tensor.UseUnsafe())
+		return err
+	case *gorgonia.F64:
+		g, _ := scalarOver(src, v.Dtype)
+		*a += *(g.(*gorgonia.F64))
+	case *gorgonia.F32:
+		g, _ := scalarOver(src, v.Dtype)
+		*a += *(g.(*gorgonia.F32))
+	default:
+		return fmt.Errorf("cannot accumulate a gradient of type %T", acc)
+	}
+	return nil
+}
+
+func (m *Machine) swapOut(i int) error {
+	s := &m.vars[i]
+	v := &m.prog.Vars[i]
+	if s.block == nil {
+		return fmt.Errorf("swap-out of %s, which is not resident", v.Name)
+	}
+	if s.host != nil || s.out != nil {
+		return nil // the host copy made earlier is still good: values never change
+	}
+	s.host = m.pool.get(len(s.block.Bytes()))
+	s.out = m.d2h.submit(s.host, s.block.Bytes())
+	m.stats.SwapOuts++
+	m.stats.SwapOutBytes += v.Bytes
+	return nil
+}
+
+func (m *Machine) swapIn(i int) error {
+	s := &m.vars[i]
+	v := &m.prog.Vars[i]
+	if s.block != nil {
+		return fmt.Errorf("swap-in of %s, which is already resident", v.Name)
+	}
+	if s.host == nil {
+		return fmt.Errorf("swap-in of %s, which has no host copy", v.Name)
+	}
+	m.waitOut(i)
+	blk, err := m.allocate(v.Bytes, v.Name)
+	if err != nil {
+		return err
+	}
+	s.block = blk
+	s.in = m.h2d.submit(blk.Bytes(), s.host)
+	m.stats.SwapIns++
+	m.stats.SwapInBytes += v.Bytes
+	return nil
+}
+
+func (m *Machine) waitIn(i int) {
+	s := &m.vars[i]
+	if s.in == nil {
+		return
+	}
+	m.stats.StallTime += s.in.wait()
+	s.in = nil
+}
+
+func (m *Machine) waitOut(i int) {
+	s := &m.vars[i]
+	if s.out == nil {
+		return
+	}
+	m.stats.StallTime += s.out.wait()
+	s.out = nil
+}
+
+// free releases a variable's device memory once any copy out of it has
+// landed. Its host copy, if any, stays for a later swap-in.
+func (m *Machine) free(i int) error {
+	s := &m.vars[i]
+	if s.block == nil {
+		return fmt.Errorf("free of %s, which is not resident", m.prog.Vars[i].Name)
+	}
+	m.waitOut(i)
+	m.waitIn(i)
+	err := m.release(s.block)
+	s.block = nil
+	return err
+}
+
+// endStep checks the tape left the device empty and recycles host copies.
+func (m *Machine) endStep() error {
+	var leaked []string
+	for i := range m.vars {
+		if m.vars[i].block != nil {
+			leaked = append(leaked, m.prog.Vars[i].Name)
+		}
+	}
+	m.releaseAll()
+	if len(leaked) > 0 {
+		return fmt.Errorf("vm: the tape left %d variables on the device: %v", len(leaked), leaked)
+	}
+	return nil
+}
+
+// releaseAll returns every device block and host copy, after in-flight copies land.
+func (m *Machine) releaseAll() {
+	for i := range m.vars {
+		s := &m.vars[i]
+		m.waitOut(i)
+		m.waitIn(i)
+		if s.block != nil {
+			_ = m.release(s.block)
+			s.block = nil
+		}
+		if s.host != nil {
+			m.pool.put(s.host)
+			s.host = nil
+		}
+	}
+}

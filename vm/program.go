@@ -1,0 +1,130 @@
+package vm
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// OpCode is the kind of one tape instruction.
+type OpCode uint8
+
+// The instructions of a tape.
+const (
+	Exec      OpCode = iota // run a function; allocates its output (and workspace)
+	SwapIn                  // allocate a variable on the device and start copying it in from host memory
+	SwapOut                 // start copying a variable to host memory; its device memory stays until Free
+	Wait                    // compute waits until a swap-in of the variable has landed
+	Free                    // release a variable's device memory (after any swap-out of it has landed)
+	Recompute               // re-run the function that produced a dropped variable
+)
+
+var opNames = [...]string{"exec", "swapin", "swapout", "wait", "free", "recompute"}
+
+func (o OpCode) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return fmt.Sprintf("OpCode(%d)", uint8(o))
+}
+
+// Role says what a variable is to the user of the graph.
+type Role uint8
+
+// Roles of variables.
+const (
+	Intermediate Role = iota // computed and consumed inside the step; nobody outside reads it
+	Output                   // its value is bound to its node after RunAll (the cost, or a requested output)
+	Gradient                 // the gradient of a learnable; stored in the learnable's gradient after RunAll
+)
+
+// Var is one variable of the program: the value of one graph node.
+type Var struct {
+	Node  *gorgonia.Node
+	Name  string
+	Shape tensor.Shape
+	Dtype tensor.Dtype
+	Bytes int64 // size on the device
+
+	// Producer is the index in Funcs of the function computing the variable,
+	// or -1 for a leaf (an input, a learnable or a constant), which lives in
+	// memory the user owns and is never allocated by the machine.
+	Producer int
+	Role     Role
+	// Learnable is the node whose gradient this is (Role == Gradient).
+	Learnable *gorgonia.Node
+}
+
+// IsLeaf reports whether the variable is an input, learnable or constant.
+func (v *Var) IsLeaf() bool { return v.Producer < 0 }
+
+// Func is one function (op node) of the program.
+type Func struct {
+	Node      *gorgonia.Node
+	Op        gorgonia.Op
+	Inputs    []int // variable indices, in operand order
+	Output    int   // variable index
+	Workspace int64 // scratch device memory one call needs
+}
+
+// Instr is one tape instruction. Exec and Recompute name a function; the
+// others name a variable.
+type Instr struct {
+	Op    OpCode
+	Func  int // for Exec and Recompute; -1 otherwise
+	Var   int // the variable acted on (for Exec: the function's output)
+	Bytes int64
+}
+
+// Program is a lowered tape over the variables and functions of a graph.
+type Program struct {
+	Vars   []Var
+	Funcs  []Func
+	Instrs []Instr
+	// Budget is the device-memory budget the program was planned and verified
+	// for; the machine's allocator enforces it.
+	Budget int64
+	// Scheduler names the scheduler that planned the program.
+	Scheduler string
+}
+
+// String prints the tape one instruction a line.
+func (p *Program) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "program: %d instructions, %d functions, %d variables, budget %d bytes, scheduler %s\n",
+		len(p.Instrs), len(p.Funcs), len(p.Vars), p.Budget, p.Scheduler)
+	for i, in := range p.Instrs {
+		fmt.Fprintf(&b, "%5d  %-9s %-12d %s\n", i, in.Op, in.Bytes, p.Vars[in.Var].Name)
+	}
+	return b.String()
+}
+
+type jsonInstr struct {
+	Op    string `json:"op"`
+	Node  string `json:"node"`
+	Bytes int64  `json:"bytes"`
+}
+
+// MarshalJSON exports the tape as an array of {"op", "node", "bytes"}.
+func (p *Program) MarshalJSON() ([]byte, error) {
+	out := make([]jsonInstr, len(p.Instrs))
+	for i, in := range p.Instrs {
+		out[i] = jsonInstr{Op: in.Op.String(), Node: p.Vars[in.Var].Name, Bytes: in.Bytes}
+	}
+	return json.Marshal(out)
+}
+
+// Count returns how many instructions of the given kind the tape holds and
+// their bytes in all.
+func (p *Program) Count(op OpCode) (n int, bytes int64) {
+	for _, in := range p.Instrs {
+		if in.Op == op {
+			n++
+			bytes += in.Bytes
+		}
+	}
+	return n, bytes
+}

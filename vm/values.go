@@ -1,0 +1,95 @@
+package vm
+
+import (
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// valueKind records how an op hands a variable's value around: as a
+// *tensor.Dense, or as one of gorgonia's scalar types (*gorgonia.F64, ...).
+// Consumers must get the same kind back, or gorgonia's type checks refuse it.
+type valueKind uint8
+
+const (
+	kindUnknown valueKind = iota
+	kindDense
+	kindScalar
+)
+
+// denseOver builds a tensor header over device bytes. The bytes are owned by
+// the allocator; the header must not outlive the block.
+func denseOver(b []byte, dt tensor.Dtype, shape tensor.Shape) *tensor.Dense {
+	if len(b) == 0 {
+		return tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...))
+	}
+	return tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...),
+		tensor.FromMemory(uintptr(unsafe.Pointer(&b[0])), uintptr(len(b))))
+}
+
+// scalarOver returns gorgonia's scalar value type living in device bytes.
+func scalarOver(b []byte, dt tensor.Dtype) (gorgonia.Value, error) {
+	p := unsafe.Pointer(&b[0])
+	switch dt {
+	case tensor.Float64:
+		return (*gorgonia.F64)(p), nil
+	case tensor.Float32:
+		return (*gorgonia.F32)(p), nil
+	case tensor.Int:
+		return (*gorgonia.I)(p), nil
+	case tensor.Int64:
+		return (*gorgonia.I64)(p), nil
+	case tensor.Int32:
+		return (*gorgonia.I32)(p), nil
+	case tensor.Uint8:
+		return (*gorgonia.U8)(p), nil
+	case tensor.Bool:
+		return (*gorgonia.B)(p), nil
+	}
+	return nil, fmt.Errorf("scalar of dtype %v is not supported", dt)
+}
+
+// newHostValue allocates a value of the given kind in Go memory, for results
+// handed to the user: they must survive the device memory being reused.
+func newHostValue(k valueKind, dt tensor.Dtype, shape tensor.Shape) (gorgonia.Value, error) {
+	if k == kindScalar {
+		b := make([]byte, dt.Size())
+		return scalarOver(b, dt)
+	}
+	return tensor.New(tensor.Of(dt), tensor.WithShape(shape.Clone()...)), nil
+}
+
+// rawBytes views a value's contiguous data as bytes. A view (a slice, a lazy
+// transpose) is materialised first, so the bytes are the value in row-major order.
+func rawBytes(v gorgonia.Value) ([]byte, error) {
+	switch t := v.(type) {
+	case *tensor.Dense:
+		if t.IsMaterializable() {
+			t = t.Materialize().(*tensor.Dense)
+		}
+		return t.Raw, nil
+	case gorgonia.Scalar:
+		if p, ok := v.(interface{ Pointer() unsafe.Pointer }); ok {
+			return unsafe.Slice((*byte)(p.Pointer()), v.MemSize()), nil
+		}
+	}
+	return nil, fmt.Errorf("value of type %T has no raw bytes", v)
+}
+
+// kindOf tells the value kind of an op's result.
+func kindOf(v gorgonia.Value) (valueKind, error) {
+	switch v.(type) {
+	case *tensor.Dense:
+		return kindDense, nil
+	case gorgonia.Scalar:
+		return kindScalar, nil
+	}
+	return kindUnknown, fmt.Errorf("values of type %T are not supported", v)
+}
+
+// sameMemory reports whether two byte slices start at the same address.
+func sameMemory(a, b []byte) bool {
+	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0]
+}
