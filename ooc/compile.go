@@ -28,67 +28,99 @@ func Compile(g *gorgonia.ExprGraph, opts ...Option) (m *vm.Machine, err error) {
 			m, err = nil, fmt.Errorf("ooc: Compile panicked: %v\n%s", r, debug.Stack())
 		}
 	}()
-	s := settings{allocator: VA, chunk: alloc.DefaultChunkSize}
-	for _, o := range opts {
-		if o == nil {
-			return nil, errors.New("ooc: nil Option")
-		}
-		o(&s)
-	}
-	if len(s.errs) > 0 {
-		return nil, errors.Join(s.errs...)
-	}
-	if g == nil {
-		return nil, errors.New("ooc: nil graph")
-	}
-	t, err := NewTrace(g, s.outputs...)
+	s, err := configure(opts)
 	if err != nil {
 		return nil, err
 	}
-	accum, err := accumulated(t, &s)
-	if err != nil {
-		return nil, err
-	}
-
-	dev := s.device
-	ownDevice := dev == nil
+	ownDevice := s.device == nil
 	if ownDevice {
-		if dev, err = vm.NewCPU(0); err != nil {
+		if s.device, err = vm.NewCPU(0); err != nil {
 			return nil, err
 		}
 		defer func() {
 			if err != nil {
-				_ = dev.Close()
+				_ = s.device.Close()
 			}
 		}()
 	}
-	budget := s.budget
-	if budget == 0 {
-		budget = dev.Capacity()
+	prog, t, err := planGraph(g, s)
+	if err != nil {
+		return nil, err
 	}
-	if budget > dev.Capacity() {
-		return nil, fmt.Errorf("ooc: budget %d bytes exceeds the %s device's capacity of %d bytes", budget, dev.Name(), dev.Capacity())
-	}
-
-	prog, err := plan(t, budget, &s)
+	accum, err := accumulated(t, s)
 	if err != nil {
 		return nil, err
 	}
 	var al alloc.Allocator
 	switch s.allocator {
 	case BestFit:
-		al = alloc.NewBestFit(dev.Memory())
+		al = alloc.NewBestFit(s.device.Memory())
 	default:
-		if al, err = alloc.NewVA(dev.Memory(), s.chunk); err != nil {
+		if al, err = alloc.NewVA(s.device.Memory(), s.chunk); err != nil {
 			return nil, fmt.Errorf("ooc: %w", err)
 		}
 	}
-	m, err = vm.New(prog, vm.Config{Device: dev, Allocator: al, Budget: budget, AccumulateGrads: accum, OwnDevice: ownDevice})
+	m, err = vm.New(prog, vm.Config{Device: s.device, Allocator: al, Budget: prog.Budget, AccumulateGrads: accum, OwnDevice: ownDevice, Poison: s.poison})
 	if err != nil {
 		_ = al.Close()
 		return nil, err
 	}
 	return m, nil
+}
+
+// Plan does what Compile does short of making a machine: it returns the
+// verified tape, whose Peak says how much device memory the step needs.
+// Without WithDevice, the budget defaults to a CPU device's capacity.
+func Plan(g *gorgonia.ExprGraph, opts ...Option) (p *vm.Program, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("ooc: Plan panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	s, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	p, _, err = planGraph(g, s)
+	return p, err
+}
+
+func configure(opts []Option) (*settings, error) {
+	s := &settings{allocator: VA, chunk: alloc.DefaultChunkSize}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("ooc: nil Option")
+		}
+		o(s)
+	}
+	if len(s.errs) > 0 {
+		return nil, errors.Join(s.errs...)
+	}
+	return s, nil
+}
+
+func planGraph(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, error) {
+	if g == nil {
+		return nil, nil, errors.New("ooc: nil graph")
+	}
+	t, err := NewTrace(g, s.outputs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	capacity := vm.DefaultCPUCapacity()
+	name := "cpu"
+	if s.device != nil {
+		capacity, name = s.device.Capacity(), s.device.Name()
+	}
+	budget := s.budget
+	if budget == 0 {
+		budget = capacity
+	}
+	if budget > capacity {
+		return nil, nil, fmt.Errorf("ooc: budget %d bytes exceeds the %s device's capacity of %d bytes", budget, name, capacity)
+	}
+	p, err := plan(t, budget, s)
+	return p, t, err
 }
 
 // plan schedules and lowers a trace for a budget, and verifies the tape.
@@ -110,7 +142,7 @@ func plan(t *Trace, budget int64, s *settings) (*vm.Program, error) {
 	}
 	prog.Budget = budget
 	prog.Scheduler = sc.Name()
-	if _, err := Verify(prog, budget); err != nil {
+	if prog.Peak, err = Verify(prog, budget); err != nil {
 		return nil, fmt.Errorf("%w (scheduler %s)", err, sc.Name())
 	}
 	return prog, nil

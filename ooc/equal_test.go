@@ -193,7 +193,7 @@ func TestBitForBitWithTapeMachine(t *testing.T) {
 
 					opts := []ooc.Option{ooc.BindDualValues(build(dt, 1).params...)}
 					got := build(dt, 1)
-					opts = []ooc.Option{ooc.BindDualValues(got.params...)}
+					opts = []ooc.Option{ooc.BindDualValues(got.params...), ooc.WithPoison()}
 					switch mode {
 					case "baseline":
 						opts = append(opts, ooc.Baseline())

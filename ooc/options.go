@@ -56,6 +56,7 @@ type settings struct {
 	bind      []*gorgonia.Node
 	outputs   []*gorgonia.Node
 	baseline  bool
+	poison    bool
 	errs      []error
 }
 
@@ -158,3 +159,7 @@ func WithOutputs(nodes ...*gorgonia.Node) Option {
 func Baseline() Option {
 	return func(s *settings) { s.baseline = true }
 }
+
+// withPoison makes every device block start as 0xFF bytes (NaN), so a test
+// sees any op that reads memory it did not write.
+func withPoison() Option { return func(s *settings) { s.poison = true } }

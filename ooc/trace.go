@@ -117,6 +117,13 @@ func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (*Trace, error) 
 		order[len(sorted)-1-i] = n
 	}
 
+	// Statements would be pruned (nothing reads them), which would silently
+	// skip what the user asked for: refuse them instead.
+	for _, n := range order {
+		if op := n.Op(); op != nil && statementOps[fmt.Sprintf("%T", op)] {
+			return nil, fmt.Errorf("ooc: node %s: op %v (%T) is a graph statement (gorgonia.Read/Set); the VM cannot run it: remove it from the graph", n.Name(), op, op)
+		}
+	}
 	roles := map[*gorgonia.Node]vm.Role{}
 	learnableOf := map[*gorgonia.Node]*gorgonia.Node{}
 	for _, n := range order {
@@ -167,9 +174,6 @@ func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (*Trace, error) 
 	for _, n := range order {
 		if !keep[n] {
 			continue
-		}
-		if op := n.Op(); op != nil && statementOps[fmt.Sprintf("%T", op)] {
-			return nil, fmt.Errorf("ooc: node %s: op %v (%T) is a graph statement (gorgonia.Read/Set); the VM cannot run it: remove it from the graph", n.Name(), op, op)
 		}
 		v := vm.Var{
 			Node:     n,

@@ -61,6 +61,10 @@ type Config struct {
 	AccumulateGrads map[*gorgonia.Node]bool
 	// OwnDevice makes Close close the device too.
 	OwnDevice bool
+	// Poison fills every block with 0xFF bytes (NaN for floats) when it is
+	// allocated, so an op that reads memory it did not write shows up in
+	// results. For tests; it costs a memset per allocation.
+	Poison bool
 }
 
 // Machine runs a Program. It implements gorgonia.VM. A Machine is not safe
@@ -72,6 +76,7 @@ type Machine struct {
 	budget int64
 	accum  map[*gorgonia.Node]bool
 	ownDev bool
+	poison bool
 
 	vars    []varState
 	leaves  []gorgonia.Value // by var index, for leaf variables
@@ -110,6 +115,7 @@ func New(p *Program, cfg Config) (*Machine, error) {
 		budget:  cfg.Budget,
 		accum:   cfg.AccumulateGrads,
 		ownDev:  cfg.OwnDevice,
+		poison:  cfg.Poison,
 		vars:    make([]varState, len(p.Vars)),
 		leaves:  make([]gorgonia.Value, len(p.Vars)),
 		results: make(map[int]gorgonia.Value),
@@ -275,6 +281,11 @@ func (m *Machine) allocate(size int64, what string) (*alloc.Block, error) {
 	b, err := m.al.Alloc(size)
 	if err != nil {
 		return nil, fmt.Errorf("%s needs %d bytes: %w", what, size, err)
+	}
+	if m.poison {
+		for i, bs := 0, b.Bytes(); i < len(bs); i++ {
+			bs[i] = 0xFF
+		}
 	}
 	m.live += size
 	if m.live > m.peak {

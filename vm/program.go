@@ -89,13 +89,16 @@ type Program struct {
 	Budget int64
 	// Scheduler names the scheduler that planned the program.
 	Scheduler string
+	// Peak is the most device memory the tape holds at once, by the
+	// verifier's replay (variables and workspace, before allocator rounding).
+	Peak int64
 }
 
 // String prints the tape one instruction a line.
 func (p *Program) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "program: %d instructions, %d functions, %d variables, budget %d bytes, scheduler %s\n",
-		len(p.Instrs), len(p.Funcs), len(p.Vars), p.Budget, p.Scheduler)
+	fmt.Fprintf(&b, "program: %d instructions, %d functions, %d variables, budget %d bytes, peak %d bytes, scheduler %s\n",
+		len(p.Instrs), len(p.Funcs), len(p.Vars), p.Budget, p.Peak, p.Scheduler)
 	for i, in := range p.Instrs {
 		fmt.Fprintf(&b, "%5d  %-9s %-12d %s\n", i, in.Op, in.Bytes, p.Vars[in.Var].Name)
 	}

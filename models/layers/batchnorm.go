@@ -1,0 +1,513 @@
+package layers
+
+import (
+	"fmt"
+	"hash"
+	"math"
+	"sync"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// BatchNormOp is the lean batch normalisation: y = gamma*(x-mean)/sqrt(var+eps) + beta over
+// (N, C, ...) inputs, per channel, with gamma and beta (C,) operands of the one op. gorgonia's
+// BatchNorm normalises in one op and then applies gamma and beta with two broadcast ops, so each BN
+// layer materialises two more activation-sized tensors (and their gradients) than this one.
+//
+// In training mode (the default) the batch statistics are computed in the forward and computed
+// again in the backward from x, never saved between calls: the result of every call depends on its
+// operands only, so a VM may recompute the forward or interleave batches freely. Sums run in
+// float64, channel by channel in a fixed order, so results are reproducible bit for bit.
+//
+// Running statistics for inference live in the op and are updated by each training-mode forward, as
+// PyTorch: running = (1-momentum)*running + momentum*batch, with the unbiased batch variance, and
+// momentum 0.1 by default; they start at mean 0, variance 1. They are the only state, and it is
+// never read in training mode. Because the update happens in the forward, a VM that recomputes a
+// BN forward (to save memory) advances the running statistics twice in that step; training
+// results are unaffected. After SetTraining(false) the op normalises with the running statistics
+// and leaves them unchanged.
+type BatchNormOp struct {
+	pure
+	eps      float64
+	momentum float64
+	dims     int
+
+	mu       sync.Mutex
+	training bool
+	runMean  []float64
+	runVar   []float64
+}
+
+// NewBatchNormOp makes a batch-norm op for inputs of the given rank (4 for NCHW) and channel count.
+func NewBatchNormOp(dims, channels int, momentum, eps float64) (*BatchNormOp, error) {
+	if dims < 2 || channels < 1 {
+		return nil, fmt.Errorf("layers: batch norm needs (N,C,...) inputs with C >= 1, got %d dims, %d channels", dims, channels)
+	}
+	if !(eps > 0) || momentum < 0 || momentum > 1 {
+		return nil, fmt.Errorf("layers: batch norm needs eps > 0 and momentum in [0,1], got %v, %v", eps, momentum)
+	}
+	op := &BatchNormOp{eps: eps, momentum: momentum, dims: dims, training: true,
+		runMean: make([]float64, channels), runVar: make([]float64, channels)}
+	op.ResetRunningStats()
+	return op, nil
+}
+
+// SetTraining switches between batch statistics (true) and running statistics (false). It is
+// gorgonia's TrainModeOp, so a TapeMachine calls it on creation; unlike gorgonia's BatchNormOp it
+// does not reset the running statistics.
+func (op *BatchNormOp) SetTraining(training bool) error {
+	op.mu.Lock()
+	op.training = training
+	op.mu.Unlock()
+	return nil
+}
+
+// Training reports the current mode.
+func (op *BatchNormOp) Training() bool {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	return op.training
+}
+
+// RunningStats returns copies of the running mean and (unbiased) variance.
+func (op *BatchNormOp) RunningStats() (mean, variance []float64) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	return append([]float64(nil), op.runMean...), append([]float64(nil), op.runVar...)
+}
+
+// SetRunningStats replaces the running statistics (e.g. from a checkpoint).
+func (op *BatchNormOp) SetRunningStats(mean, variance []float64) error {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if len(mean) != len(op.runMean) || len(variance) != len(op.runVar) {
+		return fmt.Errorf("layers: running stats for %d channels, got %d and %d", len(op.runMean), len(mean), len(variance))
+	}
+	copy(op.runMean, mean)
+	copy(op.runVar, variance)
+	return nil
+}
+
+// ResetRunningStats sets the running mean to 0 and variance to 1.
+func (op *BatchNormOp) ResetRunningStats() {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	for i := range op.runMean {
+		op.runMean[i], op.runVar[i] = 0, 1
+	}
+}
+
+// Momentum and Epsilon return the op's constants.
+func (op *BatchNormOp) Momentum() float64 { return op.momentum }
+
+// Epsilon is added to the variance before the square root.
+func (op *BatchNormOp) Epsilon() float64 { return op.eps }
+
+// mode snapshots the mode and, for inference, the running statistics, so one call sees one mode.
+func (op *BatchNormOp) mode() (training bool, mean, variance []float64) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if op.training {
+		return true, nil, nil
+	}
+	return false, append([]float64(nil), op.runMean...), append([]float64(nil), op.runVar...)
+}
+
+func (op *BatchNormOp) Arity() int    { return 3 }
+func (op *BatchNormOp) Type() hm.Type { return fnType(op.dims, 1, 1, op.dims) }
+
+// bnShape validates x (N,C,...) against the op and returns N, C and the per-channel plane size.
+func bnShape(op *BatchNormOp, x tensor.Shape) (N, C, plane int, err error) {
+	if x.Dims() != op.dims {
+		return 0, 0, 0, fmt.Errorf("layers: batch norm built for %d-D input, got %v", op.dims, x)
+	}
+	if x[1] != len(op.runMean) {
+		return 0, 0, 0, fmt.Errorf("layers: batch norm built for %d channels, got %v", len(op.runMean), x)
+	}
+	N, C = x[0], x[1]
+	if N < 1 || x.TotalSize() == 0 {
+		return 0, 0, 0, fmt.Errorf("layers: batch norm of empty input %v", x)
+	}
+	return N, C, x.TotalSize() / (N * C), nil
+}
+
+func wantVec(name string, s tensor.Shape, c int) error {
+	if s.Dims() != 1 || s[0] != c {
+		return fmt.Errorf("layers: %s has shape %v, want (%d)", name, s, c)
+	}
+	return nil
+}
+
+func (op *BatchNormOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 3 {
+		return nil, fmt.Errorf("layers: %v takes (x, gamma, beta)", op)
+	}
+	_, C, _, err := bnShape(op, in[0])
+	if err != nil {
+		return nil, err
+	}
+	if err := wantVec("gamma", in[1], C); err != nil {
+		return nil, err
+	}
+	if err := wantVec("beta", in[2], C); err != nil {
+		return nil, err
+	}
+	return in[0].Clone(), nil
+}
+
+func (op *BatchNormOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	in, err := dimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return op.outShape(in)
+}
+
+// wsBytes: the per-channel mean and 1/std, in float64 whatever the dtype.
+func (op *BatchNormOp) wsBytes(_ tensor.Dtype, in []tensor.Shape) int64 {
+	if len(in) < 1 || in[0].Dims() < 2 {
+		return 0
+	}
+	return wsBytes(tensor.Float64, in[0][1], in[0][1])
+}
+
+// WorkspaceBytes is two float64s per channel (mean and 1/std).
+func (op *BatchNormOp) WorkspaceBytes(dt tensor.Dtype, in []tensor.Shape) int64 {
+	return op.wsBytes(dt, in)
+}
+
+// FLOPs: two statistics passes (add; subtract, multiply, add) and the affine (subtract, multiply, add).
+func (op *BatchNormOp) FLOPs(in []tensor.Shape) int64 {
+	if len(in) < 1 {
+		return 0
+	}
+	return 7 * int64(in[0].TotalSize())
+}
+
+func (op *BatchNormOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
+func (op *BatchNormOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
+	return doPrealloc(op, p, in)
+}
+func (op *BatchNormOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
+	return doWorkspace(op, out, ws, in, false)
+}
+func (op *BatchNormOp) exec(dt tensor.Dtype, out G.Value, ws []byte, in []G.Value) error {
+	if dt == tensor.Float32 {
+		return bnForward[float32](op, out, ws, in)
+	}
+	return bnForward[float64](op, out, ws, in)
+}
+
+func (op *BatchNormOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "layers.BatchNorm{%d %d %v %v}", op.dims, len(op.runMean), op.momentum, op.eps)
+}
+func (op *BatchNormOp) Hashcode() uint32 { return hashOf(op) }
+func (op *BatchNormOp) String() string {
+	return fmt.Sprintf("BatchNorm{C=%d momentum=%v eps=%v}", len(op.runMean), op.momentum, op.eps)
+}
+
+func (op *BatchNormOp) DiffWRT(int) []bool { return []bool{true, true, true} }
+
+// SymDiff: dx from (x, gamma, dy), dgamma from (x, dy), dbeta from dy; none reads y or saved stats.
+func (op *BatchNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	x, gamma := inputs[0], inputs[1]
+	dx, err := G.ApplyOp(&bnGradOp{bn: op, wrtGamma: false}, x, gamma, grad)
+	if err != nil {
+		return nil, err
+	}
+	dgamma, err := G.ApplyOp(&bnGradOp{bn: op, wrtGamma: true}, x, grad)
+	if err != nil {
+		return nil, err
+	}
+	dbeta, err := G.ApplyOp(channelSumOp{dims: op.dims}, grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dx, dgamma, dbeta}, nil
+}
+
+// channelStats is the biased mean and variance of channel c, two-pass in float64.
+func channelStats[T float](x []T, N, C, plane, c int) (mean, variance float64) {
+	var s float64
+	for n := 0; n < N; n++ {
+		for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
+			s += float64(v)
+		}
+	}
+	m := float64(N * plane)
+	mean = s / m
+	var q float64
+	for n := 0; n < N; n++ {
+		for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
+			d := float64(v) - mean
+			q += d * d
+		}
+	}
+	return mean, q / m
+}
+
+// bnStats fills mean and 1/std per channel, from the batch or from the running statistics.
+func bnStats[T float](op *BatchNormOp, x []T, N, C, plane int, mean, invStd []float64) (training bool, batchVar []float64) {
+	training, rm, rv := op.mode()
+	if !training {
+		for c := 0; c < C; c++ {
+			mean[c], invStd[c] = rm[c], 1/math.Sqrt(rv[c]+op.eps)
+		}
+		return false, nil
+	}
+	batchVar = make([]float64, C)
+	parallelFor(C, int64(len(x)), func(c0, c1 int) {
+		for c := c0; c < c1; c++ {
+			m, v := channelStats(x, N, C, plane, c)
+			mean[c], batchVar[c], invStd[c] = m, v, 1/math.Sqrt(v+op.eps)
+		}
+	})
+	return true, batchVar
+}
+
+func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) error {
+	xs := in[0].Shape()
+	N, C, plane, err := bnShape(op, xs)
+	if err != nil {
+		return err
+	}
+	x, err := denseData[T](in[0], xs)
+	if err != nil {
+		return err
+	}
+	gamma, err := denseData[T](in[1], tensor.Shape{C})
+	if err != nil {
+		return err
+	}
+	beta, err := denseData[T](in[2], tensor.Shape{C})
+	if err != nil {
+		return err
+	}
+	y, err := outData[T](out, xs)
+	if err != nil {
+		return err
+	}
+	cv := carver{buf: ws}
+	mean, err := carve[float64](&cv, C)
+	if err != nil {
+		return err
+	}
+	invStd, err := carve[float64](&cv, C)
+	if err != nil {
+		return err
+	}
+	training, batchVar := bnStats(op, x, N, C, plane, mean, invStd)
+	parallelFor(C, int64(len(x)), func(c0, c1 int) {
+		for c := c0; c < c1; c++ {
+			m, a, b := T(mean[c]), T(float64(gamma[c])*invStd[c]), beta[c]
+			for n := 0; n < N; n++ {
+				o := (n*C + c) * plane
+				xr, yr := x[o:o+plane], y[o:o+plane]
+				for i, v := range xr {
+					yr[i] = (v-m)*a + b
+				}
+			}
+		}
+	})
+	if training {
+		cnt := float64(N * plane)
+		unbias := 1.0
+		if cnt > 1 {
+			unbias = cnt / (cnt - 1)
+		}
+		mom := op.momentum
+		op.mu.Lock()
+		for c := 0; c < C; c++ {
+			op.runMean[c] = (1-mom)*op.runMean[c] + mom*mean[c]
+			op.runVar[c] = (1-mom)*op.runVar[c] + mom*batchVar[c]*unbias
+		}
+		op.mu.Unlock()
+	}
+	return nil
+}
+
+// bnGradOp is BN's backward: (x, gamma, dy) -> dx, or with wrtGamma (x, dy) -> dgamma. Both
+// recompute the statistics from x. They read the parent op only for its mode and constants.
+type bnGradOp struct {
+	pure
+	noDiff
+	bn       *BatchNormOp
+	wrtGamma bool
+}
+
+func (op *bnGradOp) Arity() int {
+	if op.wrtGamma {
+		return 2
+	}
+	return 3
+}
+
+func (op *bnGradOp) Type() hm.Type {
+	d := op.bn.dims
+	if op.wrtGamma {
+		return fnType(d, d, 1)
+	}
+	return fnType(d, 1, d, d)
+}
+
+func (op *bnGradOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != op.Arity() {
+		return nil, fmt.Errorf("layers: %v takes %d inputs", op, op.Arity())
+	}
+	_, C, _, err := bnShape(op.bn, in[0])
+	if err != nil {
+		return nil, err
+	}
+	dy := in[len(in)-1]
+	if !dy.Eq(in[0]) {
+		return nil, fmt.Errorf("layers: %v: gradient %v does not match input %v", op, dy, in[0])
+	}
+	if op.wrtGamma {
+		return tensor.Shape{C}, nil
+	}
+	if err := wantVec("gamma", in[1], C); err != nil {
+		return nil, err
+	}
+	return in[0].Clone(), nil
+}
+
+func (op *bnGradOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	in, err := dimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return op.outShape(in)
+}
+
+func (op *bnGradOp) wsBytes(dt tensor.Dtype, in []tensor.Shape) int64 { return op.bn.wsBytes(dt, in) }
+
+// WorkspaceBytes is two float64s per channel (mean and 1/std).
+func (op *bnGradOp) WorkspaceBytes(dt tensor.Dtype, in []tensor.Shape) int64 {
+	return op.wsBytes(dt, in)
+}
+
+// FLOPs: the statistics again (4 per element), then the sums and, for dx, the output (about 6).
+func (op *bnGradOp) FLOPs(in []tensor.Shape) int64 {
+	if len(in) < 1 {
+		return 0
+	}
+	if op.wrtGamma {
+		return 7 * int64(in[0].TotalSize())
+	}
+	return 11 * int64(in[0].TotalSize())
+}
+
+func (op *bnGradOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
+func (op *bnGradOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
+	return doPrealloc(op, p, in)
+}
+func (op *bnGradOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
+	return doWorkspace(op, out, ws, in, false)
+}
+func (op *bnGradOp) exec(dt tensor.Dtype, out G.Value, ws []byte, in []G.Value) error {
+	if dt == tensor.Float32 {
+		return bnBackward[float32](op, out, ws, in)
+	}
+	return bnBackward[float64](op, out, ws, in)
+}
+
+func (op *bnGradOp) name() string {
+	if op.wrtGamma {
+		return "BatchNormGradGamma"
+	}
+	return "BatchNormGradX"
+}
+func (op *bnGradOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "layers.%s{%d %d %v %v}", op.name(), op.bn.dims, len(op.bn.runMean), op.bn.momentum, op.bn.eps)
+}
+func (op *bnGradOp) Hashcode() uint32 { return hashOf(op) }
+func (op *bnGradOp) String() string {
+	return fmt.Sprintf("%s{C=%d eps=%v}", op.name(), len(op.bn.runMean), op.bn.eps)
+}
+
+func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) error {
+	xs := in[0].Shape()
+	N, C, plane, err := bnShape(op.bn, xs)
+	if err != nil {
+		return err
+	}
+	x, err := denseData[T](in[0], xs)
+	if err != nil {
+		return err
+	}
+	dy, err := denseData[T](in[len(in)-1], xs)
+	if err != nil {
+		return err
+	}
+	var gamma, res []T
+	if op.wrtGamma {
+		res, err = outData[T](out, tensor.Shape{C})
+	} else {
+		if gamma, err = denseData[T](in[1], tensor.Shape{C}); err != nil {
+			return err
+		}
+		res, err = outData[T](out, xs)
+	}
+	if err != nil {
+		return err
+	}
+	cv := carver{buf: ws}
+	mean, err := carve[float64](&cv, C)
+	if err != nil {
+		return err
+	}
+	invStd, err := carve[float64](&cv, C)
+	if err != nil {
+		return err
+	}
+	training, _ := bnStats(op.bn, x, N, C, plane, mean, invStd)
+	cnt := float64(N * plane)
+	parallelFor(C, int64(len(x)), func(c0, c1 int) {
+		for c := c0; c < c1; c++ {
+			m, is := mean[c], invStd[c]
+			// sdy = Σdy, sdxh = Σdy·x̂ with x̂ = (x-mean)/std.
+			var sdy, sdxh float64
+			if training || op.wrtGamma {
+				for n := 0; n < N; n++ {
+					o := (n*C + c) * plane
+					xr, dr := x[o:o+plane], dy[o:o+plane]
+					for i, g := range dr {
+						sdy += float64(g)
+						sdxh += float64(g) * (float64(xr[i]) - m)
+					}
+				}
+				sdxh *= is
+			}
+			if op.wrtGamma {
+				res[c] = T(sdxh)
+				continue
+			}
+			a := float64(gamma[c]) * is
+			if !training {
+				// With fixed statistics BN is affine in x: dx = gamma/std · dy.
+				at := T(a)
+				for n := 0; n < N; n++ {
+					o := (n*C + c) * plane
+					dr, rr := dy[o:o+plane], res[o:o+plane]
+					for i, g := range dr {
+						rr[i] = g * at
+					}
+				}
+				continue
+			}
+			// dx = gamma/std · (dy - Σdy/M - x̂·Σ(dy·x̂)/M)
+			mdy, k := T(sdy/cnt), T(sdxh/cnt*is)
+			mt, at := T(m), T(a)
+			for n := 0; n < N; n++ {
+				o := (n*C + c) * plane
+				xr, dr, rr := x[o:o+plane], dy[o:o+plane], res[o:o+plane]
+				for i, g := range dr {
+					rr[i] = at * (g - mdy - (xr[i]-mt)*k)
+				}
+			}
+		}
+	})
+	return nil
+}

@@ -1,0 +1,578 @@
+package layers
+
+import (
+	"fmt"
+	"hash"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// ConvParams is the geometry of a 2-D convolution. Zero strides and dilations mean 1, so the zero
+// value is a stride-1, unpadded convolution.
+type ConvParams struct {
+	StrideH, StrideW     int
+	PadH, PadW           int
+	DilationH, DilationW int
+	// OutPadH and OutPadW only matter for ConvTranspose2D: a strided convolution maps several
+	// input sizes to the same output size, and these pick the larger ones (as PyTorch's output_padding).
+	OutPadH, OutPadW int
+}
+
+// Square is the common case: the same stride and padding in both directions, no dilation.
+func Square(stride, pad int) ConvParams {
+	return ConvParams{StrideH: stride, StrideW: stride, PadH: pad, PadW: pad}
+}
+
+func (p ConvParams) norm() ConvParams {
+	if p.StrideH == 0 {
+		p.StrideH = 1
+	}
+	if p.StrideW == 0 {
+		p.StrideW = 1
+	}
+	if p.DilationH == 0 {
+		p.DilationH = 1
+	}
+	if p.DilationW == 0 {
+		p.DilationW = 1
+	}
+	return p
+}
+
+func (p ConvParams) validate() error {
+	if p.StrideH < 1 || p.StrideW < 1 || p.DilationH < 1 || p.DilationW < 1 {
+		return fmt.Errorf("layers: strides and dilations must be positive: %+v", p)
+	}
+	if p.PadH < 0 || p.PadW < 0 || p.OutPadH < 0 || p.OutPadW < 0 {
+		return fmt.Errorf("layers: paddings must not be negative: %+v", p)
+	}
+	return nil
+}
+
+// convOutSize is the output length of a convolution along one axis.
+func convOutSize(in, k, stride, pad, dil int) int {
+	return (in+2*pad-dil*(k-1)-1)/stride + 1
+}
+
+type convKind uint8
+
+const (
+	// convForward: (x, w[, b]) -> y. Also the data gradient of a transposed convolution.
+	convForward convKind = iota
+	// convData: (w, dy[, b]) -> dx, the data gradient of a convolution. Also ConvTranspose2D's forward.
+	convData
+	// convFilter: (x, dy) -> dw, the weight gradient of both.
+	convFilter
+)
+
+func (k convKind) String() string {
+	switch k {
+	case convForward:
+		return "Conv2D"
+	case convData:
+		return "Conv2DData"
+	default:
+		return "Conv2DFilter"
+	}
+}
+
+// convOp is the lean convolution: one node, im2col only in a workspace. The three kinds are the
+// three products of the same convolution (forward, data gradient, weight gradient); each is linear in
+// both operands and each one's derivatives are the other two, so the set is closed under SymDiff.
+type convOp struct {
+	pure
+	kind   convKind
+	p      ConvParams
+	kh, kw int // kernel size, needed by convFilter whose operands do not carry it
+	h, w   int // spatial size of the data-side tensor, needed by convData (stride makes it ambiguous)
+	bias   bool
+}
+
+// convDims: x is (N,C,H,W), w is (O,C,KH,KW), y is (N,O,OH,OW), whatever the kind.
+type convDims struct{ N, C, H, W, O, KH, KW, OH, OW int }
+
+func (d convDims) colRows() int { return d.C * d.KH * d.KW }
+func (d convDims) outPix() int  { return d.OH * d.OW }
+
+func (op *convOp) Arity() int {
+	switch {
+	case op.kind == convFilter:
+		return 2
+	case op.bias:
+		return 3
+	default:
+		return 2
+	}
+}
+
+func (op *convOp) Type() hm.Type {
+	if op.bias {
+		return fnType(4, 4, 1, 4)
+	}
+	return fnType(4, 4, 4)
+}
+
+func (op *convOp) dims(in []tensor.Shape) (d convDims, err error) {
+	if len(in) != op.Arity() {
+		return d, fmt.Errorf("layers: %v takes %d inputs, got %d", op, op.Arity(), len(in))
+	}
+	for i := 0; i < 2; i++ {
+		if err := want4D(fmt.Sprintf("%v operand %d", op.kind, i), in[i]); err != nil {
+			return d, err
+		}
+	}
+	p := op.p
+	switch op.kind {
+	case convForward:
+		x, w := in[0], in[1]
+		d = convDims{N: x[0], C: x[1], H: x[2], W: x[3], O: w[0], KH: w[2], KW: w[3]}
+		if w[1] != x[1] {
+			return d, fmt.Errorf("layers: conv weight %v expects %d input channels, input is %v", w, w[1], x)
+		}
+		d.OH = convOutSize(d.H, d.KH, p.StrideH, p.PadH, p.DilationH)
+		d.OW = convOutSize(d.W, d.KW, p.StrideW, p.PadW, p.DilationW)
+	case convData:
+		w, dy := in[0], in[1]
+		d = convDims{N: dy[0], C: w[1], H: op.h, W: op.w, O: w[0], KH: w[2], KW: w[3], OH: dy[2], OW: dy[3]}
+		if dy[1] != w[0] {
+			return d, fmt.Errorf("layers: %v: weight %v has %d output channels, gradient is %v", op, w, w[0], dy)
+		}
+		if oh, ow := convOutSize(d.H, d.KH, p.StrideH, p.PadH, p.DilationH), convOutSize(d.W, d.KW, p.StrideW, p.PadW, p.DilationW); oh != d.OH || ow != d.OW {
+			return d, fmt.Errorf("layers: %v: a %dx%d image convolves to %dx%d, not %v", op, d.H, d.W, oh, ow, dy)
+		}
+	case convFilter:
+		x, dy := in[0], in[1]
+		d = convDims{N: x[0], C: x[1], H: x[2], W: x[3], O: dy[1], KH: op.kh, KW: op.kw, OH: dy[2], OW: dy[3]}
+		if dy[0] != x[0] {
+			return d, fmt.Errorf("layers: %v: batch of %v and %v differ", op, x, dy)
+		}
+		if oh, ow := convOutSize(d.H, d.KH, p.StrideH, p.PadH, p.DilationH), convOutSize(d.W, d.KW, p.StrideW, p.PadW, p.DilationW); oh != d.OH || ow != d.OW {
+			return d, fmt.Errorf("layers: %v: a %v input convolves to %dx%d, not %v", op, x, oh, ow, dy)
+		}
+	}
+	if d.OH < 1 || d.OW < 1 {
+		return d, fmt.Errorf("layers: %v: kernel %dx%d does not fit a padded %dx%d input", op, d.KH, d.KW, d.H, d.W)
+	}
+	if d.H < 1 || d.W < 1 {
+		return d, fmt.Errorf("layers: %v: empty image", op)
+	}
+	if op.bias && op.kind != convFilter {
+		b := in[2]
+		want := d.O
+		if op.kind == convData {
+			want = d.C
+		}
+		if b.Dims() != 1 || b[0] != want {
+			return d, fmt.Errorf("layers: %v: bias has shape %v, want (%d)", op, b, want)
+		}
+	}
+	return d, nil
+}
+
+func (op *convOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	d, err := op.dims(in)
+	if err != nil {
+		return nil, err
+	}
+	switch op.kind {
+	case convForward:
+		return tensor.Shape{d.N, d.O, d.OH, d.OW}, nil
+	case convData:
+		return tensor.Shape{d.N, d.C, d.H, d.W}, nil
+	default:
+		return tensor.Shape{d.O, d.C, d.KH, d.KW}, nil
+	}
+}
+
+func (op *convOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	in, err := dimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return op.outShape(in)
+}
+
+// direct reports a 1x1, stride-1, unpadded kernel: an image is then its own im2col matrix.
+func (op *convOp) direct(d convDims) bool {
+	return d.KH == 1 && d.KW == 1 && op.p.StrideH == 1 && op.p.StrideW == 1 && op.p.PadH == 0 && op.p.PadW == 0
+}
+
+// wsBytes is one image's im2col matrix: the whole point of the op is that it is never batch-sized.
+func (op *convOp) wsBytes(dt tensor.Dtype, in []tensor.Shape) int64 {
+	d, err := op.dims(in)
+	if err != nil || op.direct(d) {
+		return 0
+	}
+	return wsBytes(dt, d.colRows()*d.outPix())
+}
+
+// WorkspaceBytes is one image's im2col buffer (C*KH*KW*OH*OW elements), or 0 for a 1x1 stride-1 kernel.
+func (op *convOp) WorkspaceBytes(dt tensor.Dtype, in []tensor.Shape) int64 { return op.wsBytes(dt, in) }
+
+// FLOPs counts the matrix products (2 per multiply-add) plus one add per output for a bias.
+func (op *convOp) FLOPs(in []tensor.Shape) int64 {
+	d, err := op.dims(in)
+	if err != nil {
+		return 0
+	}
+	f := 2 * prod(d.N, d.O, d.C, d.KH, d.KW, d.OH, d.OW)
+	if op.bias {
+		if op.kind == convData {
+			f += prod(d.N, d.C, d.H, d.W)
+		} else {
+			f += prod(d.N, d.O, d.OH, d.OW)
+		}
+	}
+	return f
+}
+
+func (op *convOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
+func (op *convOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
+	return doPrealloc(op, p, in)
+}
+func (op *convOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
+	return doWorkspace(op, out, ws, in, false)
+}
+
+func (op *convOp) exec(dt tensor.Dtype, out G.Value, ws []byte, in []G.Value) error {
+	d, err := op.dims(shapesOf(in))
+	if err != nil {
+		return err
+	}
+	if dt == tensor.Float32 {
+		return convExec[float32](op, d, out, ws, in)
+	}
+	return convExec[float64](op, d, out, ws, in)
+}
+
+func (op *convOp) WriteHash(h hash.Hash) {
+	p := op.p
+	fmt.Fprintf(h, "layers.%v{k%dx%d s%d,%d p%d,%d d%d,%d hw%dx%d b%t}", op.kind, op.kh, op.kw,
+		p.StrideH, p.StrideW, p.PadH, p.PadW, p.DilationH, p.DilationW, op.h, op.w, op.bias)
+}
+func (op *convOp) Hashcode() uint32 { return hashOf(op) }
+func (op *convOp) String() string {
+	p := op.p
+	s := fmt.Sprintf("%v{s(%d,%d) p(%d,%d) d(%d,%d)", op.kind, p.StrideH, p.StrideW, p.PadH, p.PadW, p.DilationH, p.DilationW)
+	switch op.kind {
+	case convData:
+		s += fmt.Sprintf(" out(%d,%d)", op.h, op.w)
+	case convFilter:
+		s += fmt.Sprintf(" k(%d,%d)", op.kh, op.kw)
+	}
+	if op.bias {
+		s += " bias"
+	}
+	return s + "}"
+}
+
+func (op *convOp) DiffWRT(n int) []bool {
+	r := make([]bool, n)
+	for i := range r {
+		r[i] = true
+	}
+	return r
+}
+
+// SymDiff: with y = conv(x, w), dx = data(w, dy), dw = filter(x, dy); the data and filter kinds
+// differentiate into each other and into the forward the same way, so every kind is covered.
+func (op *convOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	if len(inputs) != op.Arity() {
+		return nil, fmt.Errorf("layers: %v: %d inputs", op, len(inputs))
+	}
+	a, b := inputs[0], inputs[1]
+	var ga, gb *G.Node
+	var err error
+	switch op.kind {
+	case convForward: // a = x, b = w
+		xs := a.Shape()
+		if ga, err = G.ApplyOp(&convOp{kind: convData, p: op.p, h: xs[2], w: xs[3]}, b, grad); err != nil {
+			return nil, err
+		}
+		ws := b.Shape()
+		if gb, err = G.ApplyOp(&convOp{kind: convFilter, p: op.p, kh: ws[2], kw: ws[3]}, a, grad); err != nil {
+			return nil, err
+		}
+	case convData: // a = w, b = dy; grad has the data side's shape
+		ws := a.Shape()
+		if ga, err = G.ApplyOp(&convOp{kind: convFilter, p: op.p, kh: ws[2], kw: ws[3]}, grad, b); err != nil {
+			return nil, err
+		}
+		if gb, err = G.ApplyOp(&convOp{kind: convForward, p: op.p}, grad, a); err != nil {
+			return nil, err
+		}
+	case convFilter: // a = x, b = dy; grad has the weight's shape
+		xs := a.Shape()
+		if ga, err = G.ApplyOp(&convOp{kind: convData, p: op.p, h: xs[2], w: xs[3]}, grad, b); err != nil {
+			return nil, err
+		}
+		if gb, err = G.ApplyOp(&convOp{kind: convForward, p: op.p}, a, grad); err != nil {
+			return nil, err
+		}
+	}
+	grads := G.Nodes{ga, gb}
+	if op.bias && op.kind != convFilter {
+		gbias, err := G.ApplyOp(channelSumOp{dims: grad.Dims()}, grad)
+		if err != nil {
+			return nil, err
+		}
+		grads = append(grads, gbias)
+	}
+	return grads, nil
+}
+
+func convExec[T float](op *convOp, d convDims, out G.Value, ws []byte, in []G.Value) error {
+	s := shapesOf(in)
+	a, err := denseData[T](in[0], s[0])
+	if err != nil {
+		return err
+	}
+	b, err := denseData[T](in[1], s[1])
+	if err != nil {
+		return err
+	}
+	var bias []T
+	if op.bias && op.kind != convFilter {
+		if bias, err = denseData[T](in[2], s[2]); err != nil {
+			return err
+		}
+	}
+	os, _ := op.outShape(s)
+	y, err := outData[T](out, os)
+	if err != nil {
+		return err
+	}
+	var col []T
+	if !op.direct(d) {
+		c := carver{buf: ws}
+		if col, err = carve[T](&c, d.colRows()*d.outPix()); err != nil {
+			return err
+		}
+	}
+	xSize, ySize, P, K := d.C*d.H*d.W, d.O*d.OH*d.OW, d.outPix(), d.colRows()
+	switch op.kind {
+	case convForward:
+		x, w := a, b
+		for n := 0; n < d.N; n++ {
+			xn, yn := x[n*xSize:(n+1)*xSize], y[n*ySize:(n+1)*ySize]
+			m := xn
+			if col != nil {
+				im2col(xn, col, d, op.p)
+				m = col
+			}
+			gemm(false, false, d.O, P, K, 1, w, K, m, P, 0, yn, P)
+			addChannelBias(yn, bias, P)
+		}
+	case convData:
+		w, dy := a, b
+		for n := 0; n < d.N; n++ {
+			dyn, dxn := dy[n*ySize:(n+1)*ySize], y[n*xSize:(n+1)*xSize]
+			if col == nil {
+				gemm(true, false, K, P, d.O, 1, w, K, dyn, P, 0, dxn, P)
+			} else {
+				gemm(true, false, K, P, d.O, 1, w, K, dyn, P, 0, col, P)
+				col2im(col, dxn, d, op.p)
+			}
+			addChannelBias(dxn, bias, d.H*d.W)
+		}
+	case convFilter:
+		x, dy := a, b
+		// Images are summed in order into dw, one product at a time: the order is fixed, so the
+		// weight gradient is reproducible, and only one image's columns exist at once.
+		for n := 0; n < d.N; n++ {
+			xn, dyn := x[n*xSize:(n+1)*xSize], dy[n*ySize:(n+1)*ySize]
+			m := xn
+			if col != nil {
+				im2col(xn, col, d, op.p)
+				m = col
+			}
+			var beta T
+			if n > 0 {
+				beta = 1
+			}
+			gemm(false, true, d.O, K, P, 1, dyn, P, m, P, beta, y, K)
+		}
+	}
+	return nil
+}
+
+func addChannelBias[T float](y, bias []T, plane int) {
+	for c, bv := range bias {
+		row := y[c*plane : (c+1)*plane]
+		for i := range row {
+			row[i] += bv
+		}
+	}
+}
+
+// validRange returns the output columns [lo,hi) whose input column o*stride+off lies in [0,size).
+func validRange(off, stride, size, outSize int) (lo, hi int) {
+	if off < 0 {
+		lo = (-off + stride - 1) / stride
+	}
+	if size-1-off < 0 {
+		return 0, 0
+	}
+	hi = (size-1-off)/stride + 1
+	if hi > outSize {
+		hi = outSize
+	}
+	if lo > hi {
+		lo = hi
+	}
+	return lo, hi
+}
+
+// im2col lays one image out as a (C*KH*KW) x (OH*OW) matrix: row (c,i,j) holds the input pixel
+// each output position sees through kernel tap (i,j) of channel c, or 0 in the padding.
+func im2col[T float](x, col []T, d convDims, p ConvParams) {
+	P := d.outPix()
+	plane := d.H * d.W
+	parallelFor(d.C, int64(len(col)), func(c0, c1 int) {
+		for c := c0; c < c1; c++ {
+			xc := x[c*plane : (c+1)*plane]
+			for i := 0; i < d.KH; i++ {
+				for j := 0; j < d.KW; j++ {
+					r := (c*d.KH+i)*d.KW + j
+					row := col[r*P : (r+1)*P]
+					offW := j*p.DilationW - p.PadW
+					lo, hi := validRange(offW, p.StrideW, d.W, d.OW)
+					for oh := 0; oh < d.OH; oh++ {
+						dst := row[oh*d.OW : (oh+1)*d.OW]
+						ih := oh*p.StrideH - p.PadH + i*p.DilationH
+						if ih < 0 || ih >= d.H {
+							clear(dst)
+							continue
+						}
+						src := xc[ih*d.W : (ih+1)*d.W]
+						clear(dst[:lo])
+						clear(dst[hi:])
+						if p.StrideW == 1 {
+							copy(dst[lo:hi], src[lo+offW:hi+offW])
+						} else {
+							for ow := lo; ow < hi; ow++ {
+								dst[ow] = src[ow*p.StrideW+offW]
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// col2im is im2col's adjoint: it sums each column entry back onto the pixel it was copied from.
+// Channels are independent, so splitting them across goroutines keeps the summation order fixed.
+func col2im[T float](col, x []T, d convDims, p ConvParams) {
+	P := d.outPix()
+	plane := d.H * d.W
+	parallelFor(d.C, int64(len(col)), func(c0, c1 int) {
+		for c := c0; c < c1; c++ {
+			xc := x[c*plane : (c+1)*plane]
+			clear(xc)
+			for i := 0; i < d.KH; i++ {
+				for j := 0; j < d.KW; j++ {
+					r := (c*d.KH+i)*d.KW + j
+					row := col[r*P : (r+1)*P]
+					offW := j*p.DilationW - p.PadW
+					lo, hi := validRange(offW, p.StrideW, d.W, d.OW)
+					for oh := 0; oh < d.OH; oh++ {
+						ih := oh*p.StrideH - p.PadH + i*p.DilationH
+						if ih < 0 || ih >= d.H {
+							continue
+						}
+						src := row[oh*d.OW : (oh+1)*d.OW]
+						dst := xc[ih*d.W : (ih+1)*d.W]
+						if p.StrideW == 1 {
+							dst := dst[lo+offW : hi+offW]
+							for k, v := range src[lo:hi] {
+								dst[k] += v
+							}
+						} else {
+							for ow := lo; ow < hi; ow++ {
+								dst[ow*p.StrideW+offW] += src[ow]
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// channelSumOp sums an (N,C,…) tensor to (C,): the gradient of a per-channel bias or BN shift.
+// Each channel's sum runs serially in (n, spatial) order so it is reproducible.
+type channelSumOp struct {
+	pure
+	noDiff
+	dims int
+}
+
+func (channelSumOp) Arity() int       { return 1 }
+func (op channelSumOp) Type() hm.Type { return fnType(op.dims, 1) }
+
+func (op channelSumOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 || in[0].Dims() != op.dims || in[0].Dims() < 2 {
+		return nil, fmt.Errorf("layers: ChannelSum needs one (N,C,...) input, got %v", in)
+	}
+	return tensor.Shape{in[0][1]}, nil
+}
+func (op channelSumOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	in, err := dimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return op.outShape(in)
+}
+func (channelSumOp) wsBytes(tensor.Dtype, []tensor.Shape) int64        { return 0 }
+func (channelSumOp) WorkspaceBytes(tensor.Dtype, []tensor.Shape) int64 { return 0 }
+func (channelSumOp) FLOPs(in []tensor.Shape) int64 {
+	if len(in) != 1 {
+		return 0
+	}
+	return int64(in[0].TotalSize())
+}
+func (op channelSumOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
+func (op channelSumOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
+	return doPrealloc(op, p, in)
+}
+func (op channelSumOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
+	return doWorkspace(op, out, ws, in, false)
+}
+func (op channelSumOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) error {
+	if dt == tensor.Float32 {
+		return channelSumExec[float32](out, in[0])
+	}
+	return channelSumExec[float64](out, in[0])
+}
+func (op channelSumOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "layers.ChannelSum%d", op.dims) }
+func (op channelSumOp) Hashcode() uint32      { return hashOf(op) }
+func (channelSumOp) String() string           { return "ChannelSum" }
+
+func channelSumExec[T float](out, in G.Value) error {
+	s := in.Shape()
+	x, err := denseData[T](in, s)
+	if err != nil {
+		return err
+	}
+	y, err := outData[T](out, tensor.Shape{s[1]})
+	if err != nil {
+		return err
+	}
+	N, C := s[0], s[1]
+	plane := s.TotalSize() / (N * C)
+	parallelFor(C, int64(len(x)), func(c0, c1 int) {
+		for c := c0; c < c1; c++ {
+			var acc float64
+			for n := 0; n < N; n++ {
+				for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
+					acc += float64(v)
+				}
+			}
+			y[c] = T(acc)
+		}
+	})
+	return nil
+}

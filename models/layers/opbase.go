@@ -1,0 +1,116 @@
+package layers
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// kernel is what each op of this package supplies; the Do, UsePreallocDo and DoWorkspace entry
+// points are all built on it, so the three paths run literally the same code and agree bit for bit.
+type kernel interface {
+	G.Op
+	outShape(in []tensor.Shape) (tensor.Shape, error)
+	wsBytes(dt tensor.Dtype, in []tensor.Shape) int64
+	// exec writes every element of out; out and ws hold arbitrary bytes on entry.
+	exec(dt tensor.Dtype, out G.Value, ws []byte, in []G.Value) error
+}
+
+func checkInputs(k kernel, in []G.Value) (tensor.Dtype, []tensor.Shape, error) {
+	if len(in) != k.Arity() {
+		return tensor.Dtype{}, nil, fmt.Errorf("layers: %v takes %d inputs, got %d", k, k.Arity(), len(in))
+	}
+	dt, err := commonDtype(in)
+	if err != nil {
+		return dt, nil, fmt.Errorf("%v: %w", k, err)
+	}
+	return dt, shapesOf(in), nil
+}
+
+func doAlloc(k kernel, in []G.Value) (G.Value, error) {
+	dt, shapes, err := checkInputs(k, in)
+	if err != nil {
+		return nil, err
+	}
+	os, err := k.outShape(shapes)
+	if err != nil {
+		return nil, err
+	}
+	out := newDense(dt, os)
+	if err := k.exec(dt, out, allocWorkspace(k.wsBytes(dt, shapes)), in); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func doPrealloc(k kernel, prealloc G.Value, in []G.Value) (G.Value, error) {
+	if err := doWorkspace(k, prealloc, nil, in, true); err != nil {
+		return nil, err
+	}
+	return prealloc, nil
+}
+
+func doWorkspace(k kernel, out G.Value, ws []byte, in []G.Value, alloc bool) error {
+	dt, shapes, err := checkInputs(k, in)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return fmt.Errorf("layers: %v: nil output", k)
+	}
+	if out.Dtype() != dt {
+		return fmt.Errorf("layers: %v: output dtype %v, inputs %v", k, out.Dtype(), dt)
+	}
+	os, err := k.outShape(shapes)
+	if err != nil {
+		return err
+	}
+	if !out.Shape().Eq(os) {
+		return fmt.Errorf("layers: %v: output shape %v, want %v", k, out.Shape(), os)
+	}
+	need := k.wsBytes(dt, shapes)
+	if alloc {
+		ws = allocWorkspace(need)
+	} else if int64(len(ws)) < need {
+		return fmt.Errorf("layers: %v: workspace of %d bytes, need %d", k, len(ws), need)
+	}
+	return k.exec(dt, out, ws, in)
+}
+
+func hashOf(op interface{ WriteHash(hash.Hash) }) uint32 {
+	h := fnv.New32a()
+	op.WriteHash(h)
+	return h.Sum32()
+}
+
+// pure holds the Op methods that are the same for every op here: results go to fresh or
+// caller-owned memory, never over an input, and nothing calls out of Go.
+type pure struct{}
+
+func (pure) ReturnsPtr() bool     { return false }
+func (pure) CallsExtern() bool    { return false }
+func (pure) OverwritesInput() int { return -1 }
+
+// noDiff marks backward-only ops: nobody here needs second derivatives of them, and saying so
+// keeps gorgonia.Grad from wandering into them.
+type noDiff struct{}
+
+func (noDiff) DiffWRT(n int) []bool { return make([]bool, n) }
+func (noDiff) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
+	return nil, fmt.Errorf("layers: second-order gradients are not implemented for this op")
+}
+
+func want4D(name string, s tensor.Shape) error {
+	if s.Dims() != 4 {
+		return fmt.Errorf("layers: %s must be 4-D (N,C,H,W), got shape %v", name, s)
+	}
+	for _, d := range s {
+		if d <= 0 {
+			return fmt.Errorf("layers: %s has a non-positive dimension: %v", name, s)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,571 @@
+package layers
+
+import (
+	"fmt"
+	"hash"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// poolGeom is a pooling window: kernel, stride and symmetric zero padding.
+type poolGeom struct{ kh, kw, sh, sw, ph, pw int }
+
+func (g poolGeom) validate() error {
+	if g.kh < 1 || g.kw < 1 || g.sh < 1 || g.sw < 1 {
+		return fmt.Errorf("layers: pool kernel and stride must be positive: %+v", g)
+	}
+	// As PyTorch: a window never lies wholly in the padding, so every output has an input.
+	if g.ph < 0 || g.pw < 0 || 2*g.ph > g.kh || 2*g.pw > g.kw {
+		return fmt.Errorf("layers: pool padding must be between 0 and half the kernel: %+v", g)
+	}
+	return nil
+}
+
+func (g poolGeom) String() string {
+	return fmt.Sprintf("k(%d,%d) s(%d,%d) p(%d,%d)", g.kh, g.kw, g.sh, g.sw, g.ph, g.pw)
+}
+
+// out returns the pooled shape of an (N,C,H,W) input.
+func (g poolGeom) out(x tensor.Shape) (tensor.Shape, error) {
+	if err := want4D("pool input", x); err != nil {
+		return nil, err
+	}
+	oh := (x[2]+2*g.ph-g.kh)/g.sh + 1
+	ow := (x[3]+2*g.pw-g.kw)/g.sw + 1
+	if x[2]+2*g.ph < g.kh || x[3]+2*g.pw < g.kw {
+		return nil, fmt.Errorf("layers: pool window %v does not fit input %v", g, x)
+	}
+	return tensor.Shape{x[0], x[1], oh, ow}, nil
+}
+
+// window clips output position (oh, ow)'s window to the image.
+func (g poolGeom) window(oh, ow, H, W int) (h0, h1, w0, w1 int) {
+	h0, w0 = oh*g.sh-g.ph, ow*g.sw-g.pw
+	h1, w1 = min(h0+g.kh, H), min(w0+g.kw, W)
+	return max(h0, 0), h1, max(w0, 0), w1
+}
+
+// ---- max pooling ----
+
+// maxPoolOp keeps no argmax: gorgonia's MaxPool2D allocates an int per output element when the
+// graph is built and fills it in the forward, which is both build-time memory (gigabytes at paper
+// batch sizes) and hidden state. The backward finds the argmax again from x.
+type maxPoolOp struct {
+	pure
+	g poolGeom
+}
+
+func (op *maxPoolOp) Arity() int    { return 1 }
+func (op *maxPoolOp) Type() hm.Type { return fnType(4, 4) }
+func (op *maxPoolOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("layers: %v takes 1 input", op)
+	}
+	return op.g.out(in[0])
+}
+func (op *maxPoolOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	in, err := dimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return op.outShape(in)
+}
+func (op *maxPoolOp) wsBytes(tensor.Dtype, []tensor.Shape) int64        { return 0 }
+func (op *maxPoolOp) WorkspaceBytes(tensor.Dtype, []tensor.Shape) int64 { return 0 }
+
+// FLOPs counts one comparison per window element.
+func (op *maxPoolOp) FLOPs(in []tensor.Shape) int64 {
+	s, err := op.outShape(in)
+	if err != nil {
+		return 0
+	}
+	return int64(s.TotalSize()) * int64(op.g.kh*op.g.kw)
+}
+func (op *maxPoolOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
+func (op *maxPoolOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
+	return doPrealloc(op, p, in)
+}
+func (op *maxPoolOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
+	return doWorkspace(op, out, ws, in, false)
+}
+func (op *maxPoolOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) error {
+	if dt == tensor.Float32 {
+		return maxPoolExec[float32](op.g, out, in[0], nil)
+	}
+	return maxPoolExec[float64](op.g, out, in[0], nil)
+}
+func (op *maxPoolOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "layers.MaxPool2D{%v}", op.g) }
+func (op *maxPoolOp) Hashcode() uint32      { return hashOf(op) }
+func (op *maxPoolOp) String() string        { return fmt.Sprintf("MaxPool2D{%v}", op.g) }
+func (op *maxPoolOp) DiffWRT(int) []bool    { return []bool{true} }
+func (op *maxPoolOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	dx, err := G.ApplyOp(&maxPoolGradOp{g: op.g}, inputs[0], grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dx}, nil
+}
+
+// maxPoolGradOp: (x, dy) -> dx. It takes x, not the pooled y: the argmax is found from x alone,
+// and not reading y lets the VM free y as soon as its forward consumers are done.
+type maxPoolGradOp struct {
+	pure
+	noDiff
+	g poolGeom
+}
+
+func (op *maxPoolGradOp) Arity() int    { return 2 }
+func (op *maxPoolGradOp) Type() hm.Type { return fnType(4, 4, 4) }
+func (op *maxPoolGradOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 2 {
+		return nil, fmt.Errorf("layers: %v takes 2 inputs", op)
+	}
+	ys, err := op.g.out(in[0])
+	if err != nil {
+		return nil, err
+	}
+	if !ys.Eq(in[1]) {
+		return nil, fmt.Errorf("layers: %v: gradient %v does not match pooled shape %v", op, in[1], ys)
+	}
+	return in[0].Clone(), nil
+}
+func (op *maxPoolGradOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	in, err := dimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return op.outShape(in)
+}
+func (op *maxPoolGradOp) wsBytes(tensor.Dtype, []tensor.Shape) int64        { return 0 }
+func (op *maxPoolGradOp) WorkspaceBytes(tensor.Dtype, []tensor.Shape) int64 { return 0 }
+func (op *maxPoolGradOp) FLOPs(in []tensor.Shape) int64 {
+	if len(in) != 2 {
+		return 0
+	}
+	return int64(in[1].TotalSize())*int64(op.g.kh*op.g.kw) + int64(in[0].TotalSize())
+}
+func (op *maxPoolGradOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
+func (op *maxPoolGradOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
+	return doPrealloc(op, p, in)
+}
+func (op *maxPoolGradOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
+	return doWorkspace(op, out, ws, in, false)
+}
+func (op *maxPoolGradOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) error {
+	if dt == tensor.Float32 {
+		return maxPoolExec[float32](op.g, out, in[0], in[1])
+	}
+	return maxPoolExec[float64](op.g, out, in[0], in[1])
+}
+func (op *maxPoolGradOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "layers.MaxPool2DGrad{%v}", op.g) }
+func (op *maxPoolGradOp) Hashcode() uint32      { return hashOf(op) }
+func (op *maxPoolGradOp) String() string        { return fmt.Sprintf("MaxPool2DGrad{%v}", op.g) }
+
+// maxPoolExec pools x into out, or, when dyv is given, routes dy to each window's argmax in out
+// (which then has x's shape). The argmax is the first maximum in row-major window order, as
+// gorgonia's (strict > from the window start); a NaN wins and stays, so NaNs propagate.
+func maxPoolExec[T float](g poolGeom, out, xv, dyv G.Value) error {
+	xs := xv.Shape()
+	ys, err := g.out(xs)
+	if err != nil {
+		return err
+	}
+	x, err := denseData[T](xv, xs)
+	if err != nil {
+		return err
+	}
+	var dy, res []T
+	if dyv != nil {
+		if dy, err = denseData[T](dyv, ys); err != nil {
+			return err
+		}
+		res, err = outData[T](out, xs)
+	} else {
+		res, err = outData[T](out, ys)
+	}
+	if err != nil {
+		return err
+	}
+	H, W, OH, OW := xs[2], xs[3], ys[2], ys[3]
+	planes := xs[0] * xs[1]
+	parallelFor(planes, int64(len(x)), func(p0, p1 int) {
+		for p := p0; p < p1; p++ {
+			xp := x[p*H*W : (p+1)*H*W]
+			var dxp []T
+			if dy != nil {
+				dxp = res[p*H*W : (p+1)*H*W]
+				clear(dxp)
+			}
+			for oh := 0; oh < OH; oh++ {
+				for ow := 0; ow < OW; ow++ {
+					h0, h1, w0, w1 := g.window(oh, ow, H, W)
+					bi := h0*W + w0
+					best := xp[bi]
+					for h := h0; h < h1; h++ {
+						for w := w0; w < w1; w++ {
+							i := h*W + w
+							if v := xp[i]; v > best || (v != v && best == best) {
+								best, bi = v, i
+							}
+						}
+					}
+					o := p*OH*OW + oh*OW + ow
+					if dy != nil {
+						dxp[bi] += dy[o]
+					} else {
+						res[o] = best
+					}
+				}
+			}
+		}
+	})
+	return nil
+}
+
+// ---- average pooling ----
+
+// avgPoolOp averages each window, counting padding as zeros (PyTorch's count_include_pad=True).
+// gorgonia's AveragePool2D gives wrong values forward and backward.
+type avgPoolOp struct {
+	pure
+	g poolGeom
+}
+
+func (op *avgPoolOp) Arity() int    { return 1 }
+func (op *avgPoolOp) Type() hm.Type { return fnType(4, 4) }
+func (op *avgPoolOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("layers: %v takes 1 input", op)
+	}
+	return op.g.out(in[0])
+}
+func (op *avgPoolOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	in, err := dimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return op.outShape(in)
+}
+func (op *avgPoolOp) wsBytes(tensor.Dtype, []tensor.Shape) int64        { return 0 }
+func (op *avgPoolOp) WorkspaceBytes(tensor.Dtype, []tensor.Shape) int64 { return 0 }
+func (op *avgPoolOp) FLOPs(in []tensor.Shape) int64 {
+	s, err := op.outShape(in)
+	if err != nil {
+		return 0
+	}
+	return int64(s.TotalSize()) * int64(op.g.kh*op.g.kw+1)
+}
+func (op *avgPoolOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
+func (op *avgPoolOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
+	return doPrealloc(op, p, in)
+}
+func (op *avgPoolOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
+	return doWorkspace(op, out, ws, in, false)
+}
+func (op *avgPoolOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) error {
+	if dt == tensor.Float32 {
+		return avgPoolExec[float32](op.g, out, in[0], nil)
+	}
+	return avgPoolExec[float64](op.g, out, in[0], nil)
+}
+func (op *avgPoolOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "layers.AvgPool2D{%v}", op.g) }
+func (op *avgPoolOp) Hashcode() uint32      { return hashOf(op) }
+func (op *avgPoolOp) String() string        { return fmt.Sprintf("AvgPool2D{%v}", op.g) }
+func (op *avgPoolOp) DiffWRT(int) []bool    { return []bool{true} }
+func (op *avgPoolOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	xs := inputs[0].Shape()
+	dx, err := G.ApplyOp(&avgPoolGradOp{g: op.g, h: xs[2], w: xs[3]}, grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dx}, nil
+}
+
+// avgPoolGradOp: dy -> dx, spreading each output's gradient evenly over its window. It reads only
+// dy; the input's spatial size is recorded because a strided pool cannot recover it.
+type avgPoolGradOp struct {
+	pure
+	noDiff
+	g    poolGeom
+	h, w int
+}
+
+func (op *avgPoolGradOp) Arity() int    { return 1 }
+func (op *avgPoolGradOp) Type() hm.Type { return fnType(4, 4) }
+func (op *avgPoolGradOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("layers: %v takes 1 input", op)
+	}
+	if err := want4D("pool gradient", in[0]); err != nil {
+		return nil, err
+	}
+	xs := tensor.Shape{in[0][0], in[0][1], op.h, op.w}
+	ys, err := op.g.out(xs)
+	if err != nil {
+		return nil, err
+	}
+	if !ys.Eq(in[0]) {
+		return nil, fmt.Errorf("layers: %v: gradient %v does not match pooled shape %v", op, in[0], ys)
+	}
+	return xs, nil
+}
+func (op *avgPoolGradOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	in, err := dimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return op.outShape(in)
+}
+func (op *avgPoolGradOp) wsBytes(tensor.Dtype, []tensor.Shape) int64        { return 0 }
+func (op *avgPoolGradOp) WorkspaceBytes(tensor.Dtype, []tensor.Shape) int64 { return 0 }
+func (op *avgPoolGradOp) FLOPs(in []tensor.Shape) int64 {
+	if len(in) != 1 {
+		return 0
+	}
+	return int64(in[0].TotalSize()) * int64(op.g.kh*op.g.kw+1)
+}
+func (op *avgPoolGradOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
+func (op *avgPoolGradOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
+	return doPrealloc(op, p, in)
+}
+func (op *avgPoolGradOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
+	return doWorkspace(op, out, ws, in, false)
+}
+func (op *avgPoolGradOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) error {
+	if dt == tensor.Float32 {
+		return avgPoolExec[float32](op.g, out, nil, in[0])
+	}
+	return avgPoolExec[float64](op.g, out, nil, in[0])
+}
+func (op *avgPoolGradOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "layers.AvgPool2DGrad{%v %dx%d}", op.g, op.h, op.w)
+}
+func (op *avgPoolGradOp) Hashcode() uint32 { return hashOf(op) }
+func (op *avgPoolGradOp) String() string {
+	return fmt.Sprintf("AvgPool2DGrad{%v out(%d,%d)}", op.g, op.h, op.w)
+}
+
+// avgPoolExec averages x into out, or, with xv == nil, spreads dy back over out (x's shape).
+func avgPoolExec[T float](g poolGeom, out, xv, dyv G.Value) error {
+	var xs, ys tensor.Shape
+	var x, dy, res []T
+	var err error
+	if xv != nil {
+		xs = xv.Shape()
+		if ys, err = g.out(xs); err != nil {
+			return err
+		}
+		if x, err = denseData[T](xv, xs); err != nil {
+			return err
+		}
+		res, err = outData[T](out, ys)
+	} else {
+		ys = dyv.Shape()
+		xs = out.Shape()
+		if s, e := g.out(xs); e != nil || !s.Eq(ys) {
+			return fmt.Errorf("layers: avg pool gradient %v does not fit output %v", ys, xs)
+		}
+		if dy, err = denseData[T](dyv, ys); err != nil {
+			return err
+		}
+		res, err = outData[T](out, xs)
+	}
+	if err != nil {
+		return err
+	}
+	H, W, OH, OW := xs[2], xs[3], ys[2], ys[3]
+	count := T(g.kh * g.kw)
+	parallelFor(xs[0]*xs[1], int64(xs.TotalSize()), func(p0, p1 int) {
+		for p := p0; p < p1; p++ {
+			var xp, dxp []T
+			if x != nil {
+				xp = x[p*H*W : (p+1)*H*W]
+			} else {
+				dxp = res[p*H*W : (p+1)*H*W]
+				clear(dxp)
+			}
+			for oh := 0; oh < OH; oh++ {
+				for ow := 0; ow < OW; ow++ {
+					h0, h1, w0, w1 := g.window(oh, ow, H, W)
+					o := p*OH*OW + oh*OW + ow
+					if x != nil {
+						var s T
+						for h := h0; h < h1; h++ {
+							for _, v := range xp[h*W+w0 : h*W+w1] {
+								s += v
+							}
+						}
+						res[o] = s / count
+					} else {
+						gv := dy[o] / count
+						for h := h0; h < h1; h++ {
+							row := dxp[h*W+w0 : h*W+w1]
+							for i := range row {
+								row[i] += gv
+							}
+						}
+					}
+				}
+			}
+		}
+	})
+	return nil
+}
+
+// ---- global average pooling ----
+
+// globalAvgPoolOp: (N,C,H,W) -> (N,C). gorgonia's GlobalAveragePool2D has no gradient and keeps
+// the 4-D shape; a classifier head wants the (N,C) matrix anyway.
+type globalAvgPoolOp struct{ pure }
+
+func (op *globalAvgPoolOp) Arity() int    { return 1 }
+func (op *globalAvgPoolOp) Type() hm.Type { return fnType(4, 2) }
+func (op *globalAvgPoolOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("layers: %v takes 1 input", op)
+	}
+	if err := want4D("global pool input", in[0]); err != nil {
+		return nil, err
+	}
+	return tensor.Shape{in[0][0], in[0][1]}, nil
+}
+func (op *globalAvgPoolOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	in, err := dimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return op.outShape(in)
+}
+func (op *globalAvgPoolOp) wsBytes(tensor.Dtype, []tensor.Shape) int64        { return 0 }
+func (op *globalAvgPoolOp) WorkspaceBytes(tensor.Dtype, []tensor.Shape) int64 { return 0 }
+func (op *globalAvgPoolOp) FLOPs(in []tensor.Shape) int64 {
+	if len(in) != 1 {
+		return 0
+	}
+	return int64(in[0].TotalSize())
+}
+func (op *globalAvgPoolOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
+func (op *globalAvgPoolOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
+	return doPrealloc(op, p, in)
+}
+func (op *globalAvgPoolOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
+	return doWorkspace(op, out, ws, in, false)
+}
+func (op *globalAvgPoolOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) error {
+	if dt == tensor.Float32 {
+		return gapExec[float32](out, in[0], nil)
+	}
+	return gapExec[float64](out, in[0], nil)
+}
+func (op *globalAvgPoolOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "layers.GlobalAvgPool2D") }
+func (op *globalAvgPoolOp) Hashcode() uint32      { return hashOf(op) }
+func (op *globalAvgPoolOp) String() string        { return "GlobalAvgPool2D" }
+func (op *globalAvgPoolOp) DiffWRT(int) []bool    { return []bool{true} }
+func (op *globalAvgPoolOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	xs := inputs[0].Shape()
+	dx, err := G.ApplyOp(&globalAvgPoolGradOp{h: xs[2], w: xs[3]}, grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dx}, nil
+}
+
+// globalAvgPoolGradOp: dy (N,C) -> dx (N,C,H,W) = dy/(H*W) everywhere in the plane.
+type globalAvgPoolGradOp struct {
+	pure
+	noDiff
+	h, w int
+}
+
+func (op *globalAvgPoolGradOp) Arity() int    { return 1 }
+func (op *globalAvgPoolGradOp) Type() hm.Type { return fnType(2, 4) }
+func (op *globalAvgPoolGradOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 || in[0].Dims() != 2 {
+		return nil, fmt.Errorf("layers: %v takes one (N,C) input, got %v", op, in)
+	}
+	return tensor.Shape{in[0][0], in[0][1], op.h, op.w}, nil
+}
+func (op *globalAvgPoolGradOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	in, err := dimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return op.outShape(in)
+}
+func (op *globalAvgPoolGradOp) wsBytes(tensor.Dtype, []tensor.Shape) int64        { return 0 }
+func (op *globalAvgPoolGradOp) WorkspaceBytes(tensor.Dtype, []tensor.Shape) int64 { return 0 }
+func (op *globalAvgPoolGradOp) FLOPs(in []tensor.Shape) int64 {
+	if len(in) != 1 {
+		return 0
+	}
+	return int64(in[0].TotalSize()) * int64(op.h*op.w)
+}
+func (op *globalAvgPoolGradOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
+func (op *globalAvgPoolGradOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
+	return doPrealloc(op, p, in)
+}
+func (op *globalAvgPoolGradOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
+	return doWorkspace(op, out, ws, in, false)
+}
+func (op *globalAvgPoolGradOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) error {
+	if dt == tensor.Float32 {
+		return gapExec[float32](out, nil, in[0])
+	}
+	return gapExec[float64](out, nil, in[0])
+}
+func (op *globalAvgPoolGradOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "layers.GlobalAvgPool2DGrad{%dx%d}", op.h, op.w)
+}
+func (op *globalAvgPoolGradOp) Hashcode() uint32 { return hashOf(op) }
+func (op *globalAvgPoolGradOp) String() string {
+	return fmt.Sprintf("GlobalAvgPool2DGrad{%dx%d}", op.h, op.w)
+}
+
+// gapExec averages each plane of x into out (N,C), or with xv == nil fills out's planes from dy.
+// Plane sums accumulate in float64 so float32 results do not drift with the plane size.
+func gapExec[T float](out, xv, dyv G.Value) error {
+	if xv != nil {
+		xs := xv.Shape()
+		x, err := denseData[T](xv, xs)
+		if err != nil {
+			return err
+		}
+		y, err := outData[T](out, tensor.Shape{xs[0], xs[1]})
+		if err != nil {
+			return err
+		}
+		plane := xs[2] * xs[3]
+		parallelFor(len(y), int64(len(x)), func(p0, p1 int) {
+			for p := p0; p < p1; p++ {
+				var s float64
+				for _, v := range x[p*plane : (p+1)*plane] {
+					s += float64(v)
+				}
+				y[p] = T(s / float64(plane))
+			}
+		})
+		return nil
+	}
+	xs := out.Shape()
+	dy, err := denseData[T](dyv, tensor.Shape{xs[0], xs[1]})
+	if err != nil {
+		return err
+	}
+	dx, err := outData[T](out, xs)
+	if err != nil {
+		return err
+	}
+	plane := xs[2] * xs[3]
+	parallelFor(len(dy), int64(len(dx)), func(p0, p1 int) {
+		for p := p0; p < p1; p++ {
+			g := dy[p] / T(plane)
+			row := dx[p*plane : (p+1)*plane]
+			for i := range row {
+				row[i] = g
+			}
+		}
+	})
+	return nil
+}

@@ -1,0 +1,160 @@
+package layers
+
+import (
+	"fmt"
+	"hash"
+
+	"github.com/chewxy/hm"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// reluOp is max(x, 0) as one node. gorgonia's Rectify is x ⊙ (x ≥ 0): a comparison node and a
+// product node, i.e. an extra activation-sized mask kept alive until the backward, whose gradient
+// also needs x. This op's gradient needs only its own output y (which the next layer keeps anyway),
+// with PyTorch's convention that the gradient at exactly 0 is 0.
+type reluOp struct{ pure }
+
+func (op *reluOp) Arity() int { return 1 }
+func (op *reluOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	return hm.NewFnType(a, a)
+}
+func (op *reluOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 1 {
+		return nil, fmt.Errorf("layers: ReLU takes 1 input")
+	}
+	return in[0].Clone(), nil
+}
+func (op *reluOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	in, err := dimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return op.outShape(in)
+}
+func (op *reluOp) wsBytes(tensor.Dtype, []tensor.Shape) int64        { return 0 }
+func (op *reluOp) WorkspaceBytes(tensor.Dtype, []tensor.Shape) int64 { return 0 }
+func (op *reluOp) FLOPs(in []tensor.Shape) int64 {
+	if len(in) != 1 {
+		return 0
+	}
+	return int64(in[0].TotalSize())
+}
+func (op *reluOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
+func (op *reluOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
+	return doPrealloc(op, p, in)
+}
+func (op *reluOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
+	return doWorkspace(op, out, ws, in, false)
+}
+func (op *reluOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) error {
+	if dt == tensor.Float32 {
+		return reluExec[float32](out, in[0], nil)
+	}
+	return reluExec[float64](out, in[0], nil)
+}
+func (op *reluOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "layers.ReLU") }
+func (op *reluOp) Hashcode() uint32      { return hashOf(op) }
+func (op *reluOp) String() string        { return "ReLU" }
+func (op *reluOp) DiffWRT(int) []bool    { return []bool{true} }
+func (op *reluOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
+	dx, err := G.ApplyOp(&reluGradOp{}, output, grad)
+	if err != nil {
+		return nil, err
+	}
+	return G.Nodes{dx}, nil
+}
+
+// reluGradOp: (y, dy) -> dy where y > 0, else 0.
+type reluGradOp struct {
+	pure
+	noDiff
+}
+
+func (op *reluGradOp) Arity() int { return 2 }
+func (op *reluGradOp) Type() hm.Type {
+	a := hm.TypeVariable('a')
+	return hm.NewFnType(a, a, a)
+}
+func (op *reluGradOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if len(in) != 2 || !in[0].Eq(in[1]) {
+		return nil, fmt.Errorf("layers: ReLUGrad takes (y, dy) of one shape, got %v", in)
+	}
+	return in[0].Clone(), nil
+}
+func (op *reluGradOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+	in, err := dimSizersToShapes(ds)
+	if err != nil {
+		return nil, err
+	}
+	return op.outShape(in)
+}
+func (op *reluGradOp) wsBytes(tensor.Dtype, []tensor.Shape) int64        { return 0 }
+func (op *reluGradOp) WorkspaceBytes(tensor.Dtype, []tensor.Shape) int64 { return 0 }
+func (op *reluGradOp) FLOPs(in []tensor.Shape) int64 {
+	if len(in) != 2 {
+		return 0
+	}
+	return int64(in[0].TotalSize())
+}
+func (op *reluGradOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
+func (op *reluGradOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
+	return doPrealloc(op, p, in)
+}
+func (op *reluGradOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
+	return doWorkspace(op, out, ws, in, false)
+}
+func (op *reluGradOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) error {
+	if dt == tensor.Float32 {
+		return reluExec[float32](out, in[0], in[1])
+	}
+	return reluExec[float64](out, in[0], in[1])
+}
+func (op *reluGradOp) WriteHash(h hash.Hash) { fmt.Fprint(h, "layers.ReLUGrad") }
+func (op *reluGradOp) Hashcode() uint32      { return hashOf(op) }
+func (op *reluGradOp) String() string        { return "ReLUGrad" }
+
+func reluExec[T float](out, xv, dyv G.Value) error {
+	s := xv.Shape()
+	x, err := denseData[T](xv, s)
+	if err != nil {
+		return err
+	}
+	res, err := outData[T](out, s)
+	if err != nil {
+		return err
+	}
+	var dy []T
+	if dyv != nil {
+		if dy, err = denseData[T](dyv, s); err != nil {
+			return err
+		}
+	}
+	const chunk = 1 << 14
+	parallelFor((len(x)+chunk-1)/chunk, int64(len(x)), func(c0, c1 int) {
+		lo, hi := c0*chunk, min(c1*chunk, len(x))
+		xr, rr := x[lo:hi], res[lo:hi]
+		if dy == nil {
+			for i, v := range xr {
+				if v > 0 {
+					rr[i] = v
+				} else if v != v {
+					rr[i] = v // NaN propagates, as in PyTorch
+				} else {
+					rr[i] = 0
+				}
+			}
+			return
+		}
+		dr := dy[lo:hi]
+		for i, v := range xr {
+			if v > 0 {
+				rr[i] = dr[i]
+			} else {
+				rr[i] = 0
+			}
+		}
+	})
+	return nil
+}

@@ -1,0 +1,67 @@
+package ooc_test
+
+import (
+	"fmt"
+	"log"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/models"
+	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/vm"
+)
+
+// A training script swaps gorgonia.NewTapeMachine for ooc.Compile and gets
+// the same numbers within a smaller device-memory budget.
+func ExampleCompile() {
+	lossUnder := func(budgetPercent int64) (float32, vm.Stats) {
+		m, err := models.Build("smallcnn", models.Config{Batch: 8, Channels: 3, Height: 16, Width: 16, Classes: 4, Seed: 7})
+		if err != nil {
+			log.Fatal(err)
+		}
+		pixels := make([]float32, 8*3*16*16)
+		for i := range pixels {
+			pixels[i] = float32(i%97) / 97
+		}
+		x := tensor.New(tensor.WithShape(8, 3, 16, 16), tensor.WithBacking(pixels))
+		y := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(8, 4))
+		for i := 0; i < 8; i++ {
+			y.Data().([]float32)[i*4+i%4] = 1
+		}
+		G.Let(m.Input, x)
+		G.Let(m.Labels, y)
+
+		inCore, err := ooc.Plan(m.Graph, ooc.Baseline())
+		if err != nil {
+			log.Fatal(err)
+		}
+		machine, err := ooc.Compile(m.Graph,
+			ooc.BindDualValues(m.Learnables...),
+			ooc.WithBudget(inCore.Peak*budgetPercent/100))
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer machine.Close()
+		solver := G.NewAdamSolver(G.WithLearnRate(1e-3))
+		for step := 0; step < 2; step++ {
+			if err := machine.RunAll(); err != nil {
+				log.Fatal(err)
+			}
+			solver.Step(G.NodesToValueGrads(m.Learnables))
+			machine.Reset()
+		}
+		return m.Loss.Value().Data().(float32), machine.Stats()
+	}
+	full, fullStats := lossUnder(100)
+	tight, tightStats := lossUnder(60)
+	fmt.Println("same loss:", full == tight)
+	fmt.Println("swapped at 100%:", fullStats.SwapInBytes > 0)
+	fmt.Println("swapped at 60%:", tightStats.SwapInBytes > 0)
+	fmt.Println("peak within 60%:", tightStats.PeakDeviceBytes <= fullStats.PeakDeviceBytes*60/100)
+	// Output:
+	// same loss: true
+	// swapped at 100%: false
+	// swapped at 60%: true
+	// peak within 60%: true
+}

@@ -1,0 +1,4 @@
+package ooc
+
+// WithPoison is withPoison, for the external tests.
+var WithPoison = withPoison
