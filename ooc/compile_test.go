@@ -167,4 +167,3 @@ func TestProgramJSON(t *testing.T) {
 	require.Equal(t, len(p.Funcs), execs)
 	require.Equal(t, len(p.Funcs), frees, "baseline frees every variable once")
 }
-
