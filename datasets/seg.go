@@ -1,0 +1,220 @@
+package datasets
+
+import (
+	"bufio"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+)
+
+type segPairs struct {
+	info   Info
+	images []string
+	masks  []string
+}
+
+// Segmentation reads image/mask pairs for U-Net style training: dir/images/
+// and dir/masks/ (or dir/train/... and dir/test/... chosen by split), matched
+// by file name without extension, so a.jpg pairs with a.png. Masks are PNG
+// (JPEG would blur the class values), palette or gray, pixel value = class.
+//
+// classes > 0 fixes the class count; otherwise dir/classes.txt (one name per
+// line) gives it, and failing that every mask is decoded once to find the
+// largest class index.
+func Segmentation(dir string, split Split, classes int) (Dataset, error) {
+	root, err := splitDir(dir, split, "images")
+	if err != nil {
+		return nil, err
+	}
+	imgDir, maskDir := filepath.Join(root, "images"), filepath.Join(root, "masks")
+	for _, d := range []string{imgDir, maskDir} {
+		if !isDir(d) {
+			return nil, fmt.Errorf("datasets: seg: missing directory %s (want %s/images and %s/masks)", d, root, root)
+		}
+	}
+	imgs, err := stems(imgDir, imageExt)
+	if err != nil {
+		return nil, err
+	}
+	masks, err := stems(maskDir, imageExt)
+	if err != nil {
+		return nil, err
+	}
+	s := &segPairs{info: Info{Name: "seg", Split: split, Segmentation: true, Dir: root}}
+	keys := make([]string, 0, len(imgs))
+	for k := range imgs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		m, ok := masks[k]
+		if !ok {
+			return nil, fmt.Errorf("datasets: seg: image %s has no mask %s", imgs[k], filepath.Join(maskDir, k+".png"))
+		}
+		if !strings.EqualFold(filepath.Ext(m), ".png") {
+			return nil, fmt.Errorf("datasets: seg: mask %s must be PNG: lossy JPEG changes class values", m)
+		}
+		s.images = append(s.images, imgs[k])
+		s.masks = append(s.masks, m)
+	}
+	mkeys := make([]string, 0, len(masks))
+	for k := range masks {
+		mkeys = append(mkeys, k)
+	}
+	sort.Strings(mkeys)
+	for _, k := range mkeys {
+		if _, ok := imgs[k]; !ok {
+			return nil, fmt.Errorf("datasets: seg: mask %s has no image in %s", masks[k], imgDir)
+		}
+	}
+	if len(s.images) == 0 {
+		return nil, fmt.Errorf("datasets: seg: no images in %s", imgDir)
+	}
+	s.info.Examples = len(s.images)
+	s.info.Channels = 1
+	for i := range s.images {
+		ic, err := readImageConfig(s.images[i])
+		if err != nil {
+			return nil, entryErr(err, i)
+		}
+		mc, err := readImageConfig(s.masks[i])
+		if err != nil {
+			return nil, entryErr(err, i)
+		}
+		if ic.width != mc.width || ic.height != mc.height {
+			return nil, formatErr(s.masks[i], -1, i, "mask is %dx%d but image %s is %dx%d",
+				mc.width, mc.height, s.images[i], ic.width, ic.height)
+		}
+		if !ic.gray {
+			s.info.Channels = 3
+		}
+		if i == 0 {
+			s.info.Height, s.info.Width = ic.height, ic.width
+		} else if ic.height != s.info.Height || ic.width != s.info.Width {
+			s.info.Height, s.info.Width = -1, -1
+		}
+	}
+	if s.info.Height < 0 {
+		s.info.Height, s.info.Width = 0, 0
+	}
+	switch {
+	case classes > 0:
+		s.info.Classes = classes
+	default:
+		if names, ok := readLines(filepath.Join(root, "classes.txt")); ok {
+			s.info.ClassNames = names
+		} else if names, ok := readLines(filepath.Join(dir, "classes.txt")); ok {
+			s.info.ClassNames = names
+		}
+		s.info.Classes = len(s.info.ClassNames)
+		if s.info.Classes == 0 {
+			for i, m := range s.masks {
+				mask, err := loadMask(m, i)
+				if err != nil {
+					return nil, err
+				}
+				for _, v := range mask {
+					s.info.Classes = max(s.info.Classes, v+1)
+				}
+			}
+		}
+	}
+	return s, nil
+}
+
+// stems maps a file's path relative to dir, without extension, to its path.
+func stems(dir string, keep func(string) bool) (map[string]string, error) {
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(d.Name(), ".") && p != dir {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !keep(d.Name()) {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		k := strings.TrimSuffix(rel, filepath.Ext(rel))
+		if prev, dup := out[k]; dup {
+			return fmt.Errorf("%s and %s have the same name; pairs are matched by name", prev, p)
+		}
+		out[k] = p
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("datasets: seg: %w", err)
+	}
+	return out, nil
+}
+
+func readLines(path string) ([]string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if s := strings.TrimSpace(sc.Text()); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out, sc.Err() == nil && len(out) > 0
+}
+
+func loadMask(path string, entry int) ([]int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, entryErr(err, entry)
+	}
+	m, _, _, err := decodeMask(path, data)
+	if err != nil {
+		return nil, entryErr(err, entry)
+	}
+	return m, nil
+}
+
+func (s *segPairs) Info() Info { return s.info }
+
+func (s *segPairs) Load(i int) (Example, error) {
+	if err := checkIndex("seg", i, s.info.Examples); err != nil {
+		return Example{}, err
+	}
+	data, err := os.ReadFile(s.images[i])
+	if err != nil {
+		return Example{}, entryErr(err, i)
+	}
+	pix, c, h, w, err := decodeImage(s.images[i], data)
+	if err != nil {
+		return Example{}, entryErr(err, i)
+	}
+	mdata, err := os.ReadFile(s.masks[i])
+	if err != nil {
+		return Example{}, entryErr(err, i)
+	}
+	mask, mh, mw, err := decodeMask(s.masks[i], mdata)
+	if err != nil {
+		return Example{}, entryErr(err, i)
+	}
+	if mh != h || mw != w {
+		return Example{}, formatErr(s.masks[i], -1, i, "mask is %dx%d but image %s is %dx%d", mw, mh, s.images[i], w, h)
+	}
+	for p, v := range mask {
+		if v >= s.info.Classes {
+			return Example{}, formatErr(s.masks[i], -1, i, "pixel (%d,%d) has class %d, want 0..%d", p%w, p/w, v, s.info.Classes-1)
+		}
+	}
+	return Example{Image: pix, Channels: c, Height: h, Width: w, Label: -1, Mask: mask}, nil
+}
