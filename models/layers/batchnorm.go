@@ -13,8 +13,9 @@ import (
 
 // BatchNormOp is the lean batch normalisation: y = gamma*(x-mean)/sqrt(var+eps) + beta over
 // (N, C, ...) inputs, per channel, with gamma and beta (C,) operands of the one op. gorgonia's
-// BatchNorm normalises in one op and then applies gamma and beta with two broadcast ops, so each BN
-// layer materialises two more activation-sized tensors (and their gradients) than this one.
+// BatchNorm normalises in one op, then broadcasts gamma and beta to x's shape (Repeat) and
+// multiplies and adds: four more activation-sized tensors per layer than this op, and as many
+// gradient tensors in the backward.
 //
 // In training mode (the default) the batch statistics are computed in the forward and computed
 // again in the backward from x, never saved between calls: the result of every call depends on its
@@ -99,7 +100,7 @@ func (op *BatchNormOp) ResetRunningStats() {
 	}
 }
 
-// Momentum and Epsilon return the op's constants.
+// Momentum is the new batch's weight in the running statistics.
 func (op *BatchNormOp) Momentum() float64 { return op.momentum }
 
 // Epsilon is added to the variance before the square root.

@@ -97,7 +97,8 @@ func (b *Builder) claim(name string) error {
 	return nil
 }
 
-// Weight makes a learnable of the given shape whose values are fill(i) for i in order.
+// Weight makes a learnable of the given shape, calling fill once per element in row-major order
+// (so the draws, and the model, depend only on the seed and the order of Builder calls).
 func (b *Builder) Weight(name string, shape tensor.Shape, fill func() float64) (*G.Node, error) {
 	if err := b.claim(name); err != nil {
 		return nil, err
@@ -122,15 +123,18 @@ func (b *Builder) Weight(name string, shape tensor.Shape, fill func() float64) (
 	return w, nil
 }
 
-func (b *Builder) normal(std float64) func() float64 {
+// Normal draws from N(0, std²) with the builder's generator, for Weight.
+func (b *Builder) Normal(std float64) func() float64 {
 	return func() float64 { return b.rng.NormFloat64() * std }
 }
 
-func (b *Builder) uniform(bound float64) func() float64 {
+// Uniform draws from U(-bound, bound) with the builder's generator, for Weight.
+func (b *Builder) Uniform(bound float64) func() float64 {
 	return func() float64 { return (2*b.rng.Float64() - 1) * bound }
 }
 
-func constant(v float64) func() float64 { return func() float64 { return v } }
+// Constant fills a Weight with v.
+func Constant(v float64) func() float64 { return func() float64 { return v } }
 
 func channels(x *G.Node) (int, error) {
 	s := x.Shape()
@@ -164,13 +168,13 @@ func (b *Builder) ConvWith(x *G.Node, outC, kh, kw int, p ConvParams, bias bool,
 	if b.ConvInit == KaimingFanIn {
 		fan = c * kh * kw
 	}
-	w, err := b.Weight(name+".weight", tensor.Shape{outC, c, kh, kw}, b.normal(math.Sqrt(2/float64(fan))))
+	w, err := b.Weight(name+".weight", tensor.Shape{outC, c, kh, kw}, b.Normal(math.Sqrt(2/float64(fan))))
 	if err != nil {
 		return nil, err
 	}
 	var bn *G.Node
 	if bias {
-		if bn, err = b.Weight(name+".bias", tensor.Shape{outC}, constant(0)); err != nil {
+		if bn, err = b.Weight(name+".bias", tensor.Shape{outC}, Constant(0)); err != nil {
 			return nil, err
 		}
 	}
@@ -189,11 +193,11 @@ func (b *Builder) ConvTranspose(x *G.Node, outC, k, stride int, name string) (*G
 		return nil, fmt.Errorf("layers: conv-transpose %q needs positive channels, kernel and stride", name)
 	}
 	fan := max(c*k*k/(stride*stride), 1)
-	w, err := b.Weight(name+".weight", tensor.Shape{c, outC, k, k}, b.normal(math.Sqrt(2/float64(fan))))
+	w, err := b.Weight(name+".weight", tensor.Shape{c, outC, k, k}, b.Normal(math.Sqrt(2/float64(fan))))
 	if err != nil {
 		return nil, err
 	}
-	bias, err := b.Weight(name+".bias", tensor.Shape{outC}, constant(0))
+	bias, err := b.Weight(name+".bias", tensor.Shape{outC}, Constant(0))
 	if err != nil {
 		return nil, err
 	}
@@ -206,11 +210,11 @@ func (b *Builder) BN(x *G.Node, name string) (*G.Node, error) {
 	if s.Dims() < 2 {
 		return nil, fmt.Errorf("layers: BN %q needs (N,C,...) input, got %v", name, s)
 	}
-	gamma, err := b.Weight(name+".weight", tensor.Shape{s[1]}, constant(1))
+	gamma, err := b.Weight(name+".weight", tensor.Shape{s[1]}, Constant(1))
 	if err != nil {
 		return nil, err
 	}
-	beta, err := b.Weight(name+".bias", tensor.Shape{s[1]}, constant(0))
+	beta, err := b.Weight(name+".bias", tensor.Shape{s[1]}, Constant(0))
 	if err != nil {
 		return nil, err
 	}
@@ -246,11 +250,20 @@ func (b *Builder) Linear(x *G.Node, out int, name string) (*G.Node, error) {
 		return nil, fmt.Errorf("layers: Linear %q needs (N, in) input, got %v", name, s)
 	}
 	bound := 1 / math.Sqrt(float64(s[1]))
-	w, err := b.Weight(name+".weight", tensor.Shape{s[1], out}, b.uniform(bound))
+	return b.LinearWith(x, out, name, b.Uniform(bound), b.Uniform(bound))
+}
+
+// LinearWith is Linear with chosen initialisers (VGG's classifier uses N(0, 0.01²) and zero bias).
+func (b *Builder) LinearWith(x *G.Node, out int, name string, wInit, bInit func() float64) (*G.Node, error) {
+	s := x.Shape()
+	if s.Dims() != 2 || out < 1 {
+		return nil, fmt.Errorf("layers: Linear %q needs (N, in) input and out >= 1, got %v and %d", name, s, out)
+	}
+	w, err := b.Weight(name+".weight", tensor.Shape{s[1], out}, wInit)
 	if err != nil {
 		return nil, err
 	}
-	bias, err := b.Weight(name+".bias", tensor.Shape{out}, b.uniform(bound))
+	bias, err := b.Weight(name+".bias", tensor.Shape{out}, bInit)
 	if err != nil {
 		return nil, err
 	}

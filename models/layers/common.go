@@ -182,12 +182,12 @@ func fnType(dims ...int) hm.Type {
 	return hm.NewFnType(ts...)
 }
 
-// parallelFor splits [0,n) into at most NumCPU contiguous chunks. Callers only use it where each
+// parallelFor splits [0,n) into at most NumCPU (and GOMAXPROCS) contiguous chunks. Callers only use it where each
 // index writes disjoint memory and every reduction stays inside one index, so the result does not
 // depend on the split or on scheduling. work is a rough element count: small jobs run inline because
 // goroutine start-up would cost more than it saves.
 func parallelFor(n int, work int64, fn func(lo, hi int)) {
-	workers := runtime.NumCPU()
+	workers := min(runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	if workers > n {
 		workers = n
 	}

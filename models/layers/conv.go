@@ -199,16 +199,45 @@ func (op *convOp) direct(d convDims) bool {
 	return d.KH == 1 && d.KW == 1 && op.p.StrideH == 1 && op.p.StrideW == 1 && op.p.PadH == 0 && op.p.PadW == 0
 }
 
-// wsBytes is one image's im2col matrix: the whole point of the op is that it is never batch-sized.
-func (op *convOp) wsBytes(dt tensor.Dtype, in []tensor.Shape) int64 {
-	d, err := op.dims(in)
-	if err != nil || op.direct(d) {
-		return 0
-	}
-	return wsBytes(dt, d.colRows()*d.outPix())
+// minGemmCols is the fewest columns (output pixels) a GEMM should have. gonum's kernels work row
+// by row with a call per row segment, so a product over one small image degenerates: ResNet's last
+// stage on 32x32 inputs has 1x1 outputs, where a per-image product is a GEMV at under 0.1 GFLOP/s.
+const minGemmCols = 256
+
+// chunk is how many images share one GEMM: one for ordinary images, enough small ones to reach
+// minGemmCols. It depends on the shapes only, so the summation order, and with it every result,
+// is the same on every machine.
+func (op *convOp) chunk(d convDims) int {
+	return min(d.N, (minGemmCols+d.outPix()-1)/d.outPix())
 }
 
-// WorkspaceBytes is one image's im2col buffer (C*KH*KW*OH*OW elements), or 0 for a 1x1 stride-1 kernel.
+// workspace is the im2col matrix of one chunk of images (none for a direct kernel on one image) and,
+// when a chunk has several images, a staging matrix that lays their outputs or gradients side by
+// side. A chunk is one image unless the images are small, so this is never batch-sized.
+func (op *convOp) workspace(d convDims) (col, stage int) {
+	b := op.chunk(d)
+	cols := b * d.outPix()
+	if !(op.direct(d) && b == 1) {
+		col = d.colRows() * cols
+	}
+	if b > 1 {
+		stage = d.O * cols
+	}
+	return col, stage
+}
+
+func (op *convOp) wsBytes(dt tensor.Dtype, in []tensor.Shape) int64 {
+	d, err := op.dims(in)
+	if err != nil {
+		return 0
+	}
+	col, stage := op.workspace(d)
+	return wsBytes(dt, col, stage)
+}
+
+// WorkspaceBytes is the im2col matrix of one image, C*KH*KW*OH*OW elements (0 for a 1x1 stride-1
+// kernel); for images under 256 output pixels, of as many images as make 256 pixels, plus a
+// staging matrix of O rows.
 func (op *convOp) WorkspaceBytes(dt tensor.Dtype, in []tensor.Shape) int64 { return op.wsBytes(dt, in) }
 
 // FLOPs counts the matrix products (2 per multiply-add) plus one add per output for a bias.
@@ -344,58 +373,102 @@ func convExec[T float](op *convOp, d convDims, out G.Value, ws []byte, in []G.Va
 	if err != nil {
 		return err
 	}
-	var col []T
-	if !op.direct(d) {
-		c := carver{buf: ws}
-		if col, err = carve[T](&c, d.colRows()*d.outPix()); err != nil {
-			return err
-		}
+	nCol, nStage := op.workspace(d)
+	c := carver{buf: ws}
+	col, err := carve[T](&c, nCol)
+	if err != nil {
+		return err
 	}
-	xSize, ySize, P, K := d.C*d.H*d.W, d.O*d.OH*d.OW, d.outPix(), d.colRows()
-	switch op.kind {
-	case convForward:
-		x, w := a, b
-		for n := 0; n < d.N; n++ {
-			xn, yn := x[n*xSize:(n+1)*xSize], y[n*ySize:(n+1)*ySize]
-			m := xn
+	stage, err := carve[T](&c, nStage)
+	if err != nil {
+		return err
+	}
+	xSize, ySize, P, K, O := d.C*d.H*d.W, d.O*d.OH*d.OW, d.outPix(), d.colRows(), d.O
+	B := op.chunk(d)
+	for n0 := 0; n0 < d.N; n0 += B {
+		nb := min(B, d.N-n0)
+		cols := nb * P // this chunk's images side by side: image i owns columns [i*P, (i+1)*P)
+		switch op.kind {
+		case convForward:
+			x, w := a, b
+			m := x[n0*xSize : (n0+1)*xSize]
 			if col != nil {
-				im2col(xn, col, d, op.p)
+				for i := 0; i < nb; i++ {
+					im2col(x[(n0+i)*xSize:(n0+i+1)*xSize], col[i*P:], cols, d, op.p)
+				}
 				m = col
 			}
-			gemm(false, false, d.O, P, K, 1, w, K, m, P, 0, yn, P)
-			addChannelBias(yn, bias, P)
-		}
-	case convData:
-		w, dy := a, b
-		for n := 0; n < d.N; n++ {
-			dyn, dxn := dy[n*ySize:(n+1)*ySize], y[n*xSize:(n+1)*xSize]
-			if col == nil {
-				gemm(true, false, K, P, d.O, 1, w, K, dyn, P, 0, dxn, P)
+			if nb == 1 {
+				gemm(false, false, O, P, K, 1, w, K, m, P, 0, y[n0*ySize:(n0+1)*ySize], P)
 			} else {
-				gemm(true, false, K, P, d.O, 1, w, K, dyn, P, 0, col, P)
-				col2im(col, dxn, d, op.p)
+				gemm(false, false, O, cols, K, 1, w, K, m, cols, 0, stage, cols)
+				unstage(stage, y[n0*ySize:(n0+nb)*ySize], O, P, nb)
 			}
-			addChannelBias(dxn, bias, d.H*d.W)
-		}
-	case convFilter:
-		x, dy := a, b
-		// Images are summed in order into dw, one product at a time: the order is fixed, so the
-		// weight gradient is reproducible, and only one image's columns exist at once.
-		for n := 0; n < d.N; n++ {
-			xn, dyn := x[n*xSize:(n+1)*xSize], dy[n*ySize:(n+1)*ySize]
-			m := xn
+			for i := 0; i < nb; i++ {
+				addChannelBias(y[(n0+i)*ySize:(n0+i+1)*ySize], bias, P)
+			}
+		case convData:
+			w, dy := a, b
+			g := dy[n0*ySize : (n0+nb)*ySize]
+			if nb > 1 {
+				restage(g, stage, O, P, nb)
+				g = stage
+			}
+			if col == nil {
+				gemm(true, false, K, P, O, 1, w, K, g, P, 0, y[n0*xSize:(n0+1)*xSize], P)
+			} else {
+				gemm(true, false, K, cols, O, 1, w, K, g, cols, 0, col, cols)
+				for i := 0; i < nb; i++ {
+					col2im(col[i*P:], cols, y[(n0+i)*xSize:(n0+i+1)*xSize], d, op.p)
+				}
+			}
+			for i := 0; i < nb; i++ {
+				addChannelBias(y[(n0+i)*xSize:(n0+i+1)*xSize], bias, d.H*d.W)
+			}
+		case convFilter:
+			x, dy := a, b
+			g := dy[n0*ySize : (n0+nb)*ySize]
+			if nb > 1 {
+				restage(g, stage, O, P, nb)
+				g = stage
+			}
+			m := x[n0*xSize : (n0+1)*xSize]
 			if col != nil {
-				im2col(xn, col, d, op.p)
+				for i := 0; i < nb; i++ {
+					im2col(x[(n0+i)*xSize:(n0+i+1)*xSize], col[i*P:], cols, d, op.p)
+				}
 				m = col
 			}
+			// Chunks are summed into dw one after another: a fixed order, so the weight gradient is
+			// reproducible, and only one chunk's columns exist at once.
 			var beta T
-			if n > 0 {
+			if n0 > 0 {
 				beta = 1
 			}
-			gemm(false, true, d.O, K, P, 1, dyn, P, m, P, beta, y, K)
+			gemm(false, true, O, K, cols, 1, g, cols, m, cols, beta, y, K)
 		}
 	}
 	return nil
+}
+
+// unstage scatters an (O, nb*P) matrix back to nb images of (O, P).
+func unstage[T float](stage, y []T, O, P, nb int) {
+	cols := nb * P
+	for i := 0; i < nb; i++ {
+		for o := 0; o < O; o++ {
+			copy(y[(i*O+o)*P:(i*O+o+1)*P], stage[o*cols+i*P:o*cols+(i+1)*P])
+		}
+	}
+}
+
+// restage gathers nb images of (O, P) into one (O, nb*P) matrix.
+func restage[T float](g, stage []T, O, P, nb int) {
+	cols := nb * P
+	for i := 0; i < nb; i++ {
+		for o := 0; o < O; o++ {
+			copy(stage[o*cols+i*P:o*cols+(i+1)*P], g[(i*O+o)*P:(i*O+o+1)*P])
+		}
+	}
 }
 
 func addChannelBias[T float](y, bias []T, plane int) {
@@ -425,18 +498,19 @@ func validRange(off, stride, size, outSize int) (lo, hi int) {
 	return lo, hi
 }
 
-// im2col lays one image out as a (C*KH*KW) x (OH*OW) matrix: row (c,i,j) holds the input pixel
-// each output position sees through kernel tap (i,j) of channel c, or 0 in the padding.
-func im2col[T float](x, col []T, d convDims, p ConvParams) {
+// im2col lays one image out as a (C*KH*KW) x (OH*OW) matrix with row stride ld: row (c,i,j)
+// holds the input pixel each output position sees through kernel tap (i,j) of channel c, or 0 in
+// the padding. A stride above OH*OW leaves room for other images of the same chunk.
+func im2col[T float](x, col []T, ld int, d convDims, p ConvParams) {
 	P := d.outPix()
 	plane := d.H * d.W
-	parallelFor(d.C, int64(len(col)), func(c0, c1 int) {
+	parallelFor(d.C, int64(d.colRows()*P), func(c0, c1 int) {
 		for c := c0; c < c1; c++ {
 			xc := x[c*plane : (c+1)*plane]
 			for i := 0; i < d.KH; i++ {
 				for j := 0; j < d.KW; j++ {
 					r := (c*d.KH+i)*d.KW + j
-					row := col[r*P : (r+1)*P]
+					row := col[r*ld : r*ld+P]
 					offW := j*p.DilationW - p.PadW
 					lo, hi := validRange(offW, p.StrideW, d.W, d.OW)
 					for oh := 0; oh < d.OH; oh++ {
@@ -465,17 +539,17 @@ func im2col[T float](x, col []T, d convDims, p ConvParams) {
 
 // col2im is im2col's adjoint: it sums each column entry back onto the pixel it was copied from.
 // Channels are independent, so splitting them across goroutines keeps the summation order fixed.
-func col2im[T float](col, x []T, d convDims, p ConvParams) {
+func col2im[T float](col []T, ld int, x []T, d convDims, p ConvParams) {
 	P := d.outPix()
 	plane := d.H * d.W
-	parallelFor(d.C, int64(len(col)), func(c0, c1 int) {
+	parallelFor(d.C, int64(d.colRows()*P), func(c0, c1 int) {
 		for c := c0; c < c1; c++ {
 			xc := x[c*plane : (c+1)*plane]
 			clear(xc)
 			for i := 0; i < d.KH; i++ {
 				for j := 0; j < d.KW; j++ {
 					r := (c*d.KH+i)*d.KW + j
-					row := col[r*P : (r+1)*P]
+					row := col[r*ld : r*ld+P]
 					offW := j*p.DilationW - p.PadW
 					lo, hi := validRange(offW, p.StrideW, d.W, d.OW)
 					for oh := 0; oh < d.OH; oh++ {

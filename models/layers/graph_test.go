@@ -220,9 +220,13 @@ func TestDoPreallocWorkspaceBitIdentical(t *testing.T) {
 				wo, ok := op.(WorkspaceOp)
 				require.True(t, ok, "%T is not a WorkspaceOp", op)
 				need := wo.WorkspaceBytes(dt, shapes)
-				out := poisoned(dt, n.Shape())
+				// As the VM does: the output lives in memory the VM owns, here NaN bytes.
+				mem := alignedNaNBytes(int64(n.Shape().TotalSize()) * int64(dt.Size()))
+				out := tensor.New(tensor.Of(dt), tensor.WithShape(n.Shape().Clone()...),
+					tensor.FromMemory(uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem))))
 				require.NoError(t, wo.DoWorkspace(out, alignedNaNBytes(need), in...))
 				requireSameBits(t, ref, out, "DoWorkspace")
+				runtime.KeepAlive(mem)
 				if need > 0 {
 					require.Error(t, wo.DoWorkspace(out, alignedNaNBytes(need-1), in...), "short workspace accepted")
 				}
@@ -241,16 +245,19 @@ func TestDoPreallocWorkspaceBitIdentical(t *testing.T) {
 }
 
 func TestConvWorkspaceIsPerImage(t *testing.T) {
-	p := Square(1, 1).norm()
-	op := &convOp{kind: convForward, p: p}
+	op := &convOp{kind: convForward, p: Square(1, 1).norm()}
 	in := []tensor.Shape{sh(1440, 64, 56, 56), sh(64, 64, 3, 3)}
 	// One image's 3x3 im2col: 64*9 rows x 56*56 columns of float32.
 	require.Equal(t, int64(64*9*56*56*4), op.WorkspaceBytes(tensor.Float32, in))
 	require.Equal(t, int64(2*1440*64*64*9*56*56), op.FLOPs(in))
-	direct := &convOp{kind: convForward, p: p.norm()}
-	p0 := Square(1, 0).norm()
-	direct.p = p0
+	// A 1x1 stride-1 kernel reads the image in place.
+	direct := &convOp{kind: convForward, p: Square(1, 0).norm()}
 	require.Equal(t, int64(0), direct.WorkspaceBytes(tensor.Float32, []tensor.Shape{sh(8, 256, 56, 56), sh(64, 256, 1, 1)}))
+	// 1x1-pixel images go 256 to a GEMM: im2col of 256 images plus a 512-row staging matrix.
+	small := []tensor.Shape{sh(1440, 512, 1, 1), sh(512, 512, 3, 3)}
+	require.Equal(t, int64((512*9*256+512*256)*4), op.WorkspaceBytes(tensor.Float32, small))
+	data := &convOp{kind: convData, p: Square(1, 1).norm(), h: 56, w: 56}
+	require.Equal(t, int64(64*9*56*56*8), data.WorkspaceBytes(tensor.Float64, []tensor.Shape{sh(64, 64, 3, 3), sh(1440, 64, 56, 56)}))
 }
 
 func TestSoftmaxCrossEntropyValuesAndGradients(t *testing.T) {
@@ -471,4 +478,84 @@ func TestBuildResNet50AtPaperScale(t *testing.T) {
 	require.Equal(t, int64(25_557_032), b.NumParams(), "torchvision's resnet50 parameter count")
 	require.Less(t, grown, weights+64<<20)
 	runtime.KeepAlive(g)
+}
+
+// Shapes big enough that im2col, col2im, the GEMMs, BN and the pools take their parallel paths:
+// results equal the float64 kernels to float32 precision and do not change with GOMAXPROCS.
+func TestParallelPathsDeterministic(t *testing.T) {
+	bn, err := NewBatchNormOp(4, 16, 0.1, 1e-5)
+	require.NoError(t, err)
+	p := Square(1, 1).norm()
+	x, w, y := sh(4, 16, 40, 40), sh(24, 16, 3, 3), sh(4, 24, 40, 40)
+	cases := []struct {
+		op     kernel
+		shapes []tensor.Shape
+	}{
+		{&convOp{kind: convForward, p: p}, []tensor.Shape{x, w}},
+		{&convOp{kind: convData, p: p, h: 40, w: 40}, []tensor.Shape{w, y}},
+		{&convOp{kind: convFilter, p: p, kh: 3, kw: 3}, []tensor.Shape{x, y}},
+		{&convOp{kind: convForward, p: Square(2, 0).norm()}, []tensor.Shape{x, sh(24, 16, 1, 1)}},
+		// 16-pixel images, 16 to a GEMM: chunks of 16, 16 and 8.
+		{&convOp{kind: convForward, p: p}, []tensor.Shape{sh(40, 32, 4, 4), sh(256, 32, 3, 3)}},
+		{&convOp{kind: convData, p: p, h: 4, w: 4}, []tensor.Shape{sh(256, 32, 3, 3), sh(40, 256, 4, 4)}},
+		{&convOp{kind: convFilter, p: p, kh: 3, kw: 3}, []tensor.Shape{sh(40, 32, 4, 4), sh(40, 256, 4, 4)}},
+		{bn, []tensor.Shape{x, sh(16), sh(16)}},
+		{&bnGradOp{bn: bn}, []tensor.Shape{x, sh(16), x}},
+		{&bnGradOp{bn: bn, wrtGamma: true}, []tensor.Shape{x, x}},
+		{channelSumOp{dims: 4}, []tensor.Shape{x}},
+		{&maxPoolOp{g: poolGeom{3, 3, 2, 2, 1, 1}}, []tensor.Shape{x}},
+		{&maxPoolGradOp{g: poolGeom{3, 3, 2, 2, 1, 1}}, []tensor.Shape{x, sh(4, 16, 20, 20)}},
+		{&avgPoolOp{g: poolGeom{2, 2, 2, 2, 0, 0}}, []tensor.Shape{x}},
+		{&avgPoolGradOp{g: poolGeom{2, 2, 2, 2, 0, 0}, h: 40, w: 40}, []tensor.Shape{sh(4, 16, 20, 20)}},
+		{&globalAvgPoolOp{}, []tensor.Shape{x}},
+		{&globalAvgPoolGradOp{h: 40, w: 40}, []tensor.Shape{sh(4, 16)}},
+		{&reluOp{}, []tensor.Shape{x}},
+		{&reluGradOp{}, []tensor.Shape{x, x}},
+	}
+	rng := rand.New(rand.NewSource(8))
+	for _, c := range cases {
+		t.Run(c.op.String(), func(t *testing.T) {
+			var vals [][]float64
+			for _, s := range c.shapes {
+				vals = append(vals, randData(rng, s.TotalSize()))
+			}
+			run := func(dt tensor.Dtype) G.Value {
+				var in []G.Value
+				for i, s := range c.shapes {
+					in = append(in, denseAs(dt, s, vals[i]))
+				}
+				v, err := c.op.Do(in...)
+				require.NoError(t, err)
+				return v
+			}
+			r64 := run(tensor.Float64)
+			r32 := run(tensor.Float32)
+			want := f64s(t, r64)
+			require.LessOrEqual(t, maxAbsDiff(f64s(t, r32), want), 1e-4*(1+maxAbs(want)))
+			prev := runtime.GOMAXPROCS(1)
+			serial := run(tensor.Float32)
+			runtime.GOMAXPROCS(prev)
+			requireSameBits(t, r32, serial, "GOMAXPROCS=1 vs default")
+		})
+	}
+}
+
+// With ties in a window both pools route the gradient to the first maximum in row-major order.
+func TestMaxPoolTiesMatchGorgonia(t *testing.T) {
+	xs := sh(2, 3, 7, 7)
+	rng := rand.New(rand.NewSource(3))
+	v := make([]float64, xs.TotalSize())
+	for i := range v {
+		v[i] = float64(rng.Intn(3)) // many equal maxima per 3x3 window
+	}
+	r := randData(rng, sh(2, 3, 4, 4).TotalSize())
+	shapes := []tensor.Shape{xs}
+	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
+		yo, gO := runTape(t, dt, shapes, [][]float64{v}, r, func(ns G.Nodes) (*G.Node, error) { return MaxPool2D(ns[0], 3, 2, 1) }, nil)
+		yg, gG := runTape(t, dt, shapes, [][]float64{v}, r, func(ns G.Nodes) (*G.Node, error) {
+			return G.MaxPool2D(ns[0], sh(3, 3), []int{1, 1}, []int{2, 2})
+		}, nil)
+		require.Equal(t, yg, yo)
+		require.Equal(t, gG, gO)
+	}
 }

@@ -53,6 +53,10 @@ func opCases() []opCase {
 		{2, 3, 11, 10, 2, 5, 5, Square(3, 2), true},
 		{1, 2, 8, 9, 3, 2, 3, ConvParams{StrideH: 2, StrideW: 1, PadH: 0, PadW: 1}, false},
 		{1, 3, 13, 13, 4, 7, 7, Square(2, 3), false}, // ResNet stem shape
+		// 64-pixel images go 4 to a GEMM (minGemmCols), so 5 images make a full and a partial chunk.
+		{5, 2, 8, 8, 3, 3, 3, Square(1, 1), true},
+		{5, 3, 8, 8, 2, 1, 1, Square(1, 0), false},   // direct kernel, but chunked
+		{3, 2, 16, 16, 2, 3, 3, Square(1, 1), false}, // 256 pixels: one image per GEMM
 	}
 	for _, c := range convs {
 		c := c
@@ -93,6 +97,7 @@ func opCases() []opCase {
 		{2, 2, 3, 3, 2, 4, Square(2, 1), true},
 		{1, 3, 4, 4, 2, 3, ConvParams{PadH: 1, PadW: 1, DilationH: 2, DilationW: 2}, false},
 		{1, 2, 5, 4, 3, 3, Square(1, 1), false},
+		{5, 2, 8, 8, 2, 3, Square(1, 1), true}, // chunks of 4 images and 1
 	}
 	for _, c := range convTs {
 		c := c
@@ -206,6 +211,14 @@ func opCases() []opCase {
 			},
 		})
 	}
+	cases = append(cases, opCase{
+		name:   "BatchNorm/train_2d",
+		shapes: []tensor.Shape{sh(5, 3), sh(3), sh(3)},
+		build: func(ns G.Nodes) (*G.Node, error) {
+			y, _, err := BatchNorm(ns[0], ns[1], ns[2], 0.1, 1e-5)
+			return y, err
+		},
+	})
 	{
 		xs := sh(3, 4, 3, 2)
 		rm, rv := []float64{0.5, -1, 0, 2}, []float64{0.5, 2, 1, 0.25}
@@ -285,7 +298,7 @@ func TestForwardMatchesReference(t *testing.T) {
 }
 
 func TestGradientsMatchFiniteDifferences(t *testing.T) {
-	worst := 0.0
+	worst, worst32, worstCase := 0.0, 0.0, ""
 	for i, c := range opCases() {
 		t.Run(c.name, func(t *testing.T) {
 			vals, r, _ := caseVals(c, int64(100+i))
@@ -293,12 +306,22 @@ func TestGradientsMatchFiniteDifferences(t *testing.T) {
 			num := numGrads(vals, r, opForward(t, tensor.Float64, c.shapes, c.build, c.setup))
 			for k := range grads {
 				e := maxAbsDiff(grads[k], num[k])
-				worst = math.Max(worst, e)
+				if e > worst {
+					worst, worstCase = e, fmt.Sprintf("%s input %d, max|grad| %.3g", c.name, k, maxAbs(num[k]))
+				}
 				require.LessOrEqual(t, e, 1e-6*(1+maxAbs(num[k])), "gradient of input %d", k)
+			}
+			// The float32 kernels agree with the float64 ones to float32 precision.
+			_, g32 := runTape(t, tensor.Float32, c.shapes, vals, r, c.build, c.setup)
+			for k := range grads {
+				e := maxAbsDiff(g32[k], grads[k]) / (1 + maxAbs(grads[k]))
+				worst32 = math.Max(worst32, e)
+				require.LessOrEqual(t, e, 2e-5, "float32 gradient of input %d", k)
 			}
 		})
 	}
-	t.Logf("max abs error of any gradient against central differences (float64, h=1e-6): %.3g", worst)
+	t.Logf("max abs error of any gradient against central differences (float64, h=1e-6): %.3g (%s)", worst, worstCase)
+	t.Logf("max error of float32 gradients against float64 ones, relative to 1+max|grad|: %.3g", worst32)
 }
 
 func TestAgainstGorgoniaOps(t *testing.T) {

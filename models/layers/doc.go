@@ -1,0 +1,75 @@
+// Package layers holds the custom gorgonia ops and the layer builders the model zoo shares.
+//
+// # Why these ops exist
+//
+// gorgonia v0.9.18 (with tensor v0.9.24) lacks some ops the models need, gets others wrong, and
+// builds the rest out of nodes that keep far more memory alive than the frameworks the out-of-core
+// papers measure. Each claim below is checked by TestGorgoniaFactsInDoc.
+//
+//   - GlobalAveragePool2D has no gradient: gorgonia.Grad through it panics (index out of range).
+//     GlobalAvgPool2D here is differentiable and returns the (N,C) matrix a classifier head wants.
+//   - AveragePool2D gives wrong values: on a 2x3x6x6 input, 2x2 windows at stride 2 differ from the
+//     definition by 0.46. AvgPool2D here is correct forward and backward.
+//   - Sum and Mean over several axes at once are wrong for ordinary 4-D shapes, so the losses here
+//     reduce one axis at a time from the last.
+//   - There is no transposed convolution (U-Net's up-convolution) and no convolution bias (VGG and
+//     U-Net have one): ConvTranspose2D and the bias operand of Conv2D.
+//   - Conv2d is six nodes: im2col, two reshapes, a matmul, a reshape and a transpose. The im2col
+//     node is (N, OH, OW, C*KH*KW), nine times the input for a 3x3 stride-1 conv, and the matmul
+//     reads it again for the weight gradient, so it stays alive from forward to backward next to
+//     the matmul output and its transposed copy. Conv2D here is one node; its backward reads x, w
+//     and dy only, and im2col lives in a workspace the op declares: one image's worth, or for
+//     images under 256 output pixels as many as make 256 (one small image would be a slow GEMV).
+//   - BatchNorm is a normalising op followed by gamma and beta broadcast with Repeat to the full
+//     activation shape, a product and a sum: six nodes of x's shape where one would do. The op also
+//     saves the batch mean and variance for its backward (hidden state: recomputing the forward or
+//     interleaving two batches corrupts the gradient), and creating a training TapeMachine resets
+//     its running statistics. BatchNorm here is one node with gamma and beta as (C) operands, and
+//     its backward recomputes the statistics from x.
+//   - MaxPool2D allocates an int (8 bytes) argmax per output element when the graph is built (25.7
+//     MB for a 16x64x112x112 input; gigabytes for ResNet-50 at batch 1440) and fills it in the forward
+//     for the backward to read, the same hidden state. MaxPool2D here allocates nothing at build time
+//     and its backward finds the argmax again from x.
+//   - Rectify is x ⊙ (x ≥ 0): a mask node and a product node, and its gradient needs x. ReLU here is
+//     one node whose gradient reads its own output, which the next layer keeps anyway.
+//
+// # Contracts every op here meets
+//
+// Each op implements gorgonia.Op and gorgonia.SDOp (gradients are other ops of this package, so
+// gorgonia.Grad works and a TapeMachine runs the result), for float32 and float64. Each also
+// implements gorgonia.UsePreallocDoer (writing into memory the caller owns, whatever it held), the
+// WorkspaceOp interface (scratch memory declared up front so a VM can count it against its budget;
+// ops without scratch declare 0) and FLOPser (multiply-adds count 2). Do, UsePreallocDo and
+// DoWorkspace run the same code and give bit-identical results.
+//
+// Results are reproducible bit for bit: work is split across at most runtime.NumCPU goroutines
+// only where each goroutine writes its own elements (channels, planes, GEMM blocks), every sum is
+// taken in an order fixed by the shapes alone, and the convolution weight gradient adds images
+// (or chunks of small images) one after another.
+// Reductions over activations (BN statistics, channel sums, plane means) accumulate in float64.
+// gonum's pure-Go BLAS is called directly, not through the swappable blas32/blas64 globals.
+//
+// # Semantics worth knowing
+//
+//   - ReLU's gradient at exactly 0 is 0 (PyTorch); gorgonia's Rectify passes it through.
+//   - Max pooling takes the first maximum in row-major window order, as gorgonia; a NaN wins.
+//     Padding is at most half the kernel (as PyTorch), so no window is all padding.
+//   - Average pooling counts padding as zeros (PyTorch's count_include_pad=True).
+//   - BatchNorm normalises with the biased batch variance and eps 1e-5; in the forward it updates
+//     running statistics held in the op as PyTorch does (momentum 0.1 is the new batch's weight,
+//     unbiased variance, starting from mean 0 and variance 1). That update is the op's only state
+//     and is never read in training mode; a VM that recomputes a BN forward advances it twice.
+//     SetTraining(false) (gorgonia's TrainModeOp, also via Builder.SetTraining) switches to the
+//     running statistics; unlike gorgonia's op, SetTraining(true) does not reset them.
+//   - gorgonia.Grad asks every differentiable op for the gradient of all its operands, so the first
+//     convolution also gets a data-gradient node for the image; an engine that prunes to what the
+//     loss and the learnables' gradients need (as the project's VM does) never runs it.
+//
+// # Builders
+//
+// Builder creates weights deterministically from the caller's *rand.Rand (Kaiming normal convs as
+// torchvision, BN gamma 1 and beta 0, PyTorch's nn.Linear initialisation), names them
+// "<layer>.weight" and "<layer>.bias", refuses duplicate names (gorgonia would merge the nodes) and
+// records learnables in creation order. Building allocates only the weights: a ResNet-50 for batch
+// 1440 at 224x224 builds, backward included, with the heap growing by its 97.5 MiB of weights.
+package layers
