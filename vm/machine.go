@@ -37,6 +37,13 @@ type Stats struct {
 	// LeafBytes is the size of the leaf values (inputs, learnables, constants)
 	// read in place from memory the user owns.
 	LeafBytes int64
+	// PersistentBytes is device memory held for the whole run outside the
+	// budget: on a simulated device, the leaves and, per learnable, its
+	// gradient and the optimizer's momentum, as a GPU would hold them.
+	PersistentBytes int64
+	// Simulated is set when the times come from a device profile (the
+	// device's name says which), not from a clock.
+	Simulated bool
 
 	SwapIns, SwapOuts         int
 	SwapInBytes, SwapOutBytes int64
@@ -89,6 +96,10 @@ type Machine struct {
 	stats   Stats
 	closed  bool
 	scratch []gorgonia.Value
+
+	sim        *Sim
+	clock      simClock
+	persistent []*alloc.Block
 }
 
 type varState struct {
@@ -134,6 +145,13 @@ func New(p *Program, cfg Config) (*Machine, error) {
 			}
 		}
 	}
+	if sim, ok := cfg.Device.(*Sim); ok {
+		m.sim = sim
+		if err := m.placePersistent(); err != nil {
+			_ = m.al.Close()
+			return nil, err
+		}
+	}
 	m.d2h = newCopyEngine()
 	m.h2d = newCopyEngine()
 	return m, nil
@@ -149,6 +167,7 @@ func (m *Machine) Device() Device { return m.dev }
 func (m *Machine) Stats() Stats {
 	s := m.stats
 	s.PeakDeviceBytes = m.peak
+	s.Simulated = m.sim != nil
 	s.Allocator = m.al.Stats()
 	s.ReservedBytes = s.Allocator.PeakReserved
 	s.MappedBytes = s.Allocator.PeakMapped
@@ -167,6 +186,10 @@ func (m *Machine) Close() error {
 		return nil
 	}
 	m.releaseAll()
+	for _, b := range m.persistent {
+		_ = m.al.Free(b)
+	}
+	m.persistent = nil
 	m.closed = true
 	m.d2h.stop()
 	m.h2d.stop()
@@ -195,15 +218,28 @@ func (m *Machine) RunAll() (err error) {
 			m.releaseAll()
 		}
 	}()
-	if err = m.loadLeaves(); err != nil {
+	if m.sim != nil {
+		m.clock = simClock{}
+	} else if err = m.loadLeaves(); err != nil {
 		return err
 	}
 	for pc = range m.prog.Instrs {
-		if err = m.step(m.prog.Instrs[pc]); err != nil {
+		if m.sim != nil {
+			err = m.simStep(m.prog.Instrs[pc])
+		} else {
+			err = m.step(m.prog.Instrs[pc])
+		}
+		if err != nil {
 			return fmt.Errorf("vm: %s: %w", m.where(pc), err)
 		}
 	}
 	pc = -1
+	if m.sim != nil {
+		m.simUpdate()
+		m.stats.Steps++
+		m.stats.StepTime += m.clock.end()
+		return m.endStep()
+	}
 	if err = m.endStep(); err != nil {
 		return err
 	}
