@@ -132,7 +132,7 @@ func plan(t *Trace, budget int64, s *settings) (*vm.Program, error) {
 	case sc == nil:
 		sc = Window{}
 	}
-	sched, err := sc.Plan(&Problem{Trace: t, Budget: budget, Window: s.window})
+	sched, err := sc.Plan(&Problem{Trace: t, Budget: budget, Window: s.window, Device: s.device})
 	if err != nil {
 		return nil, err
 	}

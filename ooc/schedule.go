@@ -13,6 +13,9 @@ type Problem struct {
 	Budget int64
 	// Window is the schedule-window in bytes (0: the scheduler's own default).
 	Window int64
+	// Device is where the program will run (nil: a CPU device); schedulers
+	// that tune themselves simulate on it when it is simulated.
+	Device vm.Device
 }
 
 // Schedule is a scheduler's decision, per function of the trace. Lowering
