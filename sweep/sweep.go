@@ -1,0 +1,336 @@
+// Package sweep runs batch-size sweeps: for each scheduler, allocator and
+// batch size, the largest scheduling budget at which a training step
+// completes without running out of device memory, and the speed there, as
+// in Table 1 and Fig. 3 of Sony's out-of-core paper.
+//
+// On the simulated device a step is planned and replayed through the same
+// machine and allocator code against a device profile; every figure is
+// labelled simulated with the profile's name. On the CPU device the steps
+// run for real on this machine, and the device's memory is a hard limit.
+package sweep
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"strings"
+	"time"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/models"
+	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/vm"
+)
+
+// Config is one sweep.
+type Config struct {
+	Model   string
+	Image   int // height and width
+	Classes int
+	Batches []int
+	// Device is "cpu" or "sim:PROFILE".
+	Device string
+	// Capacity is the device memory in bytes (0: the profile's, or for the
+	// CPU device 64 MiB).
+	Capacity   int64
+	Schedulers []string // baseline, lms, window
+	Allocators []string // bestfit, va
+	ChunkSize  int64    // VA chunk size (0: 40 MiB, the paper's)
+	// Steps timed per point on the CPU device, after one warm-up step.
+	Steps int
+	// UntilStop extends the batch list (by the last step between batches)
+	// until every row has run out of memory, up to MaxBatch.
+	UntilStop bool
+	MaxBatch  int
+	// Log receives progress lines (nil: none).
+	Log io.Writer
+}
+
+// Result is one point of a sweep.
+type Result struct {
+	Model     string  `json:"model"`
+	Image     int     `json:"image"`
+	Batch     int     `json:"batch"`
+	Scheduler string  `json:"scheduler"`
+	Allocator string  `json:"allocator"`
+	Device    string  `json:"device"`
+	Simulated bool    `json:"simulated"`
+	OK        bool    `json:"ok"`
+	Error     string  `json:"error"`
+	IPS       float64 `json:"ips"`
+	Budget    int64   `json:"budget_bytes"`
+	Peak      int64   `json:"peak_bytes"`
+	Reserved  int64   `json:"reserved_bytes"`
+	Swap      int64   `json:"swap_bytes"`
+	StallS    float64 `json:"stall_s"`
+	// Capacity is the device memory the point ran in (not in the JSON of
+	// the issue's schema; kept for tables and plots).
+	Capacity int64 `json:"capacity_bytes"`
+}
+
+func (c *Config) logf(format string, args ...interface{}) {
+	if c.Log != nil {
+		fmt.Fprintf(c.Log, format+"\n", args...)
+	}
+}
+
+func (c *Config) defaults() error {
+	if c.Classes == 0 {
+		c.Classes = 1000
+	}
+	if len(c.Schedulers) == 0 {
+		c.Schedulers = []string{"baseline", "lms", "window"}
+	}
+	if len(c.Allocators) == 0 {
+		c.Allocators = []string{"bestfit", "va"}
+	}
+	if c.ChunkSize == 0 {
+		c.ChunkSize = 40 << 20
+	}
+	if c.Steps <= 0 {
+		c.Steps = 2
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 4096
+	}
+	if len(c.Batches) == 0 {
+		return errors.New("sweep: no batch sizes")
+	}
+	for _, s := range c.Schedulers {
+		if s != "baseline" && s != "lms" && s != "window" {
+			return fmt.Errorf("sweep: unknown scheduler %q (want baseline, lms or window)", s)
+		}
+	}
+	for _, a := range c.Allocators {
+		if _, err := ooc.ParseAllocator(a); err != nil {
+			return fmt.Errorf("sweep: %w", err)
+		}
+	}
+	return nil
+}
+
+// newDevice makes a fresh device for one point, so that no allocator's
+// cache carries over between points.
+func (c *Config) newDevice() (vm.Device, error) {
+	switch {
+	case c.Device == "cpu" || c.Device == "":
+		capacity := c.Capacity
+		if capacity == 0 {
+			capacity = 64 << 20
+		}
+		return vm.NewCPU(capacity)
+	case strings.HasPrefix(c.Device, "sim:"):
+		p, err := vm.LookupProfile(strings.TrimPrefix(c.Device, "sim:"))
+		if err != nil {
+			return nil, err
+		}
+		if c.Capacity > 0 {
+			p.Capacity = c.Capacity
+		}
+		return vm.NewSim(p)
+	}
+	return nil, fmt.Errorf("sweep: unknown device %q (want cpu or sim:PROFILE)", c.Device)
+}
+
+// Run performs the sweep.
+func Run(cfg Config) ([]Result, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	type row struct{ sched, alloc string }
+	var rows []row
+	for _, s := range cfg.Schedulers {
+		for _, a := range cfg.Allocators {
+			rows = append(rows, row{s, a})
+		}
+	}
+	alive := map[row]bool{}
+	for _, r := range rows {
+		alive[r] = true
+	}
+	var out []Result
+	batches := append([]int(nil), cfg.Batches...)
+	for bi := 0; bi < len(batches); bi++ {
+		batch := batches[bi]
+		m, err := models.Build(cfg.Model, models.Config{Batch: batch, Channels: 3, Height: cfg.Image, Width: cfg.Image, Classes: cfg.Classes, Dtype: tensor.Float32, Seed: 1})
+		if err != nil {
+			return out, err
+		}
+		if !strings.HasPrefix(cfg.Device, "sim:") {
+			bindRandom(m, batch, cfg)
+		}
+		for _, r := range rows {
+			res := cfg.point(m, batch, r.sched, r.alloc)
+			if !res.OK {
+				alive[r] = false
+			}
+			cfg.logf("%s batch %d %s+%s: %s", cfg.Model, batch, r.sched, r.alloc, describe(res))
+			out = append(out, res)
+		}
+		anyAlive := false
+		for _, r := range rows {
+			anyAlive = anyAlive || alive[r]
+		}
+		if cfg.UntilStop && bi == len(batches)-1 && anyAlive {
+			stepB := batch
+			if len(batches) > 1 {
+				stepB = batch - batches[len(batches)-2]
+			}
+			if next := batch + max(stepB, 1); next <= cfg.MaxBatch {
+				batches = append(batches, next)
+			}
+		}
+	}
+	return out, nil
+}
+
+func describe(r Result) string {
+	if !r.OK {
+		return "x (" + firstLine(r.Error) + ")"
+	}
+	return fmt.Sprintf("%.1f images/s at budget %d MiB (peak %d MiB, reserved %d MiB, swap %d MiB, stall %.3fs)",
+		r.IPS, r.Budget>>20, r.Peak>>20, r.Reserved>>20, r.Swap>>20, r.StallS)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// bindRandom gives a real run its input batch and labels.
+func bindRandom(m *models.Model, batch int, cfg Config) {
+	rng := rand.New(rand.NewSource(int64(batch)))
+	x := make([]float32, m.Input.Shape().TotalSize())
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	y := make([]float32, m.Labels.Shape().TotalSize())
+	per := len(y) / batch
+	for i := 0; i < batch; i++ {
+		y[i*per+rng.Intn(per)] = 1
+	}
+	_ = G.Let(m.Input, tensor.New(tensor.WithShape(m.Input.Shape()...), tensor.WithBacking(x)))
+	_ = G.Let(m.Labels, tensor.New(tensor.WithShape(m.Labels.Shape()...), tensor.WithBacking(y)))
+}
+
+// point finds, for one scheduler and allocator at one batch size, the
+// largest scheduling budget at which a step completes, and measures it.
+// The baseline is tried once, with the whole device; the others start
+// from the whole device and step down by 5% of it until a step runs, then
+// bisect between that and the last budget that failed.
+func (c *Config) point(m *models.Model, batch int, sched, allocName string) Result {
+	res := Result{Model: c.Model, Image: c.Image, Batch: batch, Scheduler: sched, Allocator: allocName, Device: c.Device}
+	dev, err := c.newDevice()
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	res.Device, res.Simulated, res.Capacity = dev.Name(), dev.Simulated(), dev.Capacity()
+	dev.Close()
+	if sched == "baseline" {
+		return c.try(m, res, dev.Capacity())
+	}
+	capacity := dev.Capacity()
+	var best Result
+	failed := capacity + 1
+	for k := 0; k < 20; k++ {
+		b := capacity - int64(k)*capacity/20
+		r := c.try(m, res, b)
+		if r.OK {
+			best = r
+			break
+		}
+		if isBudgetError(r.Error) {
+			// Too small for any schedule: smaller budgets will not help.
+			return r
+		}
+		failed, best = b, r
+	}
+	if !best.OK {
+		return best
+	}
+	lo := best.Budget
+	for i := 0; i < 4 && failed-lo > capacity/200; i++ {
+		mid := (lo + failed) / 2
+		if r := c.try(m, res, mid); r.OK {
+			best, lo = r, mid
+		} else {
+			failed = mid
+		}
+	}
+	return best
+}
+
+func isBudgetError(s string) bool { return strings.Contains(s, "is infeasible") }
+
+// try compiles and runs one step (or several, timed, on a real device) at
+// one budget.
+func (c *Config) try(m *models.Model, res Result, budget int64) Result {
+	res.Budget = budget
+	dev, err := c.newDevice()
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	defer dev.Close()
+	kind, _ := ooc.ParseAllocator(res.Allocator)
+	opts := []ooc.Option{ooc.WithDevice(dev), ooc.WithAllocator(kind), ooc.WithChunkSize(c.ChunkSize), ooc.WithBudget(budget)}
+	switch res.Scheduler {
+	case "baseline":
+		opts = append(opts, ooc.Baseline())
+	case "lms":
+		opts = append(opts, ooc.WithScheduler(ooc.LMS{}))
+	case "window":
+		opts = append(opts, ooc.WithScheduler(ooc.Window{}))
+	}
+	opts = append(opts, ooc.BindDualValues(m.Learnables...))
+	machine, err := ooc.Compile(m.Graph, opts...)
+	if err != nil {
+		res.Error = err.Error()
+		c.logf("  budget %d: %s", budget, firstLine(res.Error))
+		return res
+	}
+	defer machine.Close()
+	res.Peak = machine.Program().Peak
+	if err := machine.RunAll(); err != nil {
+		res.Error = err.Error()
+		c.logf("  budget %d: %s", budget, firstLine(res.Error))
+		return res
+	}
+	var elapsed time.Duration
+	steps := 1
+	if dev.Simulated() {
+		elapsed = machine.Stats().StepTime
+	} else {
+		steps = c.Steps
+		solver := G.NewVanillaSolver(G.WithLearnRate(1e-3))
+		start := time.Now()
+		for i := 0; i < steps; i++ {
+			if err := solver.Step(G.NodesToValueGrads(m.Learnables)); err != nil {
+				res.Error = err.Error()
+				return res
+			}
+			machine.Reset()
+			if err := machine.RunAll(); err != nil {
+				res.Error = err.Error()
+				return res
+			}
+		}
+		elapsed = time.Since(start)
+	}
+	st := machine.Stats()
+	res.OK = true
+	res.IPS = float64(res.Batch*steps) / elapsed.Seconds()
+	// The allocator's peak reservation: on a simulated device it includes
+	// the persistent weights, gradients and momentum.
+	res.Reserved = st.ReservedBytes
+	res.Swap = (st.SwapInBytes + st.SwapOutBytes) / int64(st.Steps)
+	res.StallS = st.StallTime.Seconds() / float64(st.Steps)
+	res.Peak = st.PeakDeviceBytes
+	return res
+}

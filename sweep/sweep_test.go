@@ -1,0 +1,47 @@
+package sweep
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestSimulatedSweep: on a small simulated device a small ResNet runs out of
+// memory in-core at the larger batches and still trains with the window
+// scheduler, whose budget stays within the device.
+func TestSimulatedSweep(t *testing.T) {
+	rs, err := Run(Config{
+		Model: "resnet18", Image: 32, Classes: 10, Batches: []int{128, 512},
+		Device: "sim:v100-pcie", Capacity: 320 << 20, ChunkSize: 2 << 20,
+		Schedulers: []string{"baseline", "window"}, Allocators: []string{"va"},
+	})
+	require.NoError(t, err)
+	require.Len(t, rs, 4)
+	byKey := map[string]Result{}
+	for _, r := range rs {
+		require.True(t, r.Simulated)
+		require.Equal(t, "sim:v100-pcie", r.Device)
+		byKey[fmt.Sprintf("%s/%d", r.Scheduler, r.Batch)] = r
+		if r.OK {
+			require.Positive(t, r.IPS)
+			require.LessOrEqual(t, r.Budget, r.Capacity)
+			require.LessOrEqual(t, r.Reserved, r.Capacity)
+		}
+	}
+	require.True(t, byKey["baseline/128"].OK)
+	require.False(t, byKey["baseline/512"].OK, "in-core batch 512 does not fit 320 MiB")
+	require.Contains(t, byKey["baseline/512"].Error, "out of memory")
+	w := byKey["window/512"]
+	require.True(t, w.OK, w.Error)
+	require.Positive(t, w.Swap)
+	require.Less(t, w.Budget, w.Capacity, "the budget that works leaves room for weights and fragmentation")
+	var buf bytes.Buffer
+	require.NoError(t, WriteTable(&buf, rs))
+	out := buf.String()
+	require.Contains(t, out, "SIMULATED on sim:v100-pcie")
+	require.True(t, strings.Contains(out, "window + va"))
+	t.Log("\n" + out)
+}

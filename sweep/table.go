@@ -1,0 +1,80 @@
+package sweep
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/gorgonia-ooc/outofcore/vm"
+)
+
+// WriteTable prints the sweep as the paper's Table 1: one row per scheduler
+// and allocator, one column per batch size, images/s or x for out of
+// memory, and each row's largest batch. The header says whether the
+// figures are simulated (and with which profile) or measured here.
+func WriteTable(w io.Writer, rs []Result) error {
+	if len(rs) == 0 {
+		_, err := fmt.Fprintln(w, "no results")
+		return err
+	}
+	batchSet := map[int]bool{}
+	type key struct {
+		row   string
+		batch int
+	}
+	cells := map[key]Result{}
+	var rows []string
+	seen := map[string]bool{}
+	for _, r := range rs {
+		batchSet[r.Batch] = true
+		name := r.Scheduler + " + " + r.Allocator
+		if !seen[name] {
+			seen[name] = true
+			rows = append(rows, name)
+		}
+		cells[key{name, r.Batch}] = r
+	}
+	var batches []int
+	for b := range batchSet {
+		batches = append(batches, b)
+	}
+	sort.Ints(batches)
+	first := rs[0]
+	what := "measured on the CPU device of this machine"
+	if first.Simulated {
+		what = "SIMULATED on " + first.Device + " (" + vm.CalibrationNote + ")"
+	}
+	fmt.Fprintf(w, "%s %dx%d, images/s, device memory %.2f GiB; %s\n", first.Model, first.Image, first.Image, float64(first.Capacity)/(1<<30), what)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"batch"}
+	for _, b := range batches {
+		head = append(head, fmt.Sprint(b))
+	}
+	head = append(head, "largest")
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	for _, name := range rows {
+		line := []string{name}
+		largest := 0
+		for _, b := range batches {
+			r, ok := cells[key{name, b}]
+			switch {
+			case !ok:
+				line = append(line, "")
+			case r.OK:
+				line = append(line, fmt.Sprintf("%.0f", r.IPS))
+				largest = max(largest, b)
+			default:
+				line = append(line, "x")
+			}
+		}
+		if largest == 0 {
+			line = append(line, "-")
+		} else {
+			line = append(line, fmt.Sprint(largest))
+		}
+		fmt.Fprintln(tw, strings.Join(line, "\t")+"\t")
+	}
+	return tw.Flush()
+}
