@@ -3,23 +3,29 @@
 // Usage:
 //
 //	ooc train [flags]   train a model under a device-memory budget
+//	ooc eval  [flags]   evaluate a checkpoint on a test set
 //
 // Run "ooc <command> -h" for a command's flags.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 )
 
 type command struct {
 	name, summary string
-	run           func(args []string, stdout io.Writer) error
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
 var commands = []command{
 	{"train", "train a model under a device-memory budget", runTrain},
+	{"eval", "evaluate a checkpoint on a test set", runEval},
 }
 
 func usage(w io.Writer) {
@@ -27,27 +33,49 @@ func usage(w io.Writer) {
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintln(w, "\nRun \"ooc <command> -h\" for a command's flags.")
+}
+
+// run dispatches a command line and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) < 1 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			fmt.Fprintln(stderr, "ooc "+c.name+":", err)
+			return 2
+		}
+		fmt.Fprintln(stderr, "ooc "+c.name+":", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "ooc: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		usage(os.Stderr)
-		os.Exit(2)
-	}
-	for _, c := range commands {
-		if c.name == os.Args[1] {
-			if err := c.run(os.Args[2:], os.Stdout); err != nil {
-				fmt.Fprintln(os.Stderr, "ooc "+c.name+":", err)
-				os.Exit(1)
-			}
-			return
-		}
-	}
-	if os.Args[1] == "-h" || os.Args[1] == "help" || os.Args[1] == "--help" {
-		usage(os.Stdout)
-		return
-	}
-	fmt.Fprintf(os.Stderr, "ooc: unknown command %q\n", os.Args[1])
-	usage(os.Stderr)
-	os.Exit(2)
+	// The first interrupt stops training after the current step and writes
+	// the checkpoint; a second one kills the process.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }

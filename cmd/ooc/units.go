@@ -2,21 +2,23 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
 
-// parseBytes reads "1536", "512KiB", "64MiB", "16GiB", "2GB" (decimal units too).
+// parseBytes reads "1536", "512KiB", "64MiB", "1.5GiB", "2GB" (decimal units too).
 func parseBytes(s string) (int64, error) {
+	orig := s
 	s = strings.TrimSpace(s)
 	units := []struct {
 		suffix string
-		mult   int64
+		mult   float64
 	}{
 		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
 		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
 	}
-	mult := int64(1)
+	mult := 1.0
 	for _, u := range units {
 		if strings.HasSuffix(s, u.suffix) {
 			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
@@ -24,10 +26,14 @@ func parseBytes(s string) (int64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 {
-		return 0, fmt.Errorf("%q is not a byte size (e.g. 512MiB, 16GiB)", s)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		return 0, fmt.Errorf("%q is not a byte size (e.g. 1048576, 512MiB, 16GiB)", orig)
 	}
-	return int64(f * float64(mult)), nil
+	b := f * mult
+	if b >= math.MaxInt64 {
+		return 0, fmt.Errorf("%q is too large a byte size", orig)
+	}
+	return int64(b), nil
 }
 
 // budgetSpec is a budget given in bytes or as a percentage of the in-core peak.
@@ -37,15 +43,19 @@ type budgetSpec struct {
 }
 
 func parseBudget(s string) (budgetSpec, error) {
-	if strings.HasSuffix(s, "%") {
-		p, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
-		if err != nil || p <= 0 {
-			return budgetSpec{}, fmt.Errorf("budget %q: want a positive percentage of the in-core peak, e.g. 50%%", s)
+	t := strings.TrimSpace(s)
+	if strings.HasSuffix(t, "%") {
+		p, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
+		if err != nil || math.IsNaN(p) || math.IsInf(p, 0) || p <= 0 {
+			return budgetSpec{}, fmt.Errorf("-budget %q: want bytes (e.g. 64MiB) or a positive percentage of the in-core peak (e.g. 50%%)", s)
 		}
 		return budgetSpec{percent: p}, nil
 	}
-	b, err := parseBytes(s)
-	return budgetSpec{bytes: b}, err
+	b, err := parseBytes(t)
+	if err != nil {
+		return budgetSpec{}, fmt.Errorf("-budget: %w, or a percentage of the in-core peak (e.g. 50%%)", err)
+	}
+	return budgetSpec{bytes: b}, nil
 }
 
 // resolve turns the spec into bytes given the in-core peak.
@@ -54,6 +64,16 @@ func (b budgetSpec) resolve(peak int64) int64 {
 		return int64(float64(peak) * b.percent / 100)
 	}
 	return b.bytes
+}
+
+func (b budgetSpec) String() string {
+	if b.percent > 0 {
+		return strconv.FormatFloat(b.percent, 'g', -1, 64) + "%"
+	}
+	if b.bytes == 0 {
+		return "device capacity"
+	}
+	return formatBytes(b.bytes)
 }
 
 func formatBytes(n int64) string {
@@ -66,4 +86,22 @@ func formatBytes(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
+}
+
+// withCommas prints 27962 as 27,962.
+func withCommas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }

@@ -1,0 +1,380 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/datasets"
+	"github.com/gorgonia-ooc/outofcore/models"
+	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/vm"
+)
+
+// evalResult is a test-set evaluation.
+type evalResult struct {
+	Epoch    int     `json:"epoch"` // epochs trained when it was measured
+	Step     int     `json:"step"`
+	Examples int     `json:"examples"`
+	Correct  int64   `json:"correct"`
+	Total    int64   `json:"total"` // labels scored (pixels for segmentation)
+	Accuracy float64 `json:"accuracy"`
+	HasAcc   bool    `json:"has_accuracy"`
+	Loss     float64 `json:"loss"`
+}
+
+func (r evalResult) String() string {
+	acc := "n/a"
+	if r.HasAcc {
+		acc = fmt.Sprintf("%.4f (%d/%d)", r.Accuracy, r.Correct, r.Total)
+	}
+	return fmt.Sprintf("test accuracy %s, test loss %.4f on %d examples", acc, r.Loss, r.Examples)
+}
+
+// evaluator runs the model's forward pass on test batches. The training graph
+// also holds the backward, and ooc.Compile runs everything a cost needs, so
+// evaluation runs on a copy of the forward part in a graph of its own: the
+// same ops (batch norms share their running statistics), the learnables
+// bound to the training graph's tensors, compiled with the same scheduler and
+// budget. Batch norms (and any other gorgonia.TrainModeOp) run in inference
+// mode while it evaluates.
+type evaluator struct {
+	input, labels *G.Node // of the copy
+	logits, loss  *G.Node // of the copy; logits nil when unknown
+	leaves        [][2]*G.Node
+	modes         []G.TrainModeOp
+	bns           []batchNorm
+	graph         *G.ExprGraph
+	outs          []*G.Node
+	machine       *vm.Machine
+	// Note says where the logits come from, or why accuracy is not measured.
+	Note string
+}
+
+// findLogits returns the model's logits node: its Logits field or method
+// where the model has one, else the operand of the (log-)softmax in the loss.
+func findLogits(m *models.Model) (*G.Node, string) {
+	rv := reflect.ValueOf(m).Elem()
+	if f := rv.FieldByName("Logits"); f.IsValid() && f.Type() == reflect.TypeOf((*G.Node)(nil)) && !f.IsNil() {
+		return f.Interface().(*G.Node), "the model's Logits node"
+	}
+	if lm, ok := any(m).(interface{ Logits() *G.Node }); ok && lm.Logits() != nil {
+		return lm.Logits(), "the model's Logits node"
+	}
+	var found []*G.Node
+	seen := map[*G.Node]bool{}
+	var walk func(n *G.Node)
+	walk = func(n *G.Node) {
+		if seen[n] {
+			return
+		}
+		seen[n] = true
+		if n.Op() != nil && fmt.Sprintf("%T", n.Op()) == "*gorgonia.softmaxOp" {
+			if k := children(m.Graph, n); len(k) == 1 {
+				found = append(found, k[0])
+			}
+		}
+		for _, c := range children(m.Graph, n) {
+			walk(c)
+		}
+	}
+	walk(m.Loss)
+	want := m.Labels.Shape()
+	if len(found) == 1 && found[0].Shape().Eq(want) {
+		return found[0], "the operand of the loss's softmax (the model exposes no Logits node)"
+	}
+	return nil, "accuracy not measured: the model exposes no Logits node and its loss has no single softmax to find them by; test loss only"
+}
+
+func children(g *G.ExprGraph, n *G.Node) []*G.Node {
+	it := g.From(n.ID())
+	if it == nil {
+		return nil
+	}
+	var out []*G.Node
+	for it.Next() {
+		out = append(out, it.Node().(*G.Node))
+	}
+	return out
+}
+
+// newEvaluator copies the model's forward pass into a graph of its own; compile
+// makes it runnable.
+func newEvaluator(m *models.Model, bns []batchNorm) (ev *evaluator, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			ev, err = nil, fmt.Errorf("building the evaluation graph: %v", r)
+		}
+	}()
+	ev = &evaluator{bns: bns}
+	logits, note := findLogits(m)
+	ev.Note = note
+	g := G.NewGraph()
+	memo := map[*G.Node]*G.Node{}
+	seenMode := map[uintptr]bool{}
+	var clone func(n *G.Node) (*G.Node, error)
+	clone = func(n *G.Node) (*G.Node, error) {
+		if c, ok := memo[n]; ok {
+			return c, nil
+		}
+		var c *G.Node
+		kids := children(m.Graph, n)
+		switch {
+		case n.Op() == nil:
+			opts := []G.NodeConsOpt{G.WithName(n.Name())}
+			if n != m.Input && n != m.Labels {
+				if n.Value() == nil {
+					return nil, fmt.Errorf("leaf %s has no value", n.Name())
+				}
+				opts = append(opts, G.WithValue(n.Value()))
+			}
+			if n.IsScalar() {
+				c = G.NewScalar(g, n.Dtype(), opts...)
+			} else {
+				opts = append(opts, G.WithShape(n.Shape().Clone()...))
+				c = G.NewTensor(g, n.Dtype(), n.Shape().Dims(), opts...)
+			}
+			switch n {
+			case m.Input:
+				ev.input = c
+			case m.Labels:
+				ev.labels = c
+			default:
+				ev.leaves = append(ev.leaves, [2]*G.Node{c, n})
+			}
+		case len(kids) == 0:
+			k, ok := n.Op().(interface{ Value() G.Value })
+			if !ok {
+				return nil, fmt.Errorf("node %s has op %v and no operands", n.Name(), n.Op())
+			}
+			c = G.NewConstant(k.Value(), G.In(g))
+		default:
+			in := make([]*G.Node, len(kids))
+			for i, k := range kids {
+				var err error
+				if in[i], err = clone(k); err != nil {
+					return nil, err
+				}
+			}
+			var err error
+			if c, err = G.ApplyOp(n.Op(), in...); err != nil {
+				return nil, fmt.Errorf("copying %s: %w", n.Name(), err)
+			}
+			if tm, ok := n.Op().(G.TrainModeOp); ok {
+				if key, ok := opIdentity(tm); !ok || !seenMode[key] {
+					seenMode[key] = true
+					ev.modes = append(ev.modes, tm)
+				}
+			}
+		}
+		memo[n] = c
+		return c, nil
+	}
+	outs := []*G.Node{}
+	if logits != nil {
+		if ev.logits, err = clone(logits); err != nil {
+			return nil, err
+		}
+		outs = append(outs, ev.logits)
+	}
+	if ev.loss, err = clone(m.Loss); err != nil {
+		return nil, err
+	}
+	outs = append(outs, ev.loss)
+	if ev.input == nil {
+		return nil, errors.New("the model's output does not depend on its input")
+	}
+	ev.graph, ev.outs = g, outs
+	return ev, nil
+}
+
+// inCorePeak is the device memory the forward pass needs without swapping.
+func (ev *evaluator) inCorePeak() (int64, error) {
+	p, err := ooc.Plan(ev.graph, ooc.WithOutputs(ev.outs...), ooc.Baseline())
+	if err != nil {
+		return 0, err
+	}
+	return p.Peak, nil
+}
+
+// compile makes the machine that runs the forward pass, with the scheduler,
+// budget and allocator options given.
+func (ev *evaluator) compile(opts ...ooc.Option) (err error) {
+	ev.machine, err = ooc.Compile(ev.graph, append([]ooc.Option{ooc.WithOutputs(ev.outs...)}, opts...)...)
+	if err != nil {
+		return fmt.Errorf("compiling the forward pass: %w", err)
+	}
+	return nil
+}
+
+func (ev *evaluator) Close() error {
+	if ev == nil || ev.machine == nil {
+		return nil
+	}
+	return ev.machine.Close()
+}
+
+// evaluate runs one pass over ds with the loader options (the training run's
+// shape, dtype and normalisation; no shuffling or augmentation).
+func (ev *evaluator) evaluate(ds datasets.Dataset, opt datasets.Options) (res evalResult, err error) {
+	opt.Shuffle, opt.RandomCrop, opt.Flip = false, 0, false
+	opt.Epochs, opt.StartEpoch, opt.StartBatch = 1, 0, 0
+	opt.Last = datasets.PadLast
+	l, err := datasets.NewLoader(ds, opt)
+	if err != nil {
+		return res, err
+	}
+	defer l.Close()
+
+	// Inference mode; afterwards training mode with the running statistics
+	// exactly as they were (gorgonia's BatchNormOp resets them on
+	// SetTraining(true)).
+	snap, err := snapshotBN(ev.bns)
+	if err != nil {
+		return res, err
+	}
+	for _, tm := range ev.modes {
+		if err := tm.SetTraining(false); err != nil {
+			return res, err
+		}
+	}
+	defer func() {
+		for _, tm := range ev.modes {
+			if e := tm.SetTraining(true); e != nil && err == nil {
+				err = e
+			}
+		}
+		if e := snap.restore(ev.bns); e != nil && err == nil {
+			err = e
+		}
+	}()
+	for _, p := range ev.leaves {
+		if err := G.Let(p[0], p[1].Value()); err != nil {
+			return res, err
+		}
+	}
+	var lossSum float64
+	for {
+		b, err := l.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return res, err
+		}
+		if err := G.Let(ev.input, b.X); err != nil {
+			return res, err
+		}
+		if ev.labels != nil {
+			if err := G.Let(ev.labels, b.Y); err != nil {
+				return res, err
+			}
+		}
+		if err := ev.machine.RunAll(); err != nil {
+			ev.machine.Reset()
+			return res, err
+		}
+		rows := b.X.Shape()[0]
+		loss, err := scalarOf(ev.loss.Value())
+		if err != nil {
+			return res, fmt.Errorf("test loss: %w", err)
+		}
+		// The loss is a mean over the rows; padding rows have all-zero targets
+		// and add nothing to the sum.
+		lossSum += loss * float64(rows)
+		res.Examples += b.N
+		if ev.logits != nil {
+			c, t, err := countCorrect(ev.logits.Value(), b.Labels)
+			if err != nil {
+				return res, err
+			}
+			res.Correct += c
+			res.Total += t
+		}
+	}
+	if res.Examples > 0 {
+		res.Loss = lossSum / float64(res.Examples)
+	}
+	if ev.logits != nil && res.Total > 0 {
+		res.HasAcc = true
+		res.Accuracy = float64(res.Correct) / float64(res.Total)
+	}
+	return res, nil
+}
+
+// countCorrect compares the argmax over the class axis (axis 1) of (N,K) or
+// (N,K,H,W) logits with the labels (N or N*H*W of them); labels < 0 are padding.
+func countCorrect(v G.Value, labels []int) (correct, total int64, err error) {
+	t, ok := v.(tensor.Tensor)
+	if !ok {
+		return 0, 0, fmt.Errorf("logits are a %T", v)
+	}
+	s := t.Shape()
+	if s.Dims() < 2 {
+		return 0, 0, fmt.Errorf("logits of shape %v have no class axis", s)
+	}
+	n, k := s[0], s[1]
+	plane := s.TotalSize() / (n * k)
+	if len(labels) != n*plane {
+		return 0, 0, fmt.Errorf("%d labels for logits of shape %v", len(labels), s)
+	}
+	var at func(i int) float64
+	switch d := t.Data().(type) {
+	case []float32:
+		at = func(i int) float64 { return float64(d[i]) }
+	case []float64:
+		at = func(i int) float64 { return d[i] }
+	default:
+		return 0, 0, fmt.Errorf("logits of dtype %v", t.Dtype())
+	}
+	for i := 0; i < n; i++ {
+		for p := 0; p < plane; p++ {
+			label := labels[i*plane+p]
+			if label < 0 {
+				continue
+			}
+			best, arg := math.Inf(-1), -1
+			for c := 0; c < k; c++ {
+				if x := at((i*k+c)*plane + p); x > best || arg < 0 {
+					best, arg = x, c
+				}
+			}
+			total++
+			if arg == label {
+				correct++
+			}
+		}
+	}
+	return correct, total, nil
+}
+
+// scalarOf reads a scalar value (the loss).
+func scalarOf(v G.Value) (float64, error) {
+	switch x := v.(type) {
+	case *G.F32:
+		return float64(*x), nil
+	case *G.F64:
+		return float64(*x), nil
+	case tensor.Tensor:
+		if x.Shape().TotalSize() == 1 {
+			switch d := x.Data().(type) {
+			case []float32:
+				return float64(d[0]), nil
+			case []float64:
+				return d[0], nil
+			case float32:
+				return float64(d), nil
+			case float64:
+				return d, nil
+			}
+		}
+	case nil:
+		return 0, errors.New("no value")
+	}
+	return 0, fmt.Errorf("not a scalar: %T %v", v, v)
+}

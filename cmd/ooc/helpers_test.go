@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// tiny is a run small enough for tests: 16 synthetic examples of 3x16x16 (and
+// 16 test examples), batches of 4, so an epoch is 4 steps.
+func tiny(extra ...string) []string {
+	return append([]string{"-model", "smallcnn", "-data", "synthetic:n=16", "-batch", "4", "-image", "16", "-progress", "plain"}, extra...)
+}
+
+// trainArgs parses args as "ooc train" does and runs the training.
+func trainArgs(t *testing.T, args ...string) (*trainResult, string, error) {
+	t.Helper()
+	o, err := parseTrainFlags(args, io.Discard)
+	if err != nil {
+		return nil, "", err
+	}
+	var out bytes.Buffer
+	res, err := train(context.Background(), o, &out)
+	return res, out.String(), err
+}
+
+func mustTrain(t *testing.T, args ...string) (*trainResult, string) {
+	t.Helper()
+	res, out, err := trainArgs(t, args...)
+	if err != nil {
+		t.Fatalf("train %q: %v\noutput:\n%s", args, err, out)
+	}
+	return res, out
+}
+
+var (
+	stepLine = regexp.MustCompile(`(?m)^step (\d+)/\d+ .* loss ([0-9.]+) `)
+	swapLine = regexp.MustCompile(`(?m)^  swap bytes  in (\d+) \(.*\), out (\d+) `)
+	peakLine = regexp.MustCompile(`(?m)^  device      peak (\d+) B .*budget (\d+) B`)
+	evalLine = regexp.MustCompile(`(?m)test accuracy ([0-9.]+) \((\d+)/(\d+)\), test loss ([0-9.]+) on (\d+) examples`)
+)
+
+// printedLosses reads the step lines' loss values.
+func printedLosses(t *testing.T, out string) []float64 {
+	t.Helper()
+	var ls []float64
+	for _, m := range stepLine.FindAllStringSubmatch(out, -1) {
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, v)
+	}
+	return ls
+}
+
+func atoi64(t *testing.T, s string) int64 {
+	t.Helper()
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func tempCkpt(t *testing.T) string { return filepath.Join(t.TempDir(), "run.ckpt") }

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// A short run under a budget below the in-core peak: it prints a loss per
+// step, swaps, stays within the budget and evaluates at the end of the epoch.
+func TestTrainSwapsUnderBudget(t *testing.T) {
+	for _, alloc := range []string{"va", "bestfit"} {
+		t.Run(alloc, func(t *testing.T) {
+			res, out := mustTrain(t, tiny("-steps", "4", "-budget", "60%", "-allocator", alloc)...)
+			losses := printedLosses(t, out)
+			if len(losses) != 4 || len(res.Losses) != 4 {
+				t.Fatalf("%d printed losses, %d recorded, want 4; output:\n%s", len(losses), len(res.Losses), out)
+			}
+			for i, l := range losses {
+				if !(l > 0) || math.Abs(l-res.Losses[i]) > 5e-7 {
+					t.Errorf("step %d: printed loss %v, computed %v", i+1, l, res.Losses[i])
+				}
+			}
+			sw := swapLine.FindStringSubmatch(out)
+			if sw == nil || atoi64(t, sw[1]) <= 0 || atoi64(t, sw[2]) <= 0 {
+				t.Fatalf("no swapping reported; output:\n%s", out)
+			}
+			pk := peakLine.FindStringSubmatch(out)
+			if pk == nil || atoi64(t, pk[1]) > atoi64(t, pk[2]) || atoi64(t, pk[1]) <= 0 {
+				t.Fatalf("peak above the budget or missing; output:\n%s", out)
+			}
+			if ev := evalLine.FindStringSubmatch(out); ev == nil || ev[5] != "16" || ev[3] != "16" {
+				t.Errorf("no evaluation of the 16 test examples; output:\n%s", out)
+			}
+			for _, want := range []string{"measured on the CPU device of this machine", "60% of the in-core peak", "allocator " + alloc, "epoch 1/1 done at step 4"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+// The baseline scheduler and the window scheduler under a budget compute the
+// same steps bit for bit, and only the latter swaps.
+func TestTrainBaselineEqualsBudget(t *testing.T) {
+	base, out := mustTrain(t, tiny("-steps", "2", "-scheduler", "baseline")...)
+	win, _ := mustTrain(t, tiny("-steps", "2", "-budget", "50%")...)
+	if fmt.Sprint(base.Losses) != fmt.Sprint(win.Losses) {
+		t.Errorf("baseline losses %v, under a budget %v", base.Losses, win.Losses)
+	}
+	if base.Stats.SwapInBytes != 0 || win.Stats.SwapInBytes == 0 {
+		t.Errorf("swap-in bytes: baseline %d, window %d", base.Stats.SwapInBytes, win.Stats.SwapInBytes)
+	}
+	if !strings.Contains(out, "no budget (baseline") {
+		t.Errorf("baseline output:\n%s", out)
+	}
+}
+
+// stateOf loads a checkpoint's tensors as name -> tensor.
+func stateOf(t *testing.T, path string) (*checkpoint, map[string]*tensor.Dense) {
+	t.Helper()
+	c, err := loadCheckpoint(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]*tensor.Dense{}
+	for _, nt := range c.Tensors {
+		m[nt.Name] = nt.T
+	}
+	return c, m
+}
+
+// Training N steps straight and N/2 steps, then -resume for the rest, give the
+// same losses and the same weights, batch-norm statistics and optimizer state,
+// bit for bit, for every optimizer, across an epoch boundary and with an
+// evaluation (batch norm switched to inference mode and back) in between.
+func TestResumeBitForBit(t *testing.T) {
+	const n = 6 // epochs of 4 steps: the split at 3 is mid-epoch, the resumed run crosses into epoch 2
+	for _, opt := range []string{"sgd", "momentum", "adam"} {
+		t.Run(opt, func(t *testing.T) {
+			common := tiny("-optimizer", opt, "-epochs", "2", "-budget", "60%", "-augment")
+			straight := tempCkpt(t)
+			full, _ := mustTrain(t, append(common, "-steps", strconv.Itoa(n), "-checkpoint", straight)...)
+
+			split := tempCkpt(t)
+			first, _ := mustTrain(t, append(common, "-steps", strconv.Itoa(n/2), "-checkpoint", split)...)
+			c, _ := stateOf(t, split)
+			if c.Meta.Step != n/2 || c.Meta.NextEpoch != 0 || c.Meta.NextBatch != n/2 {
+				t.Fatalf("checkpoint position: step %d, epoch %d, batch %d", c.Meta.Step, c.Meta.NextEpoch, c.Meta.NextBatch)
+			}
+			// Flags the checkpoint holds may be left out on -resume.
+			second, out := mustTrain(t, "-checkpoint", split, "-resume", "-epochs", "2", "-steps", strconv.Itoa(n), "-progress", "plain")
+			if !strings.Contains(out, fmt.Sprintf("resuming %s after step %d: next is batch %d of 4 in epoch 1", split, n/2, n/2+1)) {
+				t.Errorf("resume output:\n%s", out)
+			}
+			if second.First != n/2+1 {
+				t.Errorf("resumed run starts at step %d", second.First)
+			}
+			got := append(append([]float64{}, first.Losses...), second.Losses...)
+			if len(got) != n {
+				t.Fatalf("%d losses, want %d", len(got), n)
+			}
+			for i := range got {
+				if math.Float64bits(got[i]) != math.Float64bits(full.Losses[i]) {
+					t.Errorf("step %d: loss %v after resume, %v straight", i+1, got[i], full.Losses[i])
+				}
+			}
+			ca, a := stateOf(t, straight)
+			cb, b := stateOf(t, split)
+			if len(a) != len(b) || len(a) == 0 {
+				t.Fatalf("%d and %d tensors", len(a), len(b))
+			}
+			var params, bns, slots int
+			for name, ta := range a {
+				if !sameBits(ta, b[name]) {
+					t.Errorf("%s differs after resume", name)
+				}
+				switch {
+				case strings.HasPrefix(name, "param/"):
+					params++
+				case strings.HasPrefix(name, "bn/"):
+					bns++
+				case strings.HasPrefix(name, "opt/"):
+					slots++
+				}
+			}
+			want := map[string]int{"sgd": 0, "momentum": 1, "adam": 2}[opt]
+			if params == 0 || bns == 0 || slots != want*params {
+				t.Errorf("%d params, %d bn tensors, %d optimizer tensors (want %d per param)", params, bns, slots, want)
+			}
+			if ca.Meta.Step != n || cb.Meta.Step != n || ca.Meta.OptimizerIter != cb.Meta.OptimizerIter ||
+				ca.Meta.NextEpoch != cb.Meta.NextEpoch || ca.Meta.NextBatch != cb.Meta.NextBatch || ca.Meta.EpochLossSum != cb.Meta.EpochLossSum {
+				t.Errorf("meta differs:\n%+v\n%+v", ca.Meta, cb.Meta)
+			}
+			if opt == "adam" && ca.Meta.OptimizerIter != n {
+				t.Errorf("adam iter %d, want %d", ca.Meta.OptimizerIter, n)
+			}
+		})
+	}
+}
+
+func TestResumeRefusals(t *testing.T) {
+	path := tempCkpt(t)
+	mustTrain(t, tiny("-steps", "1", "-checkpoint", path)...)
+	good, _ := os.ReadFile(path)
+
+	// Starting over would overwrite a good checkpoint.
+	_, _, err := trainArgs(t, tiny("-steps", "2", "-checkpoint", path)...)
+	if err == nil || !strings.Contains(err.Error(), "already exists: pass -resume") {
+		t.Errorf("fresh run over an existing checkpoint: %v", err)
+	}
+	// Flags that contradict the checkpoint.
+	_, _, err = trainArgs(t, tiny("-steps", "2", "-checkpoint", path, "-resume", "-optimizer", "sgd", "-seed", "9")...)
+	if err == nil || !strings.Contains(err.Error(), "-optimizer sgd (the checkpoint has adam)") || !strings.Contains(err.Error(), "-seed 9 (the checkpoint has 1)") {
+		t.Errorf("contradicting flags: %v", err)
+	}
+	// Nothing left to do.
+	_, out, err := trainArgs(t, "-checkpoint", path, "-resume", "-steps", "1", "-progress", "plain")
+	if err != nil || !strings.Contains(out, "nothing to do") {
+		t.Errorf("resume at the end: %v\n%s", err, out)
+	}
+	// A corrupt checkpoint is an error naming it, and stays as it is.
+	bad := append([]byte{}, good...)
+	bad[len(bad)/2] ^= 1
+	os.WriteFile(path, bad, 0o644)
+	_, _, err = trainArgs(t, "-checkpoint", path, "-resume", "-steps", "3", "-progress", "plain")
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Errorf("corrupt checkpoint: %v", err)
+	}
+	if now, _ := os.ReadFile(path); !bytes.Equal(now, bad) {
+		t.Error("the corrupt checkpoint was overwritten")
+	}
+	// A missing one too.
+	_, _, err = trainArgs(t, "-checkpoint", path+".missing", "-resume", "-progress", "plain")
+	if err == nil || !strings.Contains(err.Error(), path+".missing") {
+		t.Errorf("missing checkpoint: %v", err)
+	}
+}
+
+// The solvers' hidden state survives export and import: a fresh solver given
+// the exported state steps exactly as the original.
+func TestSolverStateRoundTrip(t *testing.T) {
+	for _, opt := range []string{"sgd", "momentum", "adam"} {
+		t.Run(opt, func(t *testing.T) {
+			mk := func() (G.Nodes, []*tensor.Dense) {
+				g := G.NewGraph()
+				var ns G.Nodes
+				var ws []*tensor.Dense
+				for i, shape := range [][]int{{3, 2}, {4}} {
+					w := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(seq(shape, float32(i)+0.5)))
+					ns = append(ns, G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName(fmt.Sprint("w", i)), G.WithValue(w)))
+					ws = append(ws, w)
+				}
+				return ns, ws
+			}
+			grads := func(ns G.Nodes, step int) []G.ValueGrad {
+				var out []G.ValueGrad
+				for i, n := range ns {
+					d := seq(n.Shape(), float32(step*7+i)*0.37)
+					out = append(out, valueGrad{n.Value(), tensor.New(tensor.WithShape(n.Shape()...), tensor.WithBacking(d))})
+				}
+				return out
+			}
+			na, wa := mk()
+			a, _ := newSolver(opt, 0.05)
+			for s := 0; s < 3; s++ {
+				if err := a.Step(grads(na, s)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := exportSolver(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nb, wb := mk()
+			for i := range wa {
+				tensor.Copy(wb[i], wa[i])
+			}
+			b, _ := newSolver(opt, 0.05)
+			if err := importSolver(b, st, nb); err != nil {
+				t.Fatal(err)
+			}
+			for s := 3; s < 6; s++ {
+				a.Step(grads(na, s))
+				b.Step(grads(nb, s))
+			}
+			for i := range wa {
+				if !sameBits(wa[i], wb[i]) {
+					t.Errorf("weight %d: %v after import, %v without", i, wb[i], wa[i])
+				}
+			}
+			if opt != "sgd" && len(st.Slots) != 2 {
+				t.Errorf("%d slots exported", len(st.Slots))
+			}
+		})
+	}
+}
+
+type valueGrad struct{ v, g G.Value }
+
+func (v valueGrad) Value() G.Value         { return v.v }
+func (v valueGrad) Grad() (G.Value, error) { return v.g, nil }
+
+func seq(shape []int, base float32) []float32 {
+	n := tensor.Shape(shape).TotalSize()
+	d := make([]float32, n)
+	for i := range d {
+		d[i] = base + float32(i)*0.25 - float32(i*i)*0.01
+	}
+	return d
+}
+
+// The progress bar, when asked for, shows the rate, the loss and the memory.
+func TestProgressBar(t *testing.T) {
+	barThrottle = 0
+	defer func() { barThrottle = 100 * time.Millisecond }()
+	_, out := mustTrain(t, tiny("-steps", "2", "-progress", "bar")...)
+	for _, want := range []string{"img/s", "loss ", "dev ", "epoch 1/1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bar output lacks %q:\n%q", want, out)
+		}
+	}
+	if strings.Contains(out, "\nstep 1/2") {
+		t.Errorf("bar mode printed plain step lines:\n%s", out)
+	}
+}

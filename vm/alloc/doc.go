@@ -1,0 +1,43 @@
+// Package alloc carves device memory for the out-of-core VM. Under heavy swapping tensors of
+// many sizes come and go out of order, and how the allocator copes decides how much of the
+// budget is really usable: this package makes that measurable with two interchangeable
+// allocators behind one interface.
+//
+// # Allocators
+//
+// NewBestFit is the baseline: PyTorch's CUDA caching allocator with its default settings
+// (its doc says what was simplified). It asks the device for segments, keeps freed blocks
+// cached, hands out the smallest cached block that fits and splits it. It is fast and returns
+// memory to the device only when an allocation would otherwise fail, but under swapping its
+// cache breaks into pieces no request fits, and it runs out of memory with plenty free.
+//
+// NewVA is the virtual-addressing allocator of the paper: physical memory comes in chunks of
+// a fixed size C, and a request of s bytes gets a contiguous virtual range of ceil(s/C)*C bytes
+// with any free chunks mapped into it. Since chunks need not be adjacent physically, any free
+// chunk serves any request: there is no external fragmentation, and the internal
+// fragmentation of a block is below C. Requests up to C/4 share pool chunks instead of taking
+// one each.
+//
+// # Memory
+//
+// Both run over a Memory, the device's physical memory, modelled on the CUDA driver:
+// segments (cudaMalloc), chunks (cuMemCreate), reserved ranges (cuMemAddressReserve) and maps
+// (cuMemMap). NewHostMemory is real host memory, used by the CPU device: segments are
+// anonymous mmaps, chunks are pieces of a memfd mapped with MAP_FIXED into PROT_NONE
+// reservations, so a VA block is a []byte whose pages come from scattered chunks.
+// NewAccountingMemory has no bytes at all, only bookkeeping and made-up addresses, so the
+// simulated device can model a 16 or 64 GiB GPU at no cost. Both enforce a hard capacity.
+//
+// # Fragmentation
+//
+// Stats give, for live blocks, the bytes Requested and the bytes Mapped for them after
+// rounding, and the bytes Reserved from the Memory in all, cache included:
+//
+//	internal fragmentation = Mapped - Requested   (rounding: given to a block, not asked for)
+//	external fragmentation = Reserved - Mapped    (held by the allocator, backing no block)
+//
+// Cached memory is external fragmentation by this definition even when it will be reused. The
+// telling number is the part of it that cannot serve a request, which an out-of-memory error
+// reports: every allocation failure wraps ErrOutOfMemory and says how many bytes were asked
+// for, how many were free (capacity minus mapped) and how many of those were unusable.
+package alloc

@@ -1,0 +1,172 @@
+package alloc
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"testing"
+)
+
+// TestHostMemoryRemap maps two chunks into one range in one order, writes through the range,
+// then maps them into another range in the other order: the bytes follow the chunks, which is
+// what makes a VA block one []byte over scattered physical memory.
+func TestHostMemoryRemap(t *testing.T) {
+	mem := memKinds[0].new(t, 8*mib)
+	c0, err := mem.CreateChunk(Granularity)
+	must(t, err)
+	c1, err := mem.CreateChunk(Granularity)
+	must(t, err)
+	r1, err := mem.ReserveRange(2 * Granularity)
+	must(t, err)
+	must(t, mem.Map(r1, 0, []Chunk{c1, c0}))
+	copy(r1.Data[:Granularity], bytes.Repeat([]byte{1}, Granularity))
+	copy(r1.Data[Granularity:], bytes.Repeat([]byte{2}, Granularity))
+
+	r2, err := mem.ReserveRange(2 * Granularity)
+	must(t, err)
+	must(t, mem.Map(r2, 0, []Chunk{c0, c1}))
+	if r2.Data[0] != 2 || r2.Data[Granularity-1] != 2 || r2.Data[Granularity] != 1 || r2.Data[2*Granularity-1] != 1 {
+		t.Fatalf("remapped chunks do not carry their bytes")
+	}
+	r2.Data[5] = 7 // a chunk mapped in two places is shared, as MAP_SHARED promises
+	if r1.Data[Granularity+5] != 7 {
+		t.Fatalf("a write through one mapping is not seen through the other")
+	}
+
+	must(t, mem.Unmap(r1, 0, 2*Granularity))
+	must(t, mem.Unmap(r2, 0, 2*Granularity))
+	must(t, mem.ReleaseRange(r1))
+	must(t, mem.ReleaseRange(r2))
+	must(t, mem.ReleaseChunk(c0))
+	// A released chunk's pages are punched out, so a new chunk at the same place reads zero.
+	c2, err := mem.CreateChunk(Granularity)
+	must(t, err)
+	r3, err := mem.ReserveRange(Granularity)
+	must(t, err)
+	must(t, mem.Map(r3, 0, []Chunk{c2}))
+	if !bytes.Equal(r3.Data, make([]byte, Granularity)) {
+		t.Fatalf("a new chunk holds an old chunk's bytes")
+	}
+	if mem.Used() != 2*Granularity {
+		t.Fatalf("Used = %d, want two chunks", mem.Used())
+	}
+}
+
+// TestMemoryMisuse checks that both memories refuse misuse with an error, not a panic.
+func TestMemoryMisuse(t *testing.T) {
+	for _, mk := range memKinds {
+		t.Run(mk.name, func(t *testing.T) {
+			mem := mk.new(t, 8*mib)
+			seg, err := mem.AllocSegment(mib)
+			must(t, err)
+			if _, err := mem.AllocSegment(8 * mib); !errors.Is(err, ErrOutOfMemory) {
+				t.Errorf("segment beyond capacity: err = %v, want ErrOutOfMemory", err)
+			}
+			must(t, mem.FreeSegment(seg))
+			fails(t, "double segment free", mem.FreeSegment(seg))
+			fails(t, "unknown segment", mem.FreeSegment(Segment{Handle: 999}))
+
+			_, err = mem.CreateChunk(mib)
+			fails(t, "chunk not a multiple of the granularity", err)
+			_, err = mem.ReserveRange(0)
+			fails(t, "empty range", err)
+
+			c, err := mem.CreateChunk(Granularity)
+			must(t, err)
+			r, err := mem.ReserveRange(2 * Granularity)
+			must(t, err)
+			fails(t, "map beyond the range", mem.Map(r, Granularity, []Chunk{c, c}))
+			fails(t, "map at an unaligned offset", mem.Map(r, 4096, []Chunk{c}))
+			fails(t, "map of an unknown chunk", mem.Map(r, 0, []Chunk{{Size: Granularity, Handle: 999}}))
+			must(t, mem.Map(r, 0, []Chunk{c}))
+			fails(t, "map over a mapping", mem.Map(r, 0, []Chunk{c}))
+			fails(t, "release of a mapped chunk", mem.ReleaseChunk(c))
+			fails(t, "release of a range with mappings", mem.ReleaseRange(r))
+			fails(t, "unmap cutting a chunk", mem.Unmap(r, 0, mib))
+			must(t, mem.Unmap(r, 0, 2*Granularity))
+			must(t, mem.ReleaseRange(r))
+			fails(t, "double range release", mem.ReleaseRange(r))
+			must(t, mem.ReleaseChunk(c))
+			fails(t, "double chunk release", mem.ReleaseChunk(c))
+			if mem.Used() != 0 {
+				t.Errorf("Used = %d after releasing everything", mem.Used())
+			}
+
+			// Close returns what is still held, mapped or not.
+			_, err = mem.AllocSegment(mib)
+			must(t, err)
+			c, err = mem.CreateChunk(Granularity)
+			must(t, err)
+			r, err = mem.ReserveRange(Granularity)
+			must(t, err)
+			must(t, mem.Map(r, 0, []Chunk{c}))
+			must(t, mem.Close())
+			if mem.Used() != 0 {
+				t.Errorf("Used = %d after Close", mem.Used())
+			}
+			if _, err := mem.CreateChunk(Granularity); !errors.Is(err, ErrClosed) {
+				t.Errorf("CreateChunk after Close: err = %v, want ErrClosed", err)
+			}
+			must(t, mem.Close())
+		})
+	}
+}
+
+// TestHostMemoryNoLeaks creates and closes host memories with traffic on them, and checks
+// the process has no more file descriptors or mappings than before.
+func TestHostMemoryNoLeaks(t *testing.T) {
+	count := func(dir string) int {
+		entries, err := os.ReadDir(dir)
+		must(t, err)
+		return len(entries)
+	}
+	maps := func() int {
+		b, err := os.ReadFile("/proc/self/maps")
+		must(t, err)
+		return bytes.Count(b, []byte{'\n'})
+	}
+	fds, vmas := count("/proc/self/fd"), maps()
+	for range 20 {
+		mem, err := NewHostMemory(64 * mib)
+		must(t, err)
+		for _, ak := range allocKinds {
+			a := ak.new(t, mem)
+			var live []*Block
+			for i := range 30 {
+				b, err := a.Alloc(int64(i%10+1) * 200 * kib)
+				must(t, err)
+				live = append(live, b)
+				if i%3 == 0 {
+					must(t, a.Free(live[0]))
+					live = live[1:]
+				}
+			}
+			must(t, a.Close()) // some blocks are still live: Close must return them too
+		}
+		if mem.Used() != 0 {
+			t.Fatalf("Used = %d after every allocator closed", mem.Used())
+		}
+		must(t, mem.Close())
+	}
+	if got := count("/proc/self/fd"); got > fds {
+		t.Errorf("%d file descriptors open, %d before", got, fds)
+	}
+	// The runtime may map a little more meanwhile; leaked ranges would be hundreds.
+	if got := maps(); got > vmas+10 {
+		t.Errorf("%d mappings, %d before", got, vmas)
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func fails(t testing.TB, what string, err error) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: no error", what)
+	}
+}
