@@ -5,28 +5,57 @@ import (
 	"math"
 	"math/rand"
 	"sort"
+	"strings"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/models/layers"
 )
 
 // Config is the input a model is built for.
 type Config struct {
 	Batch, Channels, Height, Width, Classes int
-	Dtype                                   tensor.Dtype
-	// Seed makes the weight initialisation reproducible.
+	// Dtype is tensor.Float32 (the zero value means Float32) or tensor.Float64.
+	Dtype tensor.Dtype
+	// Seed makes the weight initialisation reproducible: equal configs give equal weights.
 	Seed int64
 }
 
-// Model is a built training graph.
+// String is a short description, e.g. "b8-3x32x32-c10-float32".
+func (c Config) String() string {
+	dt := "float32"
+	if c.Dtype != (tensor.Dtype{}) {
+		dt = c.Dtype.String()
+	}
+	return fmt.Sprintf("b%d-%dx%dx%d-c%d-%s", c.Batch, c.Channels, c.Height, c.Width, c.Classes, dt)
+}
+
+// Model is a built training graph: forward, loss and (gorgonia.Grad) backward, with only the
+// weights allocated. Input and Labels have no value until the caller binds one (gorgonia.Let).
 type Model struct {
-	Graph  *G.ExprGraph
-	Input  *G.Node // Batch x Channels x Height x Width
-	Labels *G.Node // one-hot, Batch x Classes
-	Loss   *G.Node // scalar mean cross-entropy
-	// Learnables are the nodes gorgonia.Grad differentiated, in a fixed order
-	// (solvers index their state by position).
+	Graph *G.ExprGraph
+	// Input is the (Batch, Channels, Height, Width) image batch.
+	Input *G.Node
+	// Labels are one-hot targets: (Batch, Classes) for the classifiers, (Batch, Classes, Height,
+	// Width) for unet (one class per pixel).
+	Labels *G.Node
+	// Loss is the scalar mean softmax cross-entropy (per image, or per pixel for unet).
+	Loss *G.Node
+	// Learnables are the nodes gorgonia.Grad differentiated, in a fixed order (solvers index their
+	// state by position): the order the layers are created, as torchvision's parameters().
 	Learnables G.Nodes
+
+	// Name is the model's name as passed to Build, and Config the configuration it was built for
+	// (with the default dtype filled in).
+	Name   string
+	Config Config
+	// Logits are the scores the loss reads: (Batch, Classes), or (Batch, Classes, Height, Width)
+	// for unet. Pass it to ooc.WithOutputs to read predictions after RunAll.
+	Logits *G.Node
+	// BatchNorms are the model's batch-norm ops in creation order (their running statistics, for
+	// checkpoints, and their train/inference mode). Empty for vgg16 and unet.
+	BatchNorms []*layers.BatchNormOp
 }
 
 // NumParams counts the learnable scalars.
@@ -38,10 +67,38 @@ func (m *Model) NumParams() int64 {
 	return n
 }
 
-type builderFunc func(b *builder, cfg Config) (*G.Node, error)
+// SetTraining switches every batch norm between batch statistics (true, the default after Build)
+// and running statistics (false: inference, e.g. an evaluation pass). Models without batch norm
+// behave the same either way. The running statistics are updated by every training-mode forward.
+func (m *Model) SetTraining(training bool) {
+	for _, op := range m.BatchNorms {
+		_ = op.SetTraining(training)
+	}
+}
 
-var registry = map[string]builderFunc{
-	"smallcnn": smallCNN,
+// arch builds a network's forward pass from the input x and returns its logits. check, if set,
+// rejects a configuration before any node is made, with a message naming what the size must be.
+type arch struct {
+	check   func(cfg Config) error
+	forward func(n *net, x *G.Node, cfg Config) *G.Node
+	// pixel: the logits and labels are per pixel (N, Classes, H, W).
+	pixel bool
+	// init is the convolution initialisation (torchvision's choice for the family).
+	init layers.Init
+}
+
+var registry = map[string]arch{
+	"smallcnn":    {check: smallCNNCheck, forward: smallCNN},
+	"resnet18":    resnet(false, 2, 2, 2, 2),
+	"resnet34":    resnet(false, 3, 4, 6, 3),
+	"resnet50":    resnet(true, 3, 4, 6, 3),
+	"resnet101":   resnet(true, 3, 4, 23, 3),
+	"resnet152":   resnet(true, 3, 8, 36, 3),
+	"densenet121": densenet(64, 6, 12, 24, 16),
+	"densenet169": densenet(64, 6, 12, 32, 32),
+	"densenet201": densenet(64, 6, 12, 48, 32),
+	"vgg16":       {check: vggCheck, forward: vgg16},
+	"unet":        {check: unetCheck, forward: unet, pixel: true, init: layers.KaimingFanIn},
 }
 
 // Names lists the models Build knows, sorted.
@@ -54,127 +111,372 @@ func Names() []string {
 	return out
 }
 
-// Build makes the named model's training graph for cfg.
+// Build makes the named model's training graph for cfg: forward, loss and backward. Only the
+// weights are allocated, so a paper-scale batch builds (and can be planned) on a small machine.
+// An unknown name or a size the architecture cannot take is an error naming the model and the
+// size; Build never panics.
 func Build(name string, cfg Config) (m *Model, err error) {
-	f, ok := registry[name]
+	a, ok := registry[name]
 	if !ok {
-		return nil, fmt.Errorf("models: unknown model %q (known: %v)", name, Names())
+		return nil, fmt.Errorf("models: unknown model %q (known: %s)", name, strings.Join(Names(), ", "))
 	}
+	return build(name, a, cfg, 1)
+}
+
+// build is Build with a width divisor: every layer's channel count is divided by div (at least 1
+// channel), which the tests use to run the real topologies quickly. div 1 is the real model.
+func build(name string, a arch, cfg Config, div int) (m *Model, err error) {
 	if cfg.Batch <= 0 || cfg.Channels <= 0 || cfg.Height <= 0 || cfg.Width <= 0 || cfg.Classes <= 0 {
-		return nil, fmt.Errorf("models: %s: batch, channels, height, width and classes must be positive, got %+v", name, cfg)
+		return nil, fmt.Errorf("models: %s: batch, channels, height, width and classes must be positive, got batch %d, %d channels, %dx%d, %d classes",
+			name, cfg.Batch, cfg.Channels, cfg.Height, cfg.Width, cfg.Classes)
 	}
 	if cfg.Dtype == (tensor.Dtype{}) {
 		cfg.Dtype = tensor.Float32
 	}
 	if cfg.Dtype != tensor.Float32 && cfg.Dtype != tensor.Float64 {
-		return nil, fmt.Errorf("models: %s: dtype %v is not supported (float32 or float64)", name, cfg.Dtype)
+		return nil, fmt.Errorf("models: %s: dtype %v is not supported (float32 or float64)", name, cfg.Dtype.String())
+	}
+	if a.check != nil {
+		if err := a.check(cfg); err != nil {
+			return nil, fmt.Errorf("models: %s cannot take a %dx%d input: %w", name, cfg.Height, cfg.Width, err)
+		}
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			m, err = nil, fmt.Errorf("models: building %s for %+v: %v", name, cfg, r)
+			m, err = nil, fmt.Errorf("models: building %s for %v: %v", name, cfg, r)
 		}
 	}()
 	g := G.NewGraph()
-	b := &builder{g: g, dt: cfg.Dtype, rng: rand.New(rand.NewSource(cfg.Seed))}
-	x := G.NewTensor(g, cfg.Dtype, 4, G.WithShape(cfg.Batch, cfg.Channels, cfg.Height, cfg.Width), G.WithName("input"))
-	y := G.NewMatrix(g, cfg.Dtype, G.WithShape(cfg.Batch, cfg.Classes), G.WithName("labels"))
-	b.x = x
-	logits, err := f(b, cfg)
+	b, err := layers.NewBuilder(g, cfg.Dtype, rand.New(rand.NewSource(cfg.Seed)))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("models: %s: %w", name, err)
 	}
-	loss := softmaxCrossEntropy(logits, y)
-	if _, err := G.Grad(loss, b.params...); err != nil {
-		return nil, fmt.Errorf("models: %s: differentiating: %w", name, err)
+	b.ConvInit = a.init
+	n := &net{b: b, div: max(div, 1)}
+	x := n.input("input", cfg.Batch, cfg.Channels, cfg.Height, cfg.Width)
+	var y *G.Node
+	if a.pixel {
+		y = n.input("labels", cfg.Batch, cfg.Classes, cfg.Height, cfg.Width)
+	} else {
+		y = n.input("labels", cfg.Batch, cfg.Classes)
 	}
-	return &Model{Graph: g, Input: x, Labels: y, Loss: loss, Learnables: b.params}, nil
-}
-
-// softmaxCrossEntropy is the mean over the batch of -sum(onehot * log softmax),
-// reduced one axis at a time: gorgonia's multi-axis Sum/Mean are wrong.
-func softmaxCrossEntropy(logits, onehot *G.Node) *G.Node {
-	ls := G.Must(G.LogSoftMax(logits))
-	s := G.Must(G.Sum(G.Must(G.HadamardProd(ls, onehot)), 1))
-	return G.Must(G.Neg(G.Must(G.Mean(s))))
-}
-
-// builder carries what layer helpers share while a graph is built.
-type builder struct {
-	g      *G.ExprGraph
-	dt     tensor.Dtype
-	rng    *rand.Rand
-	x      *G.Node
-	params G.Nodes
-	n      int
-}
-
-// param adds a learnable filled with N(0, std^2), or with a constant when std is 0.
-func (b *builder) param(name string, std, constant float64, shape ...int) *G.Node {
-	b.n++
-	size := tensor.Shape(shape).TotalSize()
-	var t *tensor.Dense
-	switch b.dt {
-	case tensor.Float64:
-		d := make([]float64, size)
-		for i := range d {
-			d[i] = b.rng.NormFloat64()*std + constant
+	logits := a.forward(n, x, cfg)
+	var loss *G.Node
+	if n.err == nil {
+		if a.pixel {
+			loss, n.err = layers.PixelSoftmaxCrossEntropy(logits, y)
+		} else {
+			loss, n.err = layers.SoftmaxCrossEntropy(logits, y)
 		}
-		t = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
-	default:
-		d := make([]float32, size)
-		for i := range d {
-			d[i] = float32(b.rng.NormFloat64()*std + constant)
-		}
-		t = tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
 	}
-	n := G.NewTensor(b.g, b.dt, len(shape), G.WithShape(shape...), G.WithName(fmt.Sprintf("%s.%d", name, b.n)), G.WithValue(t))
-	b.params = append(b.params, n)
-	return n
+	if n.err != nil {
+		return nil, fmt.Errorf("models: building %s for %v: %w", name, cfg, n.err)
+	}
+	ps := b.Learnables()
+	if _, err := G.Grad(loss, ps...); err != nil {
+		return nil, fmt.Errorf("models: %s: differentiating the loss: %w", name, err)
+	}
+	return &Model{Graph: g, Input: x, Labels: y, Loss: loss, Learnables: ps,
+		Name: name, Config: cfg, Logits: logits, BatchNorms: b.BatchNorms()}, nil
 }
 
-// conv is a bias-free convolution with He initialisation.
-func (b *builder) conv(x *G.Node, out, k, stride, pad int) *G.Node {
-	in := x.Shape()[1]
-	w := b.param("conv", math.Sqrt(2/float64(in*k*k)), 0, out, in, k, k)
-	return G.Must(G.Conv2d(x, w, tensor.Shape{k, k}, []int{pad, pad}, []int{stride, stride}, []int{1, 1}))
+// net wraps a layers.Builder so architectures read as straight-line code: the first error is
+// kept (with the layer's name) and every later call does nothing and returns nil.
+type net struct {
+	b   *layers.Builder
+	div int
+	err error
 }
 
-// bn is batch normalisation in train mode with a learnable scale and shift.
-func (b *builder) bn(x *G.Node) *G.Node {
-	c := x.Shape()[1]
-	scale := b.param("bn.scale", 0, 1, 1, c, 1, 1)
-	shift := b.param("bn.shift", 0, 0, 1, c, 1, 1)
-	y, _, _, _, err := G.BatchNorm(x, scale, shift, 0.1, 1e-5)
+// ch is a layer width after the test-only width divisor.
+func (n *net) ch(c int) int { return max(c/n.div, 1) }
+
+func (n *net) do(name string, f func() (*G.Node, error)) *G.Node {
+	if n.err != nil {
+		return nil
+	}
+	y, err := f()
 	if err != nil {
-		panic(err)
+		n.err = fmt.Errorf("%s: %w", name, err)
+		return nil
 	}
 	return y
 }
 
-// linear is x*W + b for a 2-D x.
-func (b *builder) linear(x *G.Node, out int) *G.Node {
-	in := x.Shape()[1]
-	w := b.param("fc.w", math.Sqrt(1/float64(in)), 0, in, out)
-	bias := b.param("fc.b", 0, 0, 1, out)
-	return G.Must(G.BroadcastAdd(G.Must(G.Mul(x, w)), bias, nil, []byte{0}))
+func (n *net) input(name string, shape ...int) *G.Node {
+	return n.do(name, func() (*G.Node, error) { return n.b.Input(name, shape...) })
 }
 
-// smallCNN is a quick CPU model: conv-bn-relu, a residual block, a channel
-// concat, max-pooling and a classifier. It needs Height and Width divisible by 4.
-func smallCNN(b *builder, cfg Config) (*G.Node, error) {
-	if cfg.Height%4 != 0 || cfg.Width%4 != 0 {
-		return nil, fmt.Errorf("models: smallcnn needs height and width divisible by 4, got %dx%d", cfg.Height, cfg.Width)
+// conv is a bias-free k x k convolution with torchvision's name "<name>.weight".
+func (n *net) conv(x *G.Node, out, k, stride, pad int, name string) *G.Node {
+	return n.do(name, func() (*G.Node, error) { return n.b.Conv(x, n.ch(out), k, stride, pad, name) })
+}
+
+// convBias is a k x k convolution with a bias (VGG, U-Net).
+func (n *net) convBias(x *G.Node, out, k, stride, pad int, name string) *G.Node {
+	return n.do(name, func() (*G.Node, error) { return n.b.ConvBias(x, n.ch(out), k, stride, pad, name) })
+}
+
+func (n *net) convTranspose(x *G.Node, out, k, stride int, name string) *G.Node {
+	return n.do(name, func() (*G.Node, error) { return n.b.ConvTranspose(x, n.ch(out), k, stride, name) })
+}
+
+func (n *net) bn(x *G.Node, name string) *G.Node {
+	return n.do(name, func() (*G.Node, error) { return n.b.BN(x, name) })
+}
+
+func (n *net) relu(x *G.Node) *G.Node {
+	return n.do("relu", func() (*G.Node, error) { return layers.ReLU(x) })
+}
+
+func (n *net) add(a, b *G.Node, name string) *G.Node {
+	return n.do(name, func() (*G.Node, error) { return G.Add(a, b) })
+}
+
+func (n *net) maxPool(x *G.Node, k, stride, pad int, name string) *G.Node {
+	return n.do(name, func() (*G.Node, error) { return layers.MaxPool2D(x, k, stride, pad) })
+}
+
+func (n *net) avgPool(x *G.Node, k, stride int, name string) *G.Node {
+	return n.do(name, func() (*G.Node, error) { return layers.AvgPool2D(x, k, stride, 0) })
+}
+
+func (n *net) globalAvgPool(x *G.Node) *G.Node {
+	return n.do("avgpool", func() (*G.Node, error) { return layers.GlobalAvgPool2D(x) })
+}
+
+func (n *net) concat(name string, xs ...*G.Node) *G.Node {
+	return n.do(name, func() (*G.Node, error) { return layers.Concat(xs...) })
+}
+
+// flatten reshapes (N, C, H, W) to (N, C*H*W).
+func (n *net) flatten(x *G.Node) *G.Node {
+	return n.do("flatten", func() (*G.Node, error) {
+		s := x.Shape()
+		return G.Reshape(x, tensor.Shape{s[0], s.TotalSize() / s[0]})
+	})
+}
+
+// linear is PyTorch's nn.Linear with its default initialisation.
+func (n *net) linear(x *G.Node, out int, name string) *G.Node {
+	return n.do(name, func() (*G.Node, error) { return n.b.Linear(x, out, name) })
+}
+
+// linearWith is a linear layer with chosen initialisers.
+func (n *net) linearWith(x *G.Node, out int, name string, w, b func() float64) *G.Node {
+	return n.do(name, func() (*G.Node, error) { return n.b.LinearWith(x, out, name, w, b) })
+}
+
+// convOut is the output length of a convolution or pooling window along one axis (0 if none).
+func convOut(in, k, stride, pad int) int {
+	if in+2*pad < k {
+		return 0
 	}
+	return (in+2*pad-k)/stride + 1
+}
+
+// ---- smallcnn ----
+
+func smallCNNCheck(cfg Config) error {
+	if cfg.Height%4 != 0 || cfg.Width%4 != 0 {
+		return fmt.Errorf("height and width must be multiples of 4 (two 2x2 max-pools)")
+	}
+	return nil
+}
+
+// smallCNN is a quick CPU model: conv-bn-relu, a residual block, max-pooling, a conv-bn-relu
+// whose output is concatenated with its input, max-pooling again and a linear classifier over
+// the flattened 32 x H/4 x W/4 features.
+func smallCNN(n *net, x *G.Node, cfg Config) *G.Node {
 	const c = 16
-	h := G.Must(G.Rectify(b.bn(b.conv(b.x, c, 3, 1, 1))))
-	r := G.Must(G.Rectify(b.bn(b.conv(h, c, 3, 1, 1))))
-	r = b.bn(b.conv(r, c, 3, 1, 1))
-	h = G.Must(G.Rectify(G.Must(G.Add(r, h))))
-	h = G.Must(G.MaxPool2D(h, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
-	h2 := G.Must(G.Rectify(b.bn(b.conv(h, c, 3, 1, 1))))
-	h = G.Must(G.Concat(1, h, h2))
-	h = G.Must(G.MaxPool2D(h, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
-	s := h.Shape()
-	flat := G.Must(G.Reshape(h, tensor.Shape{s[0], s[1] * s[2] * s[3]}))
-	return b.linear(flat, cfg.Classes), nil
+	h := n.relu(n.bn(n.conv(x, c, 3, 1, 1, "conv1"), "bn1"))
+	r := n.relu(n.bn(n.conv(h, c, 3, 1, 1, "block.conv1"), "block.bn1"))
+	r = n.bn(n.conv(r, c, 3, 1, 1, "block.conv2"), "block.bn2")
+	h = n.relu(n.add(r, h, "block.add"))
+	h = n.maxPool(h, 2, 2, 0, "pool1")
+	h2 := n.relu(n.bn(n.conv(h, c, 3, 1, 1, "conv2"), "bn2"))
+	h = n.concat("concat", h, h2)
+	h = n.maxPool(h, 2, 2, 0, "pool2")
+	return n.linear(n.flatten(h), cfg.Classes, "fc")
+}
+
+// ---- ResNet (He et al. 2016; torchvision's v1.5: the stride is on the 3x3 conv) ----
+
+func resnet(bottleneck bool, blocks ...int) arch {
+	return arch{
+		init: layers.KaimingFanOut,
+		forward: func(n *net, x *G.Node, cfg Config) *G.Node {
+			expansion := 1
+			if bottleneck {
+				expansion = 4
+			}
+			h := n.relu(n.bn(n.conv(x, 64, 7, 2, 3, "conv1"), "bn1"))
+			h = n.maxPool(h, 3, 2, 1, "maxpool")
+			in := 64
+			for stage, count := range blocks {
+				width := 64 << stage
+				for i := 0; i < count; i++ {
+					stride := 1
+					if i == 0 && stage > 0 {
+						stride = 2
+					}
+					name := fmt.Sprintf("layer%d.%d", stage+1, i)
+					var y *G.Node
+					if bottleneck {
+						y = n.relu(n.bn(n.conv(h, width, 1, 1, 0, name+".conv1"), name+".bn1"))
+						y = n.relu(n.bn(n.conv(y, width, 3, stride, 1, name+".conv2"), name+".bn2"))
+						y = n.bn(n.conv(y, width*4, 1, 1, 0, name+".conv3"), name+".bn3")
+					} else {
+						y = n.relu(n.bn(n.conv(h, width, 3, stride, 1, name+".conv1"), name+".bn1"))
+						y = n.bn(n.conv(y, width, 3, 1, 1, name+".conv2"), name+".bn2")
+					}
+					shortcut := h
+					if stride != 1 || in != width*expansion {
+						shortcut = n.bn(n.conv(h, width*expansion, 1, stride, 0, name+".downsample.0"), name+".downsample.1")
+					}
+					h = n.relu(n.add(y, shortcut, name+".add"))
+					in = width * expansion
+				}
+			}
+			return n.linear(n.globalAvgPool(h), cfg.Classes, "fc")
+		},
+	}
+}
+
+// ---- DenseNet-BC (Huang et al. 2017; torchvision: growth 32, bottleneck 4x, compression 0.5) ----
+
+func densenet(initFeatures int, blocks ...int) arch {
+	const growth, bnSize = 32, 4
+	return arch{
+		init: layers.KaimingFanIn,
+		check: func(cfg Config) error {
+			// Stem: 7x7/2 conv and 3x3/2 max-pool; then a 2x2/2 average pool after every block but the last.
+			fits := func(s int) bool {
+				s = convOut(convOut(s, 7, 2, 3), 3, 2, 1)
+				for i := 0; i < len(blocks)-1; i++ {
+					s = convOut(s, 2, 2, 0)
+				}
+				return s >= 1
+			}
+			if !fits(cfg.Height) || !fits(cfg.Width) {
+				least := 1
+				for !fits(least) {
+					least++
+				}
+				return fmt.Errorf("the stem and %d transition pools leave no pixels: height and width must be at least %d", len(blocks)-1, least)
+			}
+			return nil
+		},
+		forward: func(n *net, x *G.Node, cfg Config) *G.Node {
+			h := n.conv(x, initFeatures, 7, 2, 3, "features.conv0")
+			h = n.relu(n.bn(h, "features.norm0"))
+			h = n.maxPool(h, 3, 2, 1, "features.pool0")
+			for bi, count := range blocks {
+				feats := []*G.Node{h}
+				for li := 0; li < count; li++ {
+					name := fmt.Sprintf("features.denseblock%d.denselayer%d", bi+1, li+1)
+					cat := n.concat(name+".cat", feats...)
+					y := n.relu(n.bn(cat, name+".norm1"))
+					y = n.conv(y, bnSize*growth, 1, 1, 0, name+".conv1")
+					y = n.relu(n.bn(y, name+".norm2"))
+					y = n.conv(y, growth, 3, 1, 1, name+".conv2")
+					feats = append(feats, y)
+				}
+				h = n.concat(fmt.Sprintf("features.denseblock%d.cat", bi+1), feats...)
+				if bi != len(blocks)-1 {
+					name := fmt.Sprintf("features.transition%d", bi+1)
+					y := n.relu(n.bn(h, name+".norm"))
+					c := 0
+					if n.err == nil {
+						c = y.Shape()[1] / 2 // compression 0.5 (already narrowed: not divided again)
+					}
+					y = n.do(name+".conv", func() (*G.Node, error) { return n.b.Conv(y, c, 1, 1, 0, name+".conv") })
+					h = n.avgPool(y, 2, 2, name+".pool")
+				}
+			}
+			h = n.relu(n.bn(h, "features.norm5"))
+			h = n.globalAvgPool(h)
+			in := 1
+			if n.err == nil {
+				in = h.Shape()[1]
+			}
+			return n.linearWith(h, cfg.Classes, "classifier", n.b.Uniform(1/math.Sqrt(float64(in))), layers.Constant(0))
+		},
+	}
+}
+
+// ---- VGG-16 (Simonyan and Zisserman 2015, configuration D, no batch norm) ----
+
+// vggCfg is configuration D: conv widths, 0 for a 2x2 max-pool.
+var vggCfg = []int{64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0}
+
+func vggCheck(cfg Config) error {
+	if cfg.Height < 32 || cfg.Width < 32 {
+		return fmt.Errorf("five 2x2 max-pools need height and width of at least 32")
+	}
+	return nil
+}
+
+// vgg16 is torchvision's vgg16 without dropout. torchvision pools the last feature map adaptively
+// to 7x7 before the classifier; here a map whose sides are equal multiples of 7 is average-pooled
+// to 7x7 (the same thing), and any other map is flattened as it is, so the first classifier layer
+// has 512*h*w inputs (512 at 32x32, as the CIFAR variants of VGG).
+func vgg16(n *net, x *G.Node, cfg Config) *G.Node {
+	h := x
+	idx := 0 // torchvision numbers the conv, ReLU and pool modules of one Sequential
+	for _, c := range vggCfg {
+		if c == 0 {
+			h = n.maxPool(h, 2, 2, 0, fmt.Sprintf("features.%d", idx))
+			idx++
+			continue
+		}
+		h = n.relu(n.convBias(h, c, 3, 1, 1, fmt.Sprintf("features.%d", idx)))
+		idx += 2
+	}
+	if n.err == nil {
+		s := h.Shape()
+		if s[2] == s[3] && s[2] > 7 && s[2]%7 == 0 {
+			k := s[2] / 7
+			h = n.avgPool(h, k, k, "avgpool")
+		}
+	}
+	h = n.flatten(h)
+	normal := n.b.Normal(0.01)
+	h = n.relu(n.linearWith(h, 4096/n.div, "classifier.0", normal, layers.Constant(0)))
+	h = n.relu(n.linearWith(h, 4096/n.div, "classifier.3", normal, layers.Constant(0)))
+	return n.linearWith(h, cfg.Classes, "classifier.6", normal, layers.Constant(0))
+}
+
+// ---- U-Net (Ronneberger et al. 2015, with padded convolutions) ----
+
+func unetCheck(cfg Config) error {
+	if cfg.Height%16 != 0 || cfg.Width%16 != 0 {
+		return fmt.Errorf("four 2x2 max-pools and up-convolutions need height and width divisible by 16")
+	}
+	return nil
+}
+
+// unet: four levels of two 3x3 conv + ReLU with a 2x2 max-pool between them (64, 128, 256, 512
+// channels), a 1024-channel bottom, and four levels up, each a 2x2 up-convolution halving the
+// channels, concatenation with the skip connection of the same level and two 3x3 conv + ReLU;
+// then a 1x1 convolution to Classes per-pixel scores.
+func unet(n *net, x *G.Node, cfg Config) *G.Node {
+	double := func(x *G.Node, c int, name string) *G.Node {
+		x = n.relu(n.convBias(x, c, 3, 1, 1, name+".conv1"))
+		return n.relu(n.convBias(x, c, 3, 1, 1, name+".conv2"))
+	}
+	var skips []*G.Node
+	h := x
+	for i := 0; i < 4; i++ {
+		h = double(h, 64<<i, fmt.Sprintf("down%d", i+1))
+		skips = append(skips, h)
+		h = n.maxPool(h, 2, 2, 0, fmt.Sprintf("pool%d", i+1))
+	}
+	h = double(h, 1024, "bottom")
+	for i := 3; i >= 0; i-- {
+		name := fmt.Sprintf("up%d", 4-i)
+		u := n.convTranspose(h, 64<<i, 2, 2, name+".upconv")
+		h = double(n.concat(name+".cat", skips[i], u), 64<<i, name)
+	}
+	return n.do("outc", func() (*G.Node, error) { return n.b.ConvBias(h, cfg.Classes, 1, 1, 0, "outc") })
 }

@@ -20,7 +20,7 @@ func Conv2D(x, w, bias *G.Node, p ConvParams) (*G.Node, error) {
 	if ws.Dims() != 4 {
 		return nil, fmt.Errorf("layers: Conv2D weight must be (O,C,KH,KW), got %v", ws)
 	}
-	op := &convOp{kind: convForward, p: p, kh: ws[2], kw: ws[3], bias: bias != nil}
+	op := &convOp{kind: convForward, p: p, kh: ws[2], kw: ws[3], bias: bias != nil, serial: serials.Add(1)}
 	if bias != nil {
 		return G.ApplyOp(op, x, w, bias)
 	}
@@ -47,7 +47,7 @@ func ConvTranspose2D(x, w, bias *G.Node, p ConvParams) (*G.Node, error) {
 	if h < 1 || wd < 1 {
 		return nil, fmt.Errorf("layers: ConvTranspose2D of %v with %v and %+v has no output", xs, ws, p)
 	}
-	op := &convOp{kind: convData, p: p, kh: ws[2], kw: ws[3], h: h, w: wd, bias: bias != nil}
+	op := &convOp{kind: convData, p: p, kh: ws[2], kw: ws[3], h: h, w: wd, bias: bias != nil, serial: serials.Add(1)}
 	if bias != nil {
 		return G.ApplyOp(op, w, x, bias)
 	}

@@ -34,6 +34,7 @@ type BatchNormOp struct {
 	eps      float64
 	momentum float64
 	dims     int
+	serial   uint64 // keeps this op's beta gradient apart from other BNs' (see channelSumOp.owner)
 
 	mu       sync.Mutex
 	training bool
@@ -49,7 +50,7 @@ func NewBatchNormOp(dims, channels int, momentum, eps float64) (*BatchNormOp, er
 	if !(eps > 0) || momentum < 0 || momentum > 1 {
 		return nil, fmt.Errorf("layers: batch norm needs eps > 0 and momentum in [0,1], got %v, %v", eps, momentum)
 	}
-	op := &BatchNormOp{eps: eps, momentum: momentum, dims: dims, training: true,
+	op := &BatchNormOp{eps: eps, momentum: momentum, dims: dims, training: true, serial: serials.Add(1),
 		runMean: make([]float64, channels), runVar: make([]float64, channels)}
 	op.ResetRunningStats()
 	return op, nil
@@ -222,7 +223,7 @@ func (op *BatchNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, e
 	if err != nil {
 		return nil, err
 	}
-	dbeta, err := G.ApplyOp(channelSumOp{dims: op.dims}, grad)
+	dbeta, err := G.ApplyOp(channelSumOp{dims: op.dims, owner: op.serial}, grad)
 	if err != nil {
 		return nil, err
 	}
@@ -421,7 +422,7 @@ func (op *bnGradOp) name() string {
 	return "BatchNormGradX"
 }
 func (op *bnGradOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "layers.%s{%d %d %v %v}", op.name(), op.bn.dims, len(op.bn.runMean), op.bn.momentum, op.bn.eps)
+	fmt.Fprintf(h, "layers.%s{%d %d %v %v}#%d", op.name(), op.bn.dims, len(op.bn.runMean), op.bn.momentum, op.bn.eps, op.bn.serial)
 }
 func (op *bnGradOp) Hashcode() uint32 { return hashOf(op) }
 func (op *bnGradOp) String() string {

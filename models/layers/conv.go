@@ -3,6 +3,7 @@ package layers
 import (
 	"fmt"
 	"hash"
+	"sync/atomic"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -88,6 +89,8 @@ type convOp struct {
 	kh, kw int // kernel size, needed by convFilter whose operands do not carry it
 	h, w   int // spatial size of the data-side tensor, needed by convData (stride makes it ambiguous)
 	bias   bool
+	// serial tells this layer's bias gradient apart from another layer's (see channelSumOp.owner).
+	serial uint64
 }
 
 // convDims: x is (N,C,H,W), w is (O,C,KH,KW), y is (N,O,OH,OW), whatever the kind.
@@ -343,7 +346,7 @@ func (op *convOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 	}
 	grads := G.Nodes{ga, gb}
 	if op.bias && op.kind != convFilter {
-		gbias, err := G.ApplyOp(channelSumOp{dims: grad.Dims()}, grad)
+		gbias, err := G.ApplyOp(channelSumOp{dims: grad.Dims(), owner: op.serial}, grad)
 		if err != nil {
 			return nil, err
 		}
@@ -582,7 +585,16 @@ type channelSumOp struct {
 	pure
 	noDiff
 	dims int
+	// owner is the serial number of the layer whose bias or shift this is the gradient of. Two
+	// layers fed the same gradient node (the two branches of a residual add) would otherwise get
+	// one shared gradient node, which gorgonia's graph merges: both learnables then share one
+	// gradient tensor, and a solver that zeroes it after updating the first updates the second
+	// with zeros (and the ooc trace refuses the graph).
+	owner uint64
 }
+
+// serials numbers the layers that own a channelSumOp gradient.
+var serials atomic.Uint64
 
 func (channelSumOp) Arity() int       { return 1 }
 func (op channelSumOp) Type() hm.Type { return fnType(op.dims, 1) }
@@ -621,9 +633,11 @@ func (op channelSumOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value
 	}
 	return channelSumExec[float64](out, in[0])
 }
-func (op channelSumOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "layers.ChannelSum%d", op.dims) }
-func (op channelSumOp) Hashcode() uint32      { return hashOf(op) }
-func (channelSumOp) String() string           { return "ChannelSum" }
+func (op channelSumOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "layers.ChannelSum%d#%d", op.dims, op.owner)
+}
+func (op channelSumOp) Hashcode() uint32 { return hashOf(op) }
+func (channelSumOp) String() string      { return "ChannelSum" }
 
 func channelSumExec[T float](out, in G.Value) error {
 	s := in.Shape()
