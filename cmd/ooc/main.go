@@ -4,6 +4,7 @@
 //
 //	ooc train [flags]   train a model under a device-memory budget
 //	ooc eval  [flags]   evaluate a checkpoint on a test set
+//	ooc sweep [flags]   batch-size sweep per scheduler and allocator
 //
 // Run "ooc <command> -h" for a command's flags.
 package main
@@ -26,6 +27,7 @@ type command struct {
 var commands = []command{
 	{"train", "train a model under a device-memory budget", runTrain},
 	{"eval", "evaluate a checkpoint on a test set", runEval},
+	{"sweep", "batch-size sweep: images/s per scheduler, allocator and batch (the paper's Table 1)", runSweep},
 }
 
 func usage(w io.Writer) {
