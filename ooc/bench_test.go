@@ -30,29 +30,31 @@ func benchModel(b *testing.B) *models.Model {
 	return m
 }
 
+// benchSteps times b.N training steps (run, Adam, reset) of a model.
+func benchSteps(b *testing.B, m *models.Model, vm G.VM) {
+	solver := G.NewAdamSolver(G.WithLearnRate(1e-3))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := vm.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		if err := solver.Step(G.NodesToValueGrads(m.Learnables)); err != nil {
+			b.Fatal(err)
+		}
+		vm.Reset()
+	}
+}
+
 // BenchmarkStep times one training step (forward, backward, Adam) of a
 // small CNN on this machine's CPU: gorgonia's TapeMachine, and the
 // out-of-core machine in Baseline() mode and under 60% of its in-core peak.
 // Compare the sub-benchmarks as ratios: go test -bench Step -count 5 ./ooc/
 func BenchmarkStep(b *testing.B) {
-	run := func(b *testing.B, m *models.Model, vm G.VM) {
-		solver := G.NewAdamSolver(G.WithLearnRate(1e-3))
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			if err := vm.RunAll(); err != nil {
-				b.Fatal(err)
-			}
-			if err := solver.Step(G.NodesToValueGrads(m.Learnables)); err != nil {
-				b.Fatal(err)
-			}
-			vm.Reset()
-		}
-	}
 	b.Run("tapemachine", func(b *testing.B) {
 		m := benchModel(b)
 		tm := G.NewTapeMachine(m.Graph, G.BindDualValues(m.Learnables...))
 		defer tm.Close()
-		run(b, m, tm)
+		benchSteps(b, m, tm)
 	})
 	b.Run("baseline", func(b *testing.B) {
 		m := benchModel(b)
@@ -61,7 +63,7 @@ func BenchmarkStep(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer vm.Close()
-		run(b, m, vm)
+		benchSteps(b, m, vm)
 	})
 	b.Run("window-60%", func(b *testing.B) {
 		m := benchModel(b)
@@ -74,7 +76,7 @@ func BenchmarkStep(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer vm.Close()
-		run(b, m, vm)
+		benchSteps(b, m, vm)
 		st := vm.Stats()
 		b.ReportMetric(float64(st.SwapInBytes)/float64(st.Steps), "swapin-B/step")
 	})
@@ -140,17 +142,7 @@ func BenchmarkResNetStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer vm.Close()
-			solver := G.NewAdamSolver(G.WithLearnRate(1e-3))
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if err := vm.RunAll(); err != nil {
-					b.Fatal(err)
-				}
-				if err := solver.Step(G.NodesToValueGrads(m.Learnables)); err != nil {
-					b.Fatal(err)
-				}
-				vm.Reset()
-			}
+			benchSteps(b, m, vm)
 			st := vm.Stats()
 			b.ReportMetric(100*float64(c.budget)/float64(inCore.Peak), "budget-%")
 			b.ReportMetric(float64(st.PeakDeviceBytes)/(1<<20), "peak-MiB")
