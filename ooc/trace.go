@@ -103,7 +103,12 @@ var errNoCost = errors.New("ooc: the graph has no cost: call gorgonia.Grad(cost,
 
 // NewTrace walks a graph into a trace, pruned to what the cost, the
 // learnables' gradients and the extra outputs need.
-func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (*Trace, error) {
+func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (t *Trace, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			t, err = nil, fmt.Errorf("ooc: tracing the graph panicked: %v", r)
+		}
+	}()
 	if g == nil {
 		return nil, errors.New("ooc: nil graph")
 	}
@@ -169,7 +174,7 @@ func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (*Trace, error) 
 		mark(n)
 	}
 
-	t := &Trace{}
+	t = &Trace{}
 	index := map[*gorgonia.Node]int{}
 	for _, n := range order {
 		if !keep[n] {
