@@ -172,3 +172,23 @@ func accumulated(t *Trace, s *settings) (map[*gorgonia.Node]bool, error) {
 	}
 	return acc, nil
 }
+
+// InCorePeak is the device memory one step needs without swapping
+// (Baseline(): every variable from its producer to its last use, workspace
+// included), whatever any device's capacity.
+func InCorePeak(g *gorgonia.ExprGraph) (peak int64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			peak, err = 0, fmt.Errorf("ooc: InCorePeak panicked: %v", r)
+		}
+	}()
+	t, err := NewTrace(g)
+	if err != nil {
+		return 0, err
+	}
+	p, err := Lower(t, baseline{}.plan(t))
+	if err != nil {
+		return 0, err
+	}
+	return Verify(p, 0)
+}

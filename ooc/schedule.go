@@ -51,7 +51,9 @@ type baseline struct{}
 
 func (baseline) Name() string { return "baseline" }
 
-func (baseline) Plan(p *Problem) (*Schedule, error) { return NewSchedule(len(p.Trace.Funcs)), nil }
+func (b baseline) Plan(p *Problem) (*Schedule, error) { return b.plan(p.Trace), nil }
+
+func (baseline) plan(t *Trace) *Schedule { return NewSchedule(len(t.Funcs)) }
 
 // Lower turns a schedule into a tape: per function, releases, swap-ins,
 // waits for operands still in flight, the exec, swap-outs, and frees of the
@@ -123,6 +125,20 @@ func (e *BudgetError) Error() string {
 // allocated twice, the device holds at most budget bytes at any moment
 // (workspace included) and is empty at the end. It returns the peak.
 func Verify(p *vm.Program, budget int64) (peak int64, err error) {
+	return replay(p, budget, nil)
+}
+
+// Timeline replays a tape's memory accounting and returns the device bytes
+// held after each instruction (workspace counted while its exec runs).
+func Timeline(p *vm.Program) ([]int64, error) {
+	out := make([]int64, len(p.Instrs))
+	_, err := replay(p, 0, func(pc int, live int64) { out[pc] = live })
+	return out, err
+}
+
+// replay is Verify's accounting; onLive, when set, sees the bytes held at
+// each instruction.
+func replay(p *vm.Program, budget int64, onLive func(pc int, live int64)) (peak int64, err error) {
 	const (
 		absent = iota
 		resident
@@ -170,6 +186,9 @@ func Verify(p *vm.Program, budget int64) (peak int64, err error) {
 			if err := take(pc, v.Bytes+f.Workspace, "exec "+v.Name); err != nil {
 				return peak, err
 			}
+			if onLive != nil {
+				onLive(pc, live)
+			}
 			live -= f.Workspace
 			state[f.Output] = resident
 		case vm.SwapOut:
@@ -201,6 +220,9 @@ func Verify(p *vm.Program, budget int64) (peak int64, err error) {
 			state[in.Var] = absent
 		default:
 			return peak, fmt.Errorf("ooc: instruction %d: unknown op %v", pc, in.Op)
+		}
+		if onLive != nil && in.Op != vm.Exec && in.Op != vm.Recompute {
+			onLive(pc, live)
 		}
 	}
 	for i, s := range state {

@@ -3,6 +3,7 @@ package sweep
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -44,4 +45,19 @@ func TestSimulatedSweep(t *testing.T) {
 	require.Contains(t, out, "SIMULATED on sim:v100-pcie")
 	require.True(t, strings.Contains(out, "window + va"))
 	t.Log("\n" + out)
+}
+
+func TestPlotBudgets(t *testing.T) {
+	rs := []Result{
+		{Model: "m", Image: 32, Batch: 8, Scheduler: "window", Allocator: "va", OK: true, Budget: 1 << 30, Reserved: 3 << 29, Capacity: 2 << 30, Simulated: true, Device: "sim:x"},
+		{Model: "m", Image: 32, Batch: 16, Scheduler: "window", Allocator: "va", OK: true, Budget: 3 << 29, Reserved: 2 << 30, Capacity: 2 << 30, Simulated: true, Device: "sim:x"},
+		{Model: "m", Image: 32, Batch: 16, Scheduler: "baseline", Allocator: "va", Capacity: 2 << 30, Simulated: true, Device: "sim:x"},
+	}
+	file := t.TempDir() + "/fig3.svg"
+	require.NoError(t, PlotBudgets(rs, file))
+	raw, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), "<svg")
+	require.Contains(t, string(raw), "window+va budget")
+	require.Error(t, PlotBudgets(nil, file))
 }

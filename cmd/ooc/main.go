@@ -5,6 +5,7 @@
 //	ooc train [flags]   train a model under a device-memory budget
 //	ooc eval  [flags]   evaluate a checkpoint on a test set
 //	ooc sweep [flags]   batch-size sweep per scheduler and allocator
+//	ooc plan  [flags]   plan one step and show its tape and memory
 //
 // Run "ooc <command> -h" for a command's flags.
 package main
@@ -28,6 +29,7 @@ var commands = []command{
 	{"train", "train a model under a device-memory budget", runTrain},
 	{"eval", "evaluate a checkpoint on a test set", runEval},
 	{"sweep", "batch-size sweep: images/s per scheduler, allocator and batch (the paper's Table 1)", runSweep},
+	{"plan", "plan one step: the tape, a summary, and memory over the step", runPlan},
 }
 
 func usage(w io.Writer) {

@@ -31,6 +31,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	steps := fs.Int("steps", 1, "timed steps per point on the CPU device")
 	untilStop := fs.Bool("until-stop", false, "add batch sizes until every row runs out of memory")
 	jsonFile := fs.String("json", "", "also write the results as JSON to this file")
+	plotFile := fs.String("plot", "", "draw budgets and reserved memory per batch (the paper's Fig. 3) to this file (.svg, .png)")
 	quiet := fs.Bool("q", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -67,6 +68,11 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		if err := os.WriteFile(*jsonFile, append(raw, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if *plotFile != "" {
+		if err := sweep.PlotBudgets(rs, *plotFile); err != nil {
 			return err
 		}
 	}

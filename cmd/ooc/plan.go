@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"image/color"
+	"io"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/models"
+	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/vm"
+)
+
+// runPlan is "ooc plan": it plans one training step, prints the tape and a
+// summary, and with -plot draws device memory over the step against the budget.
+func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	model := fs.String("model", "resnet50", "model")
+	image := fs.Int("image", 224, "input height and width")
+	classes := fs.Int("classes", 1000, "number of classes")
+	batch := fs.Int("batch", 256, "batch size")
+	budgetFlag := fs.String("budget", "50%", "scheduling budget: bytes (e.g. 8GiB) or a percentage of the in-core peak")
+	window := fs.String("window", "0", "schedule-window in bytes (0: automatic)")
+	schedName := fs.String("scheduler", "window", "window, lms or baseline")
+	device := fs.String("device", "sim:v100-nvlink", "cpu or sim:PROFILE (the device's capacity bounds the budget)")
+	tape := fs.Bool("tape", false, "print every instruction of the tape")
+	plotFile := fs.String("plot", "", "draw memory in use over the step to this file (.svg, .png)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	bspec, err := parseBudget(*budgetFlag)
+	if err != nil {
+		return fmt.Errorf("%w: -budget: %v", errUsage, err)
+	}
+	win, err := parseBytes(*window)
+	if err != nil {
+		return fmt.Errorf("%w: -window: %v", errUsage, err)
+	}
+	dev, err := newDevice(*device)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	defer dev.Close()
+	m, err := models.Build(*model, models.Config{Batch: *batch, Channels: 3, Height: *image, Width: *image, Classes: *classes, Dtype: tensor.Float32})
+	if err != nil {
+		return err
+	}
+	peak, err := ooc.InCorePeak(m.Graph)
+	if err != nil {
+		return err
+	}
+	budget := bspec.resolve(peak)
+	opts := []ooc.Option{ooc.WithDevice(dev), ooc.WithBudget(budget), ooc.WithWindow(win)}
+	switch *schedName {
+	case "window":
+	case "lms":
+		opts = append(opts, ooc.WithScheduler(ooc.LMS{}))
+	case "baseline":
+		opts = append(opts, ooc.Baseline())
+	default:
+		return fmt.Errorf("%w: unknown scheduler %q (want window, lms or baseline)", errUsage, *schedName)
+	}
+	p, err := ooc.Plan(m.Graph, opts...)
+	if err != nil {
+		return err
+	}
+	if *tape {
+		fmt.Fprint(stdout, p.String())
+	}
+	swapIns, inBytes := p.Count(vm.SwapIn)
+	swapOuts, outBytes := p.Count(vm.SwapOut)
+	fmt.Fprintf(stdout, "%s batch %d, %dx%d on %s: %d functions, %d instructions, scheduler %s\n",
+		*model, *batch, *image, *image, dev.Name(), len(p.Funcs), len(p.Instrs), p.Scheduler)
+	fmt.Fprintf(stdout, "in-core peak %s (device %s); budget %s (%.0f%% of the in-core peak); planned peak %s\n",
+		formatBytes(peak), formatBytes(dev.Capacity()), formatBytes(budget), 100*float64(budget)/float64(peak), formatBytes(p.Peak))
+	fmt.Fprintf(stdout, "swap-ins %d (%s), swap-outs %d (%s)\n", swapIns, formatBytes(inBytes), swapOuts, formatBytes(outBytes))
+	if *plotFile != "" {
+		if err := plotTimeline(p, *model, *batch, dev.Name(), *plotFile); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "memory plot written to %s\n", *plotFile)
+	}
+	return ctx.Err()
+}
+
+func newDevice(spec string) (vm.Device, error) {
+	if name, ok := strings.CutPrefix(spec, "sim:"); ok {
+		prof, err := vm.LookupProfile(name)
+		if err != nil {
+			return nil, err
+		}
+		return vm.NewSim(prof)
+	}
+	if spec == "cpu" {
+		return vm.NewCPU(0)
+	}
+	return nil, fmt.Errorf("unknown device %q (want cpu or sim:PROFILE)", spec)
+}
+
+// plotTimeline draws device bytes held over one step's tape against the budget.
+func plotTimeline(p *vm.Program, model string, batch int, device, file string) error {
+	live, err := ooc.Timeline(p)
+	if err != nil {
+		return err
+	}
+	pts := make(plotter.XYs, len(live))
+	budget := make(plotter.XYs, 2)
+	for i, b := range live {
+		pts[i] = plotter.XY{X: float64(i), Y: float64(b) / (1 << 30)}
+	}
+	budget[0] = plotter.XY{X: 0, Y: float64(p.Budget) / (1 << 30)}
+	budget[1] = plotter.XY{X: float64(len(live) - 1), Y: float64(p.Budget) / (1 << 30)}
+	pl := plot.New()
+	pl.Title.Text = fmt.Sprintf("%s batch %d, %s scheduler on %s: device memory over one step", model, batch, p.Scheduler, device)
+	pl.X.Label.Text = "tape instruction"
+	pl.Y.Label.Text = "GiB held (variables + workspace)"
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return err
+	}
+	l.Color = color.RGBA{B: 200, A: 255}
+	bl, err := plotter.NewLine(budget)
+	if err != nil {
+		return err
+	}
+	bl.Color, bl.Width = color.RGBA{R: 220, A: 255}, vg.Points(2)
+	pl.Add(l, bl)
+	pl.Legend.Add("in use", l)
+	pl.Legend.Add("budget", bl)
+	pl.Legend.Top = true
+	return pl.Save(8*vg.Inch, 4*vg.Inch, file)
+}

@@ -1,0 +1,99 @@
+package sweep
+
+import (
+	"fmt"
+	"image/color"
+	"sort"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// PlotBudgets draws the paper's Fig. 3 for a sweep: per batch size, the
+// largest budget the scheduler could be given (solid) and the memory the
+// allocator actually reserved there (dashed), per scheduler and allocator,
+// against the device's memory. The file's extension picks the format
+// (.svg, .png, .pdf).
+func PlotBudgets(rs []Result, file string) error {
+	if len(rs) == 0 {
+		return fmt.Errorf("sweep: nothing to plot")
+	}
+	p := plot.New()
+	what := "measured on the CPU device"
+	if rs[0].Simulated {
+		what = "simulated, " + rs[0].Device
+	}
+	p.Title.Text = fmt.Sprintf("%s %dx%d: scheduling budget and reserved memory (%s)", rs[0].Model, rs[0].Image, rs[0].Image, what)
+	p.X.Label.Text = "batch size"
+	p.Y.Label.Text = "GiB"
+	p.Legend.Top = true
+	p.Legend.Left = true
+
+	rows := map[string]plotter.XYs{}
+	reserved := map[string]plotter.XYs{}
+	var names []string
+	var capacity plotter.XYs
+	for _, r := range rs {
+		name := r.Scheduler + "+" + r.Allocator
+		if _, ok := rows[name]; !ok {
+			names = append(names, name)
+			rows[name] = nil
+		}
+		if !r.OK {
+			continue
+		}
+		rows[name] = append(rows[name], plotter.XY{X: float64(r.Batch), Y: gib(r.Budget)})
+		reserved[name] = append(reserved[name], plotter.XY{X: float64(r.Batch), Y: gib(r.Reserved)})
+	}
+	batches := map[int]bool{}
+	for _, r := range rs {
+		batches[r.Batch] = true
+	}
+	var bs []int
+	for b := range batches {
+		bs = append(bs, b)
+	}
+	sort.Ints(bs)
+	for _, b := range bs {
+		capacity = append(capacity, plotter.XY{X: float64(b), Y: gib(rs[0].Capacity)})
+	}
+	palette := []color.Color{
+		color.RGBA{B: 200, A: 255}, color.RGBA{G: 140, A: 255}, color.RGBA{R: 200, G: 120, A: 255},
+		color.RGBA{R: 120, B: 160, A: 255}, color.RGBA{G: 120, B: 140, A: 255}, color.RGBA{R: 90, G: 90, B: 90, A: 255},
+	}
+	for i, name := range names {
+		c := palette[i%len(palette)]
+		if len(rows[name]) > 0 {
+			l, err := plotter.NewLine(rows[name])
+			if err != nil {
+				return err
+			}
+			l.Color, l.Width = c, vg.Points(1.5)
+			p.Add(l)
+			p.Legend.Add(name+" budget", l)
+		}
+		if len(reserved[name]) > 0 {
+			l, err := plotter.NewLine(reserved[name])
+			if err != nil {
+				return err
+			}
+			l.Color, l.Dashes = c, []vg.Length{vg.Points(4), vg.Points(3)}
+			p.Add(l)
+			p.Legend.Add(name+" reserved", l)
+		}
+	}
+	cl, err := plotter.NewLine(capacity)
+	if err != nil {
+		return err
+	}
+	cl.Color, cl.Width = color.RGBA{R: 220, A: 255}, vg.Points(2)
+	p.Add(cl)
+	p.Legend.Add("device memory", cl)
+	p.Legend.ThumbnailWidth = vg.Points(24)
+	p.Legend.YPosition = draw.PosTop
+	return p.Save(8*vg.Inch, 5*vg.Inch, file)
+}
+
+func gib(n int64) float64 { return float64(n) / (1 << 30) }
