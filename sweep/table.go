@@ -43,7 +43,10 @@ func WriteTable(w io.Writer, rs []Result) error {
 	sort.Ints(batches)
 	first := rs[0]
 	what := "measured on the CPU device of this machine"
-	if first.Simulated {
+	switch {
+	case first.Simulated && strings.Contains(first.Device, "measured:"):
+		what = "SIMULATED on " + first.Device + " (per-op times measured on a real device)"
+	case first.Simulated:
 		what = "SIMULATED on " + first.Device + " (" + vm.CalibrationNote + ")"
 	}
 	fmt.Fprintf(w, "%s %dx%d, images/s, device memory %.2f GiB; %s\n", first.Model, first.Image, first.Image, float64(first.Capacity)/(1<<30), what)

@@ -100,6 +100,7 @@ type Machine struct {
 	sim        *Sim
 	clock      simClock
 	persistent []*alloc.Block
+	opTimes    []time.Duration // per function, summed over steps
 }
 
 type varState struct {
@@ -155,6 +156,25 @@ func New(p *Program, cfg Config) (*Machine, error) {
 	m.d2h = newCopyEngine()
 	m.h2d = newCopyEngine()
 	return m, nil
+}
+
+// OpTimes returns, per op and operand shapes (OpKey), the mean time one
+// call took over the steps run so far, for a measured device profile
+// (WriteOpTimes). It is empty on a simulated device.
+func (m *Machine) OpTimes() map[string]time.Duration {
+	sum := map[string]time.Duration{}
+	n := map[string]int64{}
+	for fi, d := range m.opTimes {
+		k := OpKey(m.prog, &m.prog.Funcs[fi])
+		sum[k] += d
+		n[k] += int64(m.stats.Steps)
+	}
+	for k := range sum {
+		if n[k] > 0 {
+			sum[k] /= time.Duration(n[k])
+		}
+	}
+	return sum
 }
 
 // Program returns the tape the machine runs.
@@ -459,7 +479,12 @@ func (m *Machine) exec(fi int) (err error) {
 			copy(blk.Bytes(), src)
 		}
 	}
-	m.stats.ComputeTime += time.Since(t0)
+	d := time.Since(t0)
+	m.stats.ComputeTime += d
+	if m.opTimes == nil {
+		m.opTimes = make([]time.Duration, len(m.prog.Funcs))
+	}
+	m.opTimes[fi] += d
 	st.block, st.kind = blk, kind
 	return m.publish(f.Output)
 }

@@ -425,6 +425,12 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 	elapsed := time.Since(start)
 	st := machine.Stats()
 	res.Stats = st
+	if o.RecordProfile != "" {
+		if err := recordProfile(o.RecordProfile, machine); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(out, "per-op times of %d steps written to %s (use -device sim:measured:%s)\n", st.Steps, o.RecordProfile, o.RecordProfile)
+	}
 
 	fmt.Fprintf(out, "\nsummary, measured on the CPU device of this machine (%s/%s, %d CPUs; real memory and copies, not simulated):\n",
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU())

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gorgonia-ooc/outofcore/sweep"
+)
+
+func TestPlanCommand(t *testing.T) {
+	plot := filepath.Join(t.TempDir(), "mem.svg")
+	var out bytes.Buffer
+	err := runPlan(context.Background(), []string{"-model", "resnet18", "-image", "32", "-classes", "10", "-batch", "64",
+		"-budget", "40%", "-device", "sim:v100-pcie", "-plot", plot}, &out, io.Discard)
+	require.NoError(t, err)
+	s := out.String()
+	require.Contains(t, s, "scheduler window")
+	require.Contains(t, s, "(40% of the in-core peak)")
+	require.Regexp(t, `swap-ins [1-9][0-9]* `, s)
+	raw, err := os.ReadFile(plot)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), "<svg")
+
+	err = runPlan(context.Background(), []string{"-device", "tpu"}, io.Discard, io.Discard)
+	require.True(t, errors.Is(err, errUsage), "%v", err)
+	err = runPlan(context.Background(), []string{"-model", "resnet18", "-image", "32", "-batch", "8", "-budget", "1KiB", "-device", "sim:v100-pcie"}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "is infeasible")
+}
+
+func TestSweepCommand(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := runSweep(context.Background(), []string{"-model", "resnet18", "-image", "32", "-batches", "128,512", "-budget", "320MiB",
+		"-device", "sim:v100-pcie", "-schedulers", "baseline,window", "-allocators", "va", "-q",
+		"-json", filepath.Join(dir, "r.json"), "-plot", filepath.Join(dir, "f.svg")}, &out, io.Discard)
+	require.NoError(t, err)
+	require.Contains(t, out.String(), "SIMULATED on sim:v100-pcie")
+	var rs []sweep.Result
+	raw, err := os.ReadFile(filepath.Join(dir, "r.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &rs))
+	require.Len(t, rs, 4)
+	var fields map[string]interface{}
+	var arr []map[string]interface{}
+	require.NoError(t, json.Unmarshal(raw, &arr))
+	fields = arr[0]
+	for _, k := range []string{"model", "image", "batch", "scheduler", "allocator", "device", "simulated", "ok", "error", "ips",
+		"budget_bytes", "peak_bytes", "reserved_bytes", "swap_bytes", "stall_s"} {
+		require.Contains(t, fields, k)
+	}
+	err = runSweep(context.Background(), []string{"-batches", "a,b"}, io.Discard, io.Discard)
+	require.True(t, errors.Is(err, errUsage))
+}
+
+func TestRecordProfile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "cpu.json")
+	_, out := mustTrain(t, tiny("-steps", "2", "-record-profile", file)...)
+	require.Contains(t, out, "per-op times of 2 steps written to "+file)
+	var sout bytes.Buffer
+	err := runSweep(context.Background(), []string{"-model", "smallcnn", "-image", "16", "-batches", "4", "-budget", "64MiB",
+		"-device", "sim:measured:" + file, "-schedulers", "baseline", "-q"}, &sout, io.Discard)
+	require.NoError(t, err)
+	require.True(t, strings.Contains(sout.String(), "per-op times measured"), sout.String())
+}
