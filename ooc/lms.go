@@ -86,7 +86,13 @@ type LMSTrial struct {
 // TuneLMS searches LMS's hyperparameters for the problem and returns the
 // best and every trial.
 func TuneLMS(p *Problem) (LMS, []LMSTrial, error) {
-	thresholds := []int{1, 2, 3, 5, 8, 13, 21, 34, 55, 89}
+	// Fibonacci thresholds up to the graph's length: the last one swaps
+	// nothing, which is the best choice when everything fits.
+	thresholds := []int{1, 2}
+	for n := len(p.Trace.Funcs); thresholds[len(thresholds)-1] <= n; {
+		k := len(thresholds)
+		thresholds = append(thresholds, thresholds[k-1]+thresholds[k-2])
+	}
 	aheads := []int{1, 2, 3, 5, 8, 13}
 	var trials []LMSTrial
 	bestAt := -1

@@ -90,6 +90,9 @@ func Lower(t *Trace, s *Schedule) (*vm.Program, error) {
 		}
 		emit(vm.Exec, i, f.Output)
 		resident[f.Output] = true
+		if f.InPlace >= 0 {
+			delete(resident, f.InPlace)
+		}
 		for _, v := range s.SwapOut[i] {
 			emit(vm.SwapOut, -1, v)
 		}
@@ -183,7 +186,15 @@ func replay(p *vm.Program, budget int64, onLive func(pc int, live int64)) (peak 
 			if state[f.Output] != absent {
 				return peak, fmt.Errorf("ooc: instruction %d computes %s, which is already resident", pc, v.Name)
 			}
-			if err := take(pc, v.Bytes+f.Workspace, "exec "+v.Name); err != nil {
+			outBytes := v.Bytes
+			if f.InPlace >= 0 {
+				if state[f.InPlace] != resident || !contains(f.Inputs, f.InPlace) || p.Vars[f.InPlace].Bytes != v.Bytes {
+					return peak, fmt.Errorf("ooc: instruction %d computes %s in place of %s, which it cannot", pc, v.Name, p.Vars[f.InPlace].Name)
+				}
+				outBytes = 0
+				state[f.InPlace] = absent
+			}
+			if err := take(pc, outBytes+f.Workspace, "exec "+v.Name); err != nil {
 				return peak, err
 			}
 			if onLive != nil {
@@ -231,4 +242,13 @@ func replay(p *vm.Program, budget int64, onLive func(pc int, live int64)) (peak 
 		}
 	}
 	return peak, nil
+}
+
+func contains(s []int, v int) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }

@@ -202,7 +202,7 @@ func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (t *Trace, err e
 			t.Vars = append(t.Vars, v)
 			continue
 		}
-		f := vm.Func{Node: n, Op: n.Op(), Output: vi}
+		f := vm.Func{Node: n, Op: n.Op(), Output: vi, InPlace: -1}
 		for _, c := range children(g, n) {
 			ci, ok := index[c]
 			if !ok {
@@ -225,7 +225,49 @@ func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (t *Trace, err e
 		return nil, errNoCost
 	}
 	t.index()
+	t.markInPlace()
 	return t, nil
+}
+
+// inPlaceOps are the elementwise ops whose result may overwrite an operand
+// of the same shape: each output element depends only on the operands'
+// elements at the same index, so writing it where the operand was is safe.
+var inPlaceOps = map[string]bool{
+	"gorgonia.elemBinOp":   true,
+	"gorgonia.elemUnaryOp": true,
+	"*layers.reluOp":       true,
+	"*layers.reluGradOp":   true,
+}
+
+// markInPlace lets an elementwise function take over the memory of an
+// operand it reads last, when they have the same shape and dtype.
+func (t *Trace) markInPlace() {
+	for i := range t.Funcs {
+		f := &t.Funcs[i]
+		if !inPlaceOps[fmt.Sprintf("%T", f.Op)] {
+			continue
+		}
+		out := &t.Vars[f.Output]
+		for _, v := range f.Inputs {
+			in := &t.Vars[v]
+			if in.IsLeaf() || in.Role != vm.Intermediate || t.Last[v] != i || in.Bytes != out.Bytes ||
+				in.Dtype != out.Dtype || !in.Shape.Eq(out.Shape) || in.Node.IsScalar() || out.Node.IsScalar() || count(f.Inputs, v) != 1 {
+				continue
+			}
+			f.InPlace = v
+			break
+		}
+	}
+}
+
+func count(s []int, v int) int {
+	n := 0
+	for _, x := range s {
+		if x == v {
+			n++
+		}
+	}
+	return n
 }
 
 // index fills Seq, Start, First, Last and Uses from Vars and Funcs.

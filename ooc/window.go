@@ -100,7 +100,11 @@ func (Window) Plan(p *Problem) (*Schedule, error) {
 			}
 		}
 		// Step 2: make room for the output and workspace.
-		need := func() int64 { return live + size(f.Output) + f.Workspace }
+		newBytes := size(f.Output)
+		if f.InPlace >= 0 {
+			newBytes = 0 // the output takes over its operand's memory
+		}
+		need := func() int64 { return live + newBytes + f.Workspace }
 		for need() > B {
 			if release(i) {
 				continue
@@ -147,7 +151,10 @@ func (Window) Plan(p *Problem) (*Schedule, error) {
 		}
 		// f_i runs.
 		res[f.Output] = true
-		live += size(f.Output)
+		live += newBytes
+		if f.InPlace >= 0 {
+			res[f.InPlace], queued[f.InPlace] = false, false
+		}
 		// Step 3: free what is dead, reserve swap-outs for what is needed
 		// only beyond the next window.
 		nextStart, nextEnd := 0, 0

@@ -421,7 +421,7 @@ func (m *Machine) exec(fi int) (err error) {
 		ins = append(ins, v)
 	}
 	m.scratch = ins[:0]
-	blk, err := m.allocate(out.Bytes, out.Name)
+	blk, err := m.outputBlock(f)
 	if err != nil {
 		return err
 	}
@@ -487,6 +487,31 @@ func (m *Machine) exec(fi int) (err error) {
 	m.opTimes[fi] += d
 	st.block, st.kind = blk, kind
 	return m.publish(f.Output)
+}
+
+// outputBlock is the device memory for a function's result: new, or the
+// memory of the operand it overwrites in place. That operand is read for
+// the last time, so it gives up its block (after any copy out of it lands).
+func (m *Machine) outputBlock(f *Func) (*alloc.Block, error) {
+	out := &m.prog.Vars[f.Output]
+	if f.InPlace < 0 {
+		return m.allocate(out.Bytes, out.Name)
+	}
+	s := &m.vars[f.InPlace]
+	if s.block == nil || s.block.Size() != out.Bytes {
+		return nil, fmt.Errorf("%s cannot be computed in place of %s", out.Name, m.prog.Vars[f.InPlace].Name)
+	}
+	m.waitOut(f.InPlace)
+	m.waitIn(f.InPlace)
+	if m.sim != nil {
+		if t, ok := m.clock.outAt[f.InPlace]; ok {
+			m.stallUntil(t)
+			delete(m.clock.outAt, f.InPlace)
+		}
+	}
+	blk := s.block
+	s.block = nil
+	return blk, nil
 }
 
 // publish hands a freshly computed output or gradient to the user, the way

@@ -68,6 +68,10 @@ type Func struct {
 	Inputs    []int // variable indices, in operand order
 	Output    int   // variable index
 	Workspace int64 // scratch device memory one call needs
+	// InPlace is the operand (a variable index) whose device memory the
+	// output takes over, or -1: an elementwise op at its operand's last use
+	// writes its result where the operand was, as frameworks do in place.
+	InPlace int
 }
 
 // Instr is one tape instruction. Exec and Recompute name a function; the

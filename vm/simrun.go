@@ -84,7 +84,7 @@ func (m *Machine) simStep(in Instr) error {
 		if s.block != nil {
 			return fmt.Errorf("%s is already resident", v.Name)
 		}
-		blk, err := m.allocate(v.Bytes, v.Name)
+		blk, err := m.outputBlock(f)
 		if err != nil {
 			return err
 		}
