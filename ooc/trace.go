@@ -229,14 +229,26 @@ func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (t *Trace, err e
 	return t, nil
 }
 
-// inPlaceOps are the elementwise ops whose result may overwrite an operand
-// of the same shape: each output element depends only on the operands'
-// elements at the same index, so writing it where the operand was is safe.
+// inPlaceOps are gorgonia's elementwise ops: each output element depends
+// only on the operands' elements at the same index, so the result may be
+// written where a same-shaped operand was.
 var inPlaceOps = map[string]bool{
 	"gorgonia.elemBinOp":   true,
 	"gorgonia.elemUnaryOp": true,
-	"*layers.reluOp":       true,
-	"*layers.reluGradOp":   true,
+}
+
+// InPlacer is implemented by ops that may write their result over an operand
+// (models/layers' ReLU and batch-norm gradients): they read every element of
+// it that an output element depends on before writing that output element.
+type InPlacer interface {
+	InPlaceSafe(operand int) bool
+}
+
+func inPlaceSafe(op gorgonia.Op, operand int) bool {
+	if ip, ok := op.(InPlacer); ok {
+		return ip.InPlaceSafe(operand)
+	}
+	return inPlaceOps[fmt.Sprintf("%T", op)]
 }
 
 // markInPlace lets an elementwise function take over the memory of an
@@ -244,13 +256,10 @@ var inPlaceOps = map[string]bool{
 func (t *Trace) markInPlace() {
 	for i := range t.Funcs {
 		f := &t.Funcs[i]
-		if !inPlaceOps[fmt.Sprintf("%T", f.Op)] {
-			continue
-		}
 		out := &t.Vars[f.Output]
-		for _, v := range f.Inputs {
+		for k, v := range f.Inputs {
 			in := &t.Vars[v]
-			if in.IsLeaf() || in.Role != vm.Intermediate || t.Last[v] != i || in.Bytes != out.Bytes ||
+			if !inPlaceSafe(f.Op, k) || in.IsLeaf() || in.Role != vm.Intermediate || t.Last[v] != i || in.Bytes != out.Bytes ||
 				in.Dtype != out.Dtype || !in.Shape.Eq(out.Shape) || in.Node.IsScalar() || out.Node.IsScalar() || count(f.Inputs, v) != 1 {
 				continue
 			}

@@ -79,5 +79,9 @@ func WriteTable(w io.Writer, rs []Result) error {
 		}
 		fmt.Fprintln(tw, strings.Join(line, "\t")+"\t")
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(w, "x: no step completed: it ran out of device memory at every budget tried, or no schedule fits the device")
+	return err
 }

@@ -513,3 +513,10 @@ func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) err
 	})
 	return nil
 }
+
+// InPlaceSafe tells the out-of-core VM that dx may be written over x or dy:
+// bnBackward reads the batch statistics of all of x first, then each
+// channel's sums over its own slices of x and dy, and only then writes that
+// channel's dx, elementwise at the same indices. The gamma gradient has
+// another shape and is never in place.
+func (op *bnGradOp) InPlaceSafe(operand int) bool { return !op.wrtGamma }

@@ -158,3 +158,11 @@ func reluExec[T float](out, xv, dyv G.Value) error {
 	})
 	return nil
 }
+
+// InPlaceSafe tells the out-of-core VM that y may be written over x: ReLU
+// is elementwise.
+func (op *reluOp) InPlaceSafe(operand int) bool { return true }
+
+// InPlaceSafe tells the out-of-core VM that dx may be written over y or dy:
+// the gradient is elementwise.
+func (op *reluGradOp) InPlaceSafe(operand int) bool { return true }
