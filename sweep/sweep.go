@@ -236,8 +236,9 @@ func (c *Config) point(m *models.Model, batch int, sched, allocName string) Resu
 		return c.try(m, res, dev.Capacity())
 	}
 	capacity := dev.Capacity()
-	var best Result
-	failed := capacity + 1
+	var best, last Result
+	failed := capacity + 1 // the least budget known to run out of memory at run time
+	infeasible := int64(0) // the greatest budget known to be unplannable
 	for k := 0; k < 20; k++ {
 		b := capacity - int64(k)*capacity/20
 		r := c.try(m, res, b)
@@ -245,14 +246,29 @@ func (c *Config) point(m *models.Model, batch int, sched, allocName string) Resu
 			best = r
 			break
 		}
+		last = r
 		if isBudgetError(r.Error) {
-			// Too small for any schedule: smaller budgets will not help.
-			return r
+			infeasible = b
+			break
 		}
-		failed, best = b, r
+		failed = b
+	}
+	// Between a budget too small to plan and one whose plan runs out of
+	// memory there may be budgets that work: bisect for one.
+	for i := 0; !best.OK && i < 8 && failed <= capacity && failed-infeasible > capacity/1000; i++ {
+		mid := (infeasible + failed) / 2
+		r := c.try(m, res, mid)
+		switch {
+		case r.OK:
+			best = r
+		case isBudgetError(r.Error):
+			infeasible, last = mid, r
+		default:
+			failed, last = mid, r
+		}
 	}
 	if !best.OK {
-		return best
+		return last
 	}
 	lo := best.Budget
 	for i := 0; i < 4 && failed-lo > capacity/200; i++ {
