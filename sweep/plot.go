@@ -28,8 +28,6 @@ func PlotBudgets(rs []Result, file string) error {
 	p.Title.Text = fmt.Sprintf("%s %dx%d: scheduling budget and reserved memory (%s)", rs[0].Model, rs[0].Image, rs[0].Image, what)
 	p.X.Label.Text = "batch size"
 	p.Y.Label.Text = "GiB"
-	p.Legend.Top = true
-	p.Legend.Left = true
 
 	rows := map[string]plotter.XYs{}
 	reserved := map[string]plotter.XYs{}
@@ -92,7 +90,7 @@ func PlotBudgets(rs []Result, file string) error {
 	p.Add(cl)
 	p.Legend.Add("device memory", cl)
 	p.Legend.ThumbnailWidth = vg.Points(24)
-	p.Legend.YPosition = draw.PosTop
+	p.Legend.YPosition = draw.PosBottom
 	return p.Save(8*vg.Inch, 5*vg.Inch, file)
 }
 
