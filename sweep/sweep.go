@@ -115,24 +115,11 @@ func (c *Config) defaults() error {
 // newDevice makes a fresh device for one point, so that no allocator's
 // cache carries over between points.
 func (c *Config) newDevice() (vm.Device, error) {
-	switch {
-	case c.Device == "cpu" || c.Device == "":
-		capacity := c.Capacity
-		if capacity == 0 {
-			capacity = 64 << 20
-		}
-		return vm.NewCPU(capacity)
-	case strings.HasPrefix(c.Device, "sim:"):
-		p, err := vm.LookupProfile(strings.TrimPrefix(c.Device, "sim:"))
-		if err != nil {
-			return nil, err
-		}
-		if c.Capacity > 0 {
-			p.Capacity = c.Capacity
-		}
-		return vm.NewSim(p)
+	capacity := c.Capacity
+	if capacity == 0 && (c.Device == "cpu" || c.Device == "") {
+		capacity = 64 << 20
 	}
-	return nil, fmt.Errorf("sweep: unknown device %q (want cpu or sim:PROFILE)", c.Device)
+	return vm.NewDevice(c.Device, capacity)
 }
 
 // Run performs the sweep.

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"fmt"
+	"strings"
 	"syscall"
 
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
@@ -74,3 +75,23 @@ func (c *CPU) Simulated() bool { return false }
 // Close implements Device: it unmaps the device memory. Allocators over it
 // must be closed first.
 func (c *CPU) Close() error { return c.mem.Close() }
+
+// NewDevice makes a device from its command-line name: "cpu" (real memory
+// of the given capacity; 0: DefaultCPUCapacity) or "sim:PROFILE" (capacity
+// 0: the profile's own).
+func NewDevice(spec string, capacity int64) (Device, error) {
+	if name, ok := strings.CutPrefix(spec, "sim:"); ok {
+		p, err := LookupProfile(name)
+		if err != nil {
+			return nil, err
+		}
+		if capacity > 0 {
+			p.Capacity = capacity
+		}
+		return NewSim(p)
+	}
+	if spec == "cpu" || spec == "" {
+		return NewCPU(capacity)
+	}
+	return nil, fmt.Errorf("vm: unknown device %q (want cpu or sim:PROFILE)", spec)
+}

@@ -81,3 +81,32 @@ func TestMeasuredProfileRoundTrip(t *testing.T) {
 	require.GreaterOrEqual(t, st.ComputeTime, time.Duration(len(p.Funcs))*time.Millisecond)
 	require.Less(t, st.ComputeTime, time.Duration(len(p.Funcs))*time.Millisecond+time.Millisecond)
 }
+
+func TestNewDevice(t *testing.T) {
+	cases := []struct {
+		spec     string
+		capacity int64
+		name     string
+		want     int64
+		sim      bool
+		err      string
+	}{
+		{"cpu", 64 << 20, "cpu", 64 << 20, false, ""},
+		{"sim:v100-pcie", 0, "sim:v100-pcie", 16 << 30, true, ""},
+		{"sim:v100-pcie", 1 << 30, "sim:v100-pcie", 1 << 30, true, ""},
+		{"sim:nope", 0, "", 0, false, "unknown device profile"},
+		{"tpu", 0, "", 0, false, `unknown device "tpu"`},
+	}
+	for _, c := range cases {
+		d, err := vm.NewDevice(c.spec, c.capacity)
+		if c.err != "" {
+			require.ErrorContains(t, err, c.err, c.spec)
+			continue
+		}
+		require.NoError(t, err, c.spec)
+		require.Equal(t, c.name, d.Name())
+		require.Equal(t, c.want, d.Capacity())
+		require.Equal(t, c.sim, d.Simulated())
+		require.NoError(t, d.Close())
+	}
+}

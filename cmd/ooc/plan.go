@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -44,7 +43,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("%w: -window: %v", errUsage, err)
 	}
-	dev, err := newDevice(*device)
+	dev, err := vm.NewDevice(*device, 0)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -89,20 +88,6 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "memory plot written to %s\n", *plotFile)
 	}
 	return ctx.Err()
-}
-
-func newDevice(spec string) (vm.Device, error) {
-	if name, ok := strings.CutPrefix(spec, "sim:"); ok {
-		prof, err := vm.LookupProfile(name)
-		if err != nil {
-			return nil, err
-		}
-		return vm.NewSim(prof)
-	}
-	if spec == "cpu" {
-		return vm.NewCPU(0)
-	}
-	return nil, fmt.Errorf("unknown device %q (want cpu or sim:PROFILE)", spec)
 }
 
 // plotTimeline draws device bytes held over one step's tape against the budget.
