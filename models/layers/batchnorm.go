@@ -215,15 +215,18 @@ func (op *BatchNormOp) DiffWRT(int) []bool { return []bool{true, true, true} }
 // SymDiff: dx from (x, gamma, dy), dgamma from (x, dy), dbeta from dy; none reads y or saved stats.
 func (op *BatchNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	x, gamma := inputs[0], inputs[1]
-	dx, err := G.ApplyOp(&bnGradOp{bn: op, wrtGamma: false}, x, gamma, grad)
-	if err != nil {
-		return nil, err
-	}
+	// The per-channel gradients are made first: gorgonia's order then runs
+	// them before dx, so dx reads x and dy for the last time and the VM can
+	// write it in place of one of them (3 activations at once become 2).
 	dgamma, err := G.ApplyOp(&bnGradOp{bn: op, wrtGamma: true}, x, grad)
 	if err != nil {
 		return nil, err
 	}
 	dbeta, err := G.ApplyOp(channelSumOp{dims: op.dims, owner: op.serial}, grad)
+	if err != nil {
+		return nil, err
+	}
+	dx, err := G.ApplyOp(&bnGradOp{bn: op, wrtGamma: false}, x, gamma, grad)
 	if err != nil {
 		return nil, err
 	}
