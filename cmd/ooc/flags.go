@@ -89,6 +89,8 @@ type trainOptions struct {
 	Progress   string
 	// RecordProfile is where to write the measured per-op times.
 	RecordProfile string
+	// History and Plot receive the per-epoch train loss and test accuracy.
+	History, Plot string
 
 	set map[string]bool // flags given on the command line
 }
@@ -118,6 +120,8 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.IntVar(&o.SaveEvery, "save-every", 0, "also write the checkpoint every N steps (0: after each epoch and at the end only)")
 	fs.IntVar(&o.LogEvery, "log-every", 0, "print a plain progress line every N steps (0: about 100 lines per run, and each epoch's last step)")
 	fs.StringVar(&o.Progress, "progress", "auto", "progress display: bar, plain, or auto (a bar when stdout is a terminal)")
+	fs.StringVar(&o.History, "history", "", "write per-epoch train loss and test accuracy, and per-step losses, as JSON to this file")
+	fs.StringVar(&o.Plot, "plot", "", "draw per-epoch train loss and test accuracy to this file (.svg, .png)")
 	fs.StringVar(&o.RecordProfile, "record-profile", "", "write the per-op times measured here as a device profile for -device sim:measured:FILE")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -71,3 +71,23 @@ func TestRecordProfile(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.Contains(sout.String(), "per-op times measured"), sout.String())
 }
+
+func TestTrainHistoryAndPlot(t *testing.T) {
+	dir := t.TempDir()
+	res, out := mustTrain(t, tiny("-epochs", "2", "-history", filepath.Join(dir, "h.json"), "-plot", filepath.Join(dir, "p.svg"))...)
+	require.Len(t, res.Epochs, 2)
+	require.Contains(t, out, "loss and accuracy plot written to")
+	var h struct {
+		Epochs []epochRecord `json:"epochs"`
+		Losses []float64     `json:"step_losses"`
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "h.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &h))
+	require.Len(t, h.Epochs, 2)
+	require.NotNil(t, h.Epochs[1].Eval)
+	require.Equal(t, res.Losses, h.Losses)
+	svg, err := os.ReadFile(filepath.Join(dir, "p.svg"))
+	require.NoError(t, err)
+	require.Contains(t, string(svg), "test accuracy")
+}

@@ -34,8 +34,9 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 type trainResult struct {
 	Losses []float64 // per step of this run, exactly as computed
 	Evals  []evalResult
-	First  int // global number of this run's first step
-	Steps  int // global steps done at the end
+	Epochs []epochRecord // one per epoch this run finished
+	First  int           // global number of this run's first step
+	Steps  int           // global steps done at the end
 	Stats  vm.Stats
 }
 
@@ -395,11 +396,13 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 		})
 		if b.EndOfEpoch {
 			rep.done()
-			rep.printf("epoch %d/%d done at step %d: mean train loss %.4f over %d steps", b.Epoch+1, o.Epochs, step, epochLoss/float64(epochSteps), epochSteps)
+			meanLoss := epochLoss / float64(epochSteps)
+			rep.printf("epoch %d/%d done at step %d: mean train loss %.4f over %d steps", b.Epoch+1, o.Epochs, step, meanLoss, epochSteps)
 			epochLoss, epochSteps = 0, 0
 			if err := evaluate(fmt.Sprintf("after epoch %d", b.Epoch+1)); err != nil {
 				return res, err
 			}
+			res.Epochs = append(res.Epochs, epochRecord{Epoch: b.Epoch + 1, Step: step, TrainLoss: meanLoss, Eval: lastEval})
 			if err := save(); err != nil {
 				return res, err
 			}
@@ -425,6 +428,18 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 	elapsed := time.Since(start)
 	st := machine.Stats()
 	res.Stats = st
+	if o.History != "" {
+		if err := writeHistory(o.History, res); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(out, "per-epoch history written to %s\n", o.History)
+	}
+	if o.Plot != "" {
+		if err := plotHistory(o.Plot, o.Model, o.Data, res.Epochs); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(out, "loss and accuracy plot written to %s\n", o.Plot)
+	}
 	if o.RecordProfile != "" {
 		if err := recordProfile(o.RecordProfile, machine); err != nil {
 			return res, err

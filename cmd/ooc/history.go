@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"os"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// epochRecord is one finished epoch: its mean train loss and the test
+// evaluation after it.
+type epochRecord struct {
+	Epoch     int         `json:"epoch"`
+	Step      int         `json:"step"`
+	TrainLoss float64     `json:"train_loss"`
+	Eval      *evalResult `json:"eval,omitempty"`
+}
+
+func writeHistory(file string, res *trainResult) error {
+	raw, err := json.MarshalIndent(struct {
+		Epochs []epochRecord `json:"epochs"`
+		Losses []float64     `json:"step_losses"`
+		First  int           `json:"first_step"`
+	}{res.Epochs, res.Losses, res.First}, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, append(raw, '\n'), 0o644)
+}
+
+// plotHistory draws the mean train loss and the test accuracy per epoch.
+func plotHistory(file, model, data string, epochs []epochRecord) error {
+	if len(epochs) == 0 {
+		return fmt.Errorf("-plot: no epoch finished, nothing to draw")
+	}
+	var loss, acc plotter.XYs
+	for _, e := range epochs {
+		loss = append(loss, plotter.XY{X: float64(e.Epoch), Y: e.TrainLoss})
+		if e.Eval != nil && e.Eval.HasAcc {
+			acc = append(acc, plotter.XY{X: float64(e.Epoch), Y: e.Eval.Accuracy})
+		}
+	}
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("%s on %s: train loss and test accuracy per epoch (measured, CPU)", model, data)
+	p.X.Label.Text = "epoch"
+	p.Y.Label.Text = "train loss / test accuracy"
+	ll, lp, err := plotter.NewLinePoints(loss)
+	if err != nil {
+		return err
+	}
+	ll.Color, lp.Color = color.RGBA{R: 200, A: 255}, color.RGBA{R: 200, A: 255}
+	p.Add(ll, lp)
+	p.Legend.Add("mean train loss", ll, lp)
+	if len(acc) > 0 {
+		al, ap, err := plotter.NewLinePoints(acc)
+		if err != nil {
+			return err
+		}
+		al.Color, ap.Color = color.RGBA{B: 200, A: 255}, color.RGBA{B: 200, A: 255}
+		p.Add(al, ap, plotter.NewGrid())
+		p.Legend.Add("test accuracy", al, ap)
+	}
+	p.Legend.Top = true
+	return p.Save(7*vg.Inch, 4*vg.Inch, file)
+}
