@@ -186,9 +186,5 @@ func InCorePeak(g *gorgonia.ExprGraph) (peak int64, err error) {
 	if err != nil {
 		return 0, err
 	}
-	p, err := Lower(t, baseline{}.plan(t))
-	if err != nil {
-		return 0, err
-	}
-	return Verify(p, 0)
+	return tracePeak(t)
 }

@@ -19,14 +19,11 @@ import (
 // the transfer term is (M_peak - M)/beta, which keeps the bound below every
 // makespan the simulator can produce.
 func LowerBound(t *Trace, sim *vm.Sim, budget int64) (time.Duration, error) {
-	p, err := Lower(t, baseline{}.plan(t))
+	peak, err := tracePeak(t)
 	if err != nil {
 		return 0, err
 	}
-	peak, err := Verify(p, 0)
-	if err != nil {
-		return 0, err
-	}
+	p := &vm.Program{Vars: t.Vars, Funcs: t.Funcs}
 	var compute time.Duration
 	for i := range p.Funcs {
 		compute += sim.OpTime(p, &p.Funcs[i])

@@ -1,0 +1,267 @@
+package ooc
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/gorgonia-ooc/outofcore/vm"
+)
+
+// The offloading paper's planners (Greedy, vDNN) choose a set of
+// activations to offload and then follow one schedule shape, "no-wait,
+// eager and ordered": each chosen activation starts copying to the host as
+// soon as it is produced, gives up its device memory right after its last
+// forward use, and comes back, in the order the backward needs them, as
+// early as the budget allows.
+//
+// The chain model is derived from the trace: the forward ends with the
+// cost's function; an activation is a variable computed in the forward and
+// read again after it (by the backward). On a DAG this is the paper's chain
+// with every non-linear part grouped into the stage of its last activation;
+// no DAG is refused, since offloading any such variable is always valid.
+
+// activations lists the variables the backward reads from the forward, in
+// the order the forward produces them.
+func (t *Trace) activations() []int {
+	end := t.forwardEnd()
+	var out []int
+	for v := range t.Vars {
+		x := &t.Vars[v]
+		if x.IsLeaf() || x.Producer > end || t.Last[v] <= end {
+			continue
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(a, b int) bool { return t.Vars[out[a]].Producer < t.Vars[out[b]].Producer })
+	return out
+}
+
+// forwardEnd is the index of the last forward function: the one making the
+// cost (the latest producer of an output).
+func (t *Trace) forwardEnd() int {
+	end := -1
+	for v := range t.Vars {
+		if x := &t.Vars[v]; x.Role == vm.Output && x.Producer > end {
+			end = x.Producer
+		}
+	}
+	if end < 0 {
+		end = len(t.Funcs) - 1
+	}
+	return end
+}
+
+// offloadSchedule is the no-wait, eager, ordered schedule offloading set.
+func offloadSchedule(t *Trace, set []int, budget int64) (*Schedule, error) {
+	n := len(t.Funcs)
+	end := t.forwardEnd()
+	s := NewSchedule(n)
+	type item struct{ v, release, use int }
+	var items []item
+	for _, v := range set {
+		release := -1
+		for _, u := range t.Uses[v] {
+			if u <= end {
+				release = u
+			}
+		}
+		release++ // right after the last forward use
+		if release == 0 {
+			release = t.Vars[v].Producer + 1
+		}
+		use := t.NextUse(v, end)
+		if use < 0 || use <= release {
+			continue // nothing to gain: it is needed again at once
+		}
+		items = append(items, item{v, release, use})
+		s.SwapOut[t.Vars[v].Producer] = append(s.SwapOut[t.Vars[v].Producer], v)
+		s.Release[release] = append(s.Release[release], v)
+		s.SwapIn[use] = append(s.SwapIn[use], v)
+	}
+	// Device bytes each function needs with every prefetch just in time.
+	prog, err := Lower(t, s)
+	if err != nil {
+		return nil, err
+	}
+	live, err := Timeline(prog)
+	if err != nil {
+		return nil, err
+	}
+	need := make([]int64, n)
+	for pc, in := range prog.Instrs {
+		if in.Op == vm.Exec {
+			need[in.Func] = live[pc]
+		}
+	}
+	// Move each prefetch as early as the budget allows, in the order of use.
+	sort.Slice(items, func(a, b int) bool { return items[a].use < items[b].use })
+	earliest := 0
+	for _, it := range items {
+		size := t.DeviceBytes(it.v)
+		j := it.use
+		for j-1 >= max(it.release, earliest) && need[j-1]+size <= budget {
+			j--
+		}
+		earliest = j
+		if j == it.use {
+			continue
+		}
+		for k := j; k < it.use; k++ {
+			need[k] += size
+		}
+		s.SwapIn[it.use] = remove(s.SwapIn[it.use], it.v)
+		s.SwapIn[j] = append(s.SwapIn[j], it.v)
+	}
+	return s, nil
+}
+
+func remove(s []int, v int) []int {
+	for i, x := range s {
+		if x == v {
+			return append(s[:i], s[i+1:]...)
+		}
+	}
+	return s
+}
+
+// Greedy is the offloading paper's GREEDY heuristic: offload the first k
+// activations, k the least whose sizes sum to at least M_peak - M, in the
+// no-wait, eager, ordered schedule. If that schedule does not fit the budget
+// (the relaxation ignores when memory is needed), it offloads more, one
+// activation at a time, until one does.
+type Greedy struct{}
+
+// Name implements Scheduler.
+func (Greedy) Name() string { return "greedy" }
+
+// Plan implements Scheduler.
+func (Greedy) Plan(p *Problem) (*Schedule, error) {
+	t := p.Trace
+	peak, err := tracePeak(t)
+	if err != nil {
+		return nil, err
+	}
+	acts := t.activations()
+	var sum int64
+	k := 0
+	for k < len(acts) && sum < peak-p.Budget {
+		sum += t.DeviceBytes(acts[k])
+		k++
+	}
+	var lastErr error
+	for ; k <= len(acts); k++ {
+		s, err := offloadSchedule(t, acts[:k], p.Budget)
+		if err != nil {
+			return nil, err
+		}
+		if lastErr = fits(t, s, p.Budget); lastErr == nil {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("ooc: greedy: offloading every activation does not fit the budget: %w", lastErr)
+}
+
+// VDNN is the offloading paper's variant of vDNN++: rank forward functions
+// by u_F/|x| (compute time per byte of their output; on a simulated device
+// its modelled time, else FLOPs), and for every threshold offload all the
+// activations whose ratio is above it, or every other one of them; keep the
+// schedule that fits the budget and is fastest in the simulator (fewest
+// swapped bytes without one).
+type VDNN struct{}
+
+// Name implements Scheduler.
+func (VDNN) Name() string { return "vdnn" }
+
+// Plan implements Scheduler.
+func (VDNN) Plan(p *Problem) (*Schedule, error) {
+	t := p.Trace
+	acts := t.activations()
+	sim, _ := p.Device.(*vm.Sim)
+	prog := &vm.Program{Vars: t.Vars, Funcs: t.Funcs}
+	ratio := make(map[int]float64, len(acts))
+	for _, v := range acts {
+		f := &t.Funcs[t.Vars[v].Producer]
+		var cost float64
+		if sim != nil {
+			cost = sim.OpTime(prog, f).Seconds()
+		} else {
+			flops, _ := vm.OpCost(prog, f)
+			cost = float64(flops)
+		}
+		ratio[v] = cost / float64(max(t.DeviceBytes(v), 1))
+	}
+	thresholds := make([]float64, 0, len(acts))
+	for _, v := range acts {
+		thresholds = append(thresholds, ratio[v])
+	}
+	sort.Float64s(thresholds)
+	var best *Schedule
+	var bestTime time.Duration
+	var bestSwap int64
+	var lastErr error
+	for _, th := range thresholds {
+		var all []int
+		for _, v := range acts {
+			if ratio[v] >= th {
+				all = append(all, v)
+			}
+		}
+		var half []int
+		for i, v := range all {
+			if i%2 == 0 {
+				half = append(half, v)
+			}
+		}
+		for _, set := range [][]int{all, half} {
+			s, err := offloadSchedule(t, set, p.Budget)
+			if err != nil {
+				return nil, err
+			}
+			if lastErr = fits(t, s, p.Budget); lastErr != nil {
+				continue
+			}
+			var swap int64
+			for _, v := range set {
+				swap += t.DeviceBytes(v)
+			}
+			var d time.Duration
+			if sim != nil {
+				prog, err := Lower(t, s)
+				if err != nil {
+					return nil, err
+				}
+				if d, err = simulate(prog, sim, p.Budget); err != nil {
+					lastErr = err
+					continue
+				}
+			}
+			if best == nil || d < bestTime || d == bestTime && swap < bestSwap {
+				best, bestTime, bestSwap = s, d, swap
+			}
+		}
+	}
+	if best == nil {
+		return nil, fmt.Errorf("ooc: vdnn: no threshold gives a schedule within the budget: %w", lastErr)
+	}
+	return best, nil
+}
+
+// fits reports whether a schedule's tape stays within the budget.
+func fits(t *Trace, s *Schedule, budget int64) error {
+	prog, err := Lower(t, s)
+	if err != nil {
+		return err
+	}
+	_, err = Verify(prog, budget)
+	return err
+}
+
+// tracePeak is the in-core peak of a trace.
+func tracePeak(t *Trace) (int64, error) {
+	p, err := Lower(t, baseline{}.plan(t))
+	if err != nil {
+		return 0, err
+	}
+	return Verify(p, 0)
+}
