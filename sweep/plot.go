@@ -95,3 +95,44 @@ func PlotBudgets(rs []Result, file string) error {
 }
 
 func gib(n int64) float64 { return float64(n) / (1 << 30) }
+
+// PlotCompare draws makespan / lower bound against the budget (as % from the
+// least memory to the peak), one line per scheduler: the offloading paper's
+// Fig. 5 layout.
+func PlotCompare(rs []CompareResult, file string) error {
+	if len(rs) == 0 {
+		return fmt.Errorf("sweep: nothing to plot")
+	}
+	p := plot.New()
+	f := rs[0]
+	p.Title.Text = fmt.Sprintf("%s %dx%d batch %d: makespan / lower bound (simulated, %s)", f.Model, f.Image, f.Image, f.Batch, f.Device)
+	p.X.Label.Text = "budget, % of the way from the least memory to the in-core peak"
+	p.Y.Label.Text = "makespan / LB"
+	lines := map[string]plotter.XYs{}
+	var names []string
+	for _, r := range rs {
+		if _, ok := lines[r.Scheduler]; !ok {
+			names = append(names, r.Scheduler)
+			lines[r.Scheduler] = nil
+		}
+		if r.OK {
+			lines[r.Scheduler] = append(lines[r.Scheduler], plotter.XY{X: float64(r.Percent), Y: r.Ratio})
+		}
+	}
+	palette := []color.Color{color.RGBA{B: 200, A: 255}, color.RGBA{R: 200, A: 255}, color.RGBA{G: 140, A: 255}, color.RGBA{R: 200, G: 120, A: 255}, color.RGBA{R: 120, B: 160, A: 255}}
+	for i, n := range names {
+		if len(lines[n]) == 0 {
+			continue
+		}
+		l, pts, err := plotter.NewLinePoints(lines[n])
+		if err != nil {
+			return err
+		}
+		l.Color, pts.Color = palette[i%len(palette)], palette[i%len(palette)]
+		p.Add(l, pts)
+		p.Legend.Add(n, l, pts)
+	}
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	return p.Save(8*vg.Inch, 5*vg.Inch, file)
+}

@@ -6,6 +6,7 @@
 //	ooc eval  [flags]   evaluate a checkpoint on a test set
 //	ooc sweep [flags]   batch-size sweep per scheduler and allocator
 //	ooc plan  [flags]   plan one step and show its tape and memory
+//	ooc compare [flags] makespan / lower bound of the schedulers across budgets
 //
 // Run "ooc <command> -h" for a command's flags.
 package main
@@ -30,6 +31,7 @@ var commands = []command{
 	{"eval", "evaluate a checkpoint on a test set", runEval},
 	{"sweep", "batch-size sweep: images/s per scheduler, allocator and batch (the paper's Table 1)", runSweep},
 	{"plan", "plan one step: the tape, a summary, and memory over the step", runPlan},
+	{"compare", "makespan / lower bound of every scheduler across budgets (simulated)", runCompare},
 }
 
 func usage(w io.Writer) {

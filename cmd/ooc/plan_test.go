@@ -91,3 +91,33 @@ func TestTrainHistoryAndPlot(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(svg), "test accuracy")
 }
+
+func TestCompareCommand(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := runCompare(context.Background(), []string{"-model", "resnet18", "-image", "32", "-classes", "10", "-batch", "16",
+		"-budgets", "0%,50%,100%", "-q", "-json", filepath.Join(dir, "c.json"), "-plot", filepath.Join(dir, "c.svg")}, &out, io.Discard)
+	require.NoError(t, err)
+	s := out.String()
+	require.Contains(t, s, "makespan / lower bound, SIMULATED on sim:v100-pcie")
+	for _, name := range []string{"window", "lms", "greedy", "vdnn"} {
+		require.Contains(t, s, name)
+	}
+	var rs []sweep.CompareResult
+	raw, err := os.ReadFile(filepath.Join(dir, "c.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &rs))
+	for _, r := range rs {
+		if r.OK {
+			require.GreaterOrEqual(t, r.Ratio, 1.0, "%s at %d%%: a makespan below the lower bound", r.Scheduler, r.Percent)
+		}
+		if r.Percent == 100 {
+			require.True(t, r.OK, r.Error)
+			require.InDelta(t, 1.0, r.Ratio, 1e-9, "%s: in core the makespan is the bound", r.Scheduler)
+		}
+	}
+	err = runCompare(context.Background(), []string{"-device", "cpu"}, io.Discard, io.Discard)
+	require.ErrorContains(t, err, "needs a simulated device")
+	err = runCompare(context.Background(), []string{"-budgets", "150%"}, io.Discard, io.Discard)
+	require.True(t, errors.Is(err, errUsage))
+}
