@@ -77,6 +77,7 @@ type ckptMeta struct {
 	Std       []float64 `json:"std,omitempty"`
 	Optimizer string    `json:"optimizer"`
 	LR        float64   `json:"lr"`
+	LRDrop    []int     `json:"lr_drop,omitempty"`
 	// OptimizerIter is Adam's step count (its bias correction depends on it).
 	OptimizerIter int `json:"optimizer_iter"`
 

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/gorgonia-ooc/outofcore/datasets"
@@ -78,6 +79,8 @@ type trainOptions struct {
 	Batch, Image, Classes  int
 	Epochs, Steps          int
 	LR                     float64
+	LRDropText             string
+	LRDrop                 []int // epochs after which the learning rate is multiplied by 0.1
 	Seed                   int64
 	Augment                bool
 	memoryOptions
@@ -111,6 +114,7 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.IntVar(&o.Epochs, "epochs", 1, "epochs to train (in all, counting those a resumed checkpoint has done)")
 	fs.IntVar(&o.Steps, "steps", 0, "stop after this many steps in all (0: no cap)")
 	fs.Float64Var(&o.LR, "lr", 0, "learning rate (0: 0.001 for adam, 0.01 for sgd and momentum)")
+	fs.StringVar(&o.LRDropText, "lr-drop", "", "epochs after which the learning rate is multiplied by 0.1, e.g. 5 or 3,5")
 	fs.StringVar(&o.Optimizer, "optimizer", "adam", "optimizer: "+optimizerNames()+" (gorgonia's solvers)")
 	fs.Int64Var(&o.Seed, "seed", 1, "seed of the weights, the data order and synthetic data")
 	fs.BoolVar(&o.Augment, "augment", false, "augment the training data: random crop (4-pixel padding) and horizontal flip")
@@ -171,6 +175,16 @@ func (o *trainOptions) check() error {
 	if _, err := newReporter(o.Progress, io.Discard, 1); err != nil {
 		return usageError{err}
 	}
+	for _, f := range strings.Split(o.LRDropText, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		e, err := strconv.Atoi(f)
+		if err != nil || e <= 0 || (len(o.LRDrop) > 0 && e <= o.LRDrop[len(o.LRDrop)-1]) {
+			return usagef("-lr-drop %q: want increasing epoch numbers, e.g. 3,5", o.LRDropText)
+		}
+		o.LRDrop = append(o.LRDrop, e)
+	}
 	if o.LR == 0 {
 		o.LR = defaultLR(o.Optimizer)
 	}
@@ -223,6 +237,10 @@ func (o *trainOptions) adopt(file string, m ckptMeta) error {
 		errs = append(errs, fmt.Sprintf("-lr %v (the checkpoint has %v)", o.LR, m.LR))
 	}
 	o.LR = m.LR
+	if o.set["lr-drop"] && fmt.Sprint(o.LRDrop) != fmt.Sprint(m.LRDrop) {
+		errs = append(errs, fmt.Sprintf("-lr-drop %v (the checkpoint has %v)", o.LRDrop, m.LRDrop))
+	}
+	o.LRDrop = m.LRDrop
 	if o.set["augment"] && o.Augment != m.Augment {
 		errs = append(errs, fmt.Sprintf("-augment=%v (the checkpoint has %v)", o.Augment, m.Augment))
 	}

@@ -121,3 +121,26 @@ func TestCompareCommand(t *testing.T) {
 	err = runCompare(context.Background(), []string{"-budgets", "150%"}, io.Discard, io.Discard)
 	require.True(t, errors.Is(err, errUsage))
 }
+
+func TestLearningRateDrop(t *testing.T) {
+	for _, c := range []struct {
+		drops []int
+		epoch int
+		want  float64
+	}{{nil, 3, 1e-3}, {[]int{2}, 2, 1e-3}, {[]int{2}, 3, 1e-4}, {[]int{1, 2}, 3, 1e-5}} {
+		require.InDelta(t, c.want, learningRate(1e-3, c.drops, c.epoch), 1e-12, "%v epoch %d", c.drops, c.epoch)
+	}
+	_, _, err := trainArgs(t, tiny("-lr-drop", "3,2")...)
+	require.True(t, errors.Is(err, errUsage), "%v", err)
+
+	// Straight through a drop, and stopped and resumed across it: the same run.
+	straight, _ := mustTrain(t, tiny("-epochs", "2", "-lr-drop", "1")...)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "run.ckpt")
+	first, _ := mustTrain(t, tiny("-epochs", "2", "-lr-drop", "1", "-steps", "3", "-checkpoint", ck)...)
+	second, out := mustTrain(t, "-checkpoint", ck, "-resume", "-epochs", "2", "-progress", "plain")
+	require.Equal(t, straight.Losses, append(first.Losses, second.Losses...), out)
+	plain, _ := mustTrain(t, tiny("-epochs", "2")...)
+	require.Equal(t, plain.Losses[:4], straight.Losses[:4], "the first epoch runs at the full rate")
+	require.NotEqual(t, plain.Losses[4:], straight.Losses[4:], "the second at a tenth")
+}

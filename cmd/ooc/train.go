@@ -259,6 +259,9 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 	}
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "optimizer %s, learning rate %g, seed %d\n", o.Optimizer, o.LR, o.Seed)
+	if len(o.LRDrop) > 0 {
+		fmt.Fprintf(out, "learning rate x0.1 after epochs %v\n", o.LRDrop)
+	}
 	fmt.Fprintf(out, "memory: in-core peak %s; scheduler %s, %s, allocator %s; tape of %d instructions, %d swap-ins per step\n",
 		formatBytes(inCore.Peak), prog.Scheduler, budgetLine(o.memoryOptions, prog.Budget, inCore.Peak), o.Allocator, len(prog.Instrs), swapIns)
 	if ev != nil {
@@ -298,7 +301,7 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 			Program: "ooc train", Saved: time.Now().UTC().Format(time.RFC3339),
 			Model: o.Model, Batch: o.Batch, Channels: shape.channels, Image: shape.image, Classes: shape.classes,
 			Dtype: "float32", Params: m.NumParams(),
-			Data: o.Data, Seed: o.Seed, Augment: o.Augment, Mean: lo.Mean, Std: lo.Std, Optimizer: o.Optimizer, LR: o.LR, OptimizerIter: iter, Budget: trainBudget,
+			Data: o.Data, Seed: o.Seed, Augment: o.Augment, Mean: lo.Mean, Std: lo.Std, Optimizer: o.Optimizer, LR: o.LR, LRDrop: o.LRDrop, OptimizerIter: iter, Budget: trainBudget,
 			Step: step, NextEpoch: nextEpoch, NextBatch: nextBatch, EpochLossSum: epochLoss, EpochSteps: epochSteps,
 			LastEval: lastEval,
 		}, Tensors: tensors}
@@ -348,6 +351,9 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 			return res, fmt.Errorf("-data %s: %w", o.Data, err)
 		}
 		if newEpoch || b.Index == 0 {
+			// The rate is a function of the epoch alone, so a resumed run
+			// sets it the same way.
+			G.WithLearnRate(learningRate(o.LR, o.LRDrop, b.Epoch+1))(solver)
 			n := min(bpe, b.Index+lastStep-step)
 			rep.epoch(b.Epoch+1, o.Epochs, b.Index+1, n, o.Batch)
 			newEpoch = false
@@ -484,4 +490,15 @@ func budgetLine(m memoryOptions, budget, inCore int64) string {
 		s += ")"
 	}
 	return s
+}
+
+// learningRate is the rate for a (1-based) epoch: lr, times 0.1 for every
+// drop epoch before it.
+func learningRate(lr float64, drops []int, epoch int) float64 {
+	for _, d := range drops {
+		if d < epoch {
+			lr *= 0.1
+		}
+	}
+	return lr
 }
