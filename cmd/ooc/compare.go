@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -51,11 +49,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if *jsonFile != "" {
-		raw, err := json.MarshalIndent(rs, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*jsonFile, append(raw, '\n'), 0o644); err != nil {
+		if err := writeJSON(*jsonFile, rs); err != nil {
 			return err
 		}
 	}

@@ -63,11 +63,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	if *jsonFile != "" {
-		raw, err := json.MarshalIndent(rs, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*jsonFile, append(raw, '\n'), 0o644); err != nil {
+		if err := writeJSON(*jsonFile, rs); err != nil {
 			return err
 		}
 	}
@@ -87,4 +83,13 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// writeJSON writes v, indented, to file.
+func writeJSON(file string, v interface{}) error {
+	raw, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, append(raw, '\n'), 0o644)
 }
