@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"image/color"
-	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -21,15 +19,11 @@ type epochRecord struct {
 }
 
 func writeHistory(file string, res *trainResult) error {
-	raw, err := json.MarshalIndent(struct {
+	return writeJSON(file, struct {
 		Epochs []epochRecord `json:"epochs"`
 		Losses []float64     `json:"step_losses"`
 		First  int           `json:"first_step"`
-	}{res.Epochs, res.Losses, res.First}, "", " ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(file, append(raw, '\n'), 0o644)
+	}{res.Epochs, res.Losses, res.First})
 }
 
 // plotHistory draws the mean train loss and the test accuracy per epoch.
