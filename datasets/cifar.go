@@ -1,14 +1,12 @@
 package datasets
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 )
 
 // CIFAR-10 binary layout: each record is one label byte followed by a 32x32
@@ -143,19 +141,8 @@ func (c *cifar) Load(i int) (Example, error) {
 // readCIFARMeta picks up the class names shipped beside the batches, so a
 // relabelled variant in the same format shows its own names.
 func readCIFARMeta(path string) ([]string, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	var names []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if s := strings.TrimSpace(sc.Text()); s != "" {
-			names = append(names, s)
-		}
-	}
-	if sc.Err() != nil || len(names) != cifarClasses {
+	names, ok := readLines(path)
+	if !ok || len(names) != cifarClasses {
 		return nil, false
 	}
 	return names, true

@@ -148,13 +148,9 @@ func (f *folder) Load(i int) (Example, error) {
 	if err := checkIndex("folder", i, f.info.Examples); err != nil {
 		return Example{}, err
 	}
-	data, err := os.ReadFile(f.files[i])
+	pix, c, h, w, err := loadImage(f.files[i], i)
 	if err != nil {
-		return Example{}, entryErr(err, i)
-	}
-	pix, c, h, w, err := decodeImage(f.files[i], data)
-	if err != nil {
-		return Example{}, entryErr(err, i)
+		return Example{}, err
 	}
 	return Example{Image: pix, Channels: c, Height: h, Width: w, Label: f.labels[i]}, nil
 }

@@ -112,7 +112,7 @@ func Segmentation(dir string, split Split, classes int) (Dataset, error) {
 		s.info.Classes = len(s.info.ClassNames)
 		if s.info.Classes == 0 {
 			for i, m := range s.masks {
-				mask, err := loadMask(m, i)
+				mask, _, _, err := loadMask(m, i)
 				if err != nil {
 					return nil, err
 				}
@@ -174,16 +174,28 @@ func readLines(path string) ([]string, bool) {
 	return out, sc.Err() == nil && len(out) > 0
 }
 
-func loadMask(path string, entry int) ([]int, error) {
+// loadImage reads and decodes entry's image file.
+func loadImage(path string, entry int) (pix []float32, c, h, w int, err error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, entryErr(err, entry)
+		return nil, 0, 0, 0, entryErr(err, entry)
 	}
-	m, _, _, err := decodeMask(path, data)
+	if pix, c, h, w, err = decodeImage(path, data); err != nil {
+		return nil, 0, 0, 0, entryErr(err, entry)
+	}
+	return pix, c, h, w, nil
+}
+
+// loadMask reads and decodes entry's mask file.
+func loadMask(path string, entry int) (mask []int, h, w int, err error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, entryErr(err, entry)
+		return nil, 0, 0, entryErr(err, entry)
 	}
-	return m, nil
+	if mask, h, w, err = decodeMask(path, data); err != nil {
+		return nil, 0, 0, entryErr(err, entry)
+	}
+	return mask, h, w, nil
 }
 
 func (s *segPairs) Info() Info { return s.info }
@@ -192,21 +204,13 @@ func (s *segPairs) Load(i int) (Example, error) {
 	if err := checkIndex("seg", i, s.info.Examples); err != nil {
 		return Example{}, err
 	}
-	data, err := os.ReadFile(s.images[i])
+	pix, c, h, w, err := loadImage(s.images[i], i)
 	if err != nil {
-		return Example{}, entryErr(err, i)
+		return Example{}, err
 	}
-	pix, c, h, w, err := decodeImage(s.images[i], data)
+	mask, mh, mw, err := loadMask(s.masks[i], i)
 	if err != nil {
-		return Example{}, entryErr(err, i)
-	}
-	mdata, err := os.ReadFile(s.masks[i])
-	if err != nil {
-		return Example{}, entryErr(err, i)
-	}
-	mask, mh, mw, err := decodeMask(s.masks[i], mdata)
-	if err != nil {
-		return Example{}, entryErr(err, i)
+		return Example{}, err
 	}
 	if mh != h || mw != w {
 		return Example{}, formatErr(s.masks[i], -1, i, "mask is %dx%d but image %s is %dx%d", mw, mh, s.images[i], w, h)
