@@ -183,20 +183,10 @@ func decodeMask(name string, data []byte) (mask []int, h, w int, err error) {
 	mask = make([]int, h*w)
 	switch m := img.(type) {
 	case *image.Paletted:
-		for y := 0; y < h; y++ {
-			row := m.Pix[y*m.Stride : y*m.Stride+w]
-			for x, v := range row {
-				mask[y*w+x] = int(v)
-			}
-		}
+		mask8(mask, m.Pix, m.Stride, h, w)
 		return mask, h, w, nil
 	case *image.Gray:
-		for y := 0; y < h; y++ {
-			row := m.Pix[y*m.Stride : y*m.Stride+w]
-			for x, v := range row {
-				mask[y*w+x] = int(v)
-			}
-		}
+		mask8(mask, m.Pix, m.Stride, h, w)
 		return mask, h, w, nil
 	case *image.Gray16:
 		for y := 0; y < h; y++ {
@@ -218,4 +208,14 @@ func decodeMask(name string, data []byte) (mask []int, h, w int, err error) {
 		}
 	}
 	return mask, h, w, nil
+}
+
+// mask8 reads one byte per pixel (a palette index or a gray level) as the
+// class index.
+func mask8(mask []int, pix []uint8, stride, h, w int) {
+	for y := 0; y < h; y++ {
+		for x, v := range pix[y*stride : y*stride+w] {
+			mask[y*w+x] = int(v)
+		}
+	}
 }
