@@ -18,12 +18,6 @@ func randData(rng *rand.Rand, n int) []float64 {
 	return d
 }
 
-func randND(rng *rand.Rand, shape ...int) nd {
-	a := newND(shape...)
-	copy(a.data, randData(rng, len(a.data)))
-	return a
-}
-
 // denseAs makes a tensor of dtype dt holding data (converted to float32 if asked).
 func denseAs(dt tensor.Dtype, shape tensor.Shape, data []float64) *tensor.Dense {
 	if dt == tensor.Float32 {

@@ -126,12 +126,3 @@ func (p *pool) release(x *piece) *piece {
 	p.insert(x)
 	return x
 }
-
-// freeBytes is the bytes in the pool's free pieces.
-func (p *pool) freeBytes() int64 {
-	var n int64
-	for _, x := range p.free {
-		n += x.size
-	}
-	return n
-}
