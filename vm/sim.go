@@ -129,6 +129,13 @@ func loadMeasured(file string) (Profile, error) {
 		PeakFLOPS: mf.PeakFLOPS, Efficiency: 1, MemBandwidth: mf.MemBandwidth,
 		Source: "per-op times measured on " + mf.Machine, Measured: mf.Ops,
 	}
+	// Ops missing from the file fall back to the roofline; without measured
+	// roofs, use those of the CPU device on the project's 2-core machine
+	// (GORGONIA-NOTES: ~10 GFLOP/s in convolutions) and a few GB/s of memory
+	// bandwidth, and say so in the source.
+	if p.PeakFLOPS <= 0 || p.MemBandwidth <= 0 {
+		p.Source += " (roofline for unmeasured ops: assumed 10 GFLOP/s, 5 GB/s)"
+	}
 	if p.PeakFLOPS <= 0 {
 		p.PeakFLOPS = 1e10
 	}
