@@ -13,11 +13,14 @@ import (
 // device's modelled op times plus the optimizer update, as the simulator
 // charges them.
 //
-// The paper's device has one channel shared by both directions, hence its
-// 2(M_peak - M)/beta. vm.Sim has one copy engine per direction (as a GPU
-// has), so the offload of one byte can overlap the prefetch of another: here
-// the transfer term is (M_peak - M)/beta, which keeps the bound below every
-// makespan the simulator can produce.
+// The paper states the transfer term for one channel shared by both
+// directions. It holds for vm.Sim's two copy engines too: when the peak
+// function starts, at least M_peak - M bytes of live variables are off the
+// device; each was copied out before that moment (memory is released only
+// once its copy lands) and is copied back after it, so one engine spends
+// (M_peak - M)/beta before the moment and the other as long after it.
+// The term is lowered by one nanosecond per variable because the simulator
+// rounds each copy's time down to whole nanoseconds.
 func LowerBound(t *Trace, sim *vm.Sim, budget int64) (time.Duration, error) {
 	peak, err := tracePeak(t)
 	if err != nil {
@@ -35,7 +38,8 @@ func LowerBound(t *Trace, sim *vm.Sim, budget int64) (time.Duration, error) {
 	}
 	var transfer time.Duration
 	if peak > budget {
-		transfer = sim.CopyTime(peak - budget)
+		transfer = 2*sim.CopyTime(peak-budget) - 2*time.Duration(len(t.Vars))
+		transfer = max(transfer, 0)
 	}
 	return max(compute, transfer), nil
 }

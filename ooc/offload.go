@@ -52,13 +52,62 @@ func (t *Trace) forwardEnd() int {
 	return end
 }
 
-// offloadSchedule is the no-wait, eager, ordered schedule offloading set.
-func offloadSchedule(t *Trace, set []int, budget int64) (*Schedule, error) {
+// timing is what the offload planners assume about the device: each
+// function's time, and the host link's bandwidth.
+type timing struct {
+	op   []time.Duration
+	beta float64 // bytes per second, each direction
+}
+
+// modelProfile stands in for the device when the problem's device is not
+// simulated: the planners need relative op times and a link speed to decide
+// when a copy will have landed, and a PCIe-linked GPU is the setting the
+// offloading paper plans for.
+const modelProfile = "v100-pcie"
+
+// deviceTiming returns the simulated device of the problem, or the model
+// profile's, and the times it gives the trace's functions.
+func deviceTiming(t *Trace, dev vm.Device) (*vm.Sim, timing, error) {
+	sim, ok := dev.(*vm.Sim)
+	if !ok {
+		prof, err := vm.LookupProfile(modelProfile)
+		if err != nil {
+			return nil, timing{}, err
+		}
+		if sim, err = vm.NewSim(prof); err != nil {
+			return nil, timing{}, err
+		}
+	}
+	p := &vm.Program{Vars: t.Vars, Funcs: t.Funcs}
+	tm := timing{op: make([]time.Duration, len(t.Funcs)), beta: sim.Profile().LinkBandwidth}
+	for i := range p.Funcs {
+		tm.op[i] = sim.OpTime(p, &p.Funcs[i])
+	}
+	return sim, tm, nil
+}
+
+func (tm timing) copyTime(n int64) time.Duration {
+	return time.Duration(float64(n) / tm.beta * float64(time.Second))
+}
+
+// offloadSchedule is the no-wait, ordered schedule offloading set (Proposition
+// 1 of the paper, in the tape's program order): each activation starts
+// copying to the host when it is produced (the copies queue in that order),
+// its memory is released before the first function that starts after its
+// copy should have landed, or earlier where the budget needs the memory at
+// once (compute then waits for the copy), and it comes back, in the order
+// the backward needs them, as early as the budget allows.
+func offloadSchedule(t *Trace, set []int, budget int64, tm timing) (*Schedule, error) {
 	n := len(t.Funcs)
 	end := t.forwardEnd()
 	s := NewSchedule(n)
-	type item struct{ v, release, use int }
-	var items []item
+	type item struct {
+		v, release, use int
+		late            int // release point if memory allowed: where the copy has landed
+		size            int64
+		landed          time.Duration
+	}
+	var items []*item
 	for _, v := range set {
 		release := -1
 		for _, u := range t.Uses[v] {
@@ -74,12 +123,86 @@ func offloadSchedule(t *Trace, set []int, budget int64) (*Schedule, error) {
 		if use < 0 || use <= release {
 			continue // nothing to gain: it is needed again at once
 		}
-		items = append(items, item{v, release, use})
+		items = append(items, &item{v: v, release: release, use: use, size: t.DeviceBytes(v)})
 		s.SwapOut[t.Vars[v].Producer] = append(s.SwapOut[t.Vars[v].Producer], v)
 		s.Release[release] = append(s.Release[release], v)
 		s.SwapIn[use] = append(s.SwapIn[use], v)
 	}
-	// Device bytes each function needs with every prefetch just in time.
+	// Device bytes each function needs with every release as early as it
+	// can be and every prefetch just in time: the least this set allows.
+	need, err := execNeeds(t, s)
+	if err != nil {
+		return nil, err
+	}
+	// When each copy lands, if compute never waits: the D2H engine takes the
+	// copies in the order they are issued.
+	start := make([]time.Duration, n+1)
+	for i := range n {
+		start[i+1] = start[i] + tm.op[i]
+	}
+	var d2h time.Duration
+	for _, it := range items {
+		d2h = max(d2h, start[t.Vars[it.v].Producer+1]) + tm.copyTime(it.size)
+		it.landed = d2h
+		it.late = it.release
+		for it.late < it.use && start[it.late] < it.landed {
+			it.late++
+		}
+		for k := it.release; k < it.late; k++ {
+			need[k] += it.size
+		}
+	}
+	// Where that is over the budget, release earlier, oldest copy first.
+	for k := 0; k < n; k++ {
+		for _, it := range items {
+			if need[k] <= budget {
+				break
+			}
+			if it.release <= k && k < it.late {
+				for j := k; j < it.late; j++ {
+					need[j] -= it.size
+				}
+				it.late = k
+			}
+		}
+	}
+	for _, it := range items {
+		s.Release[it.release] = remove(s.Release[it.release], it.v)
+		if it.late >= it.use {
+			// Its copy would land after it is needed: keep it instead.
+			s.SwapOut[t.Vars[it.v].Producer] = remove(s.SwapOut[t.Vars[it.v].Producer], it.v)
+			s.SwapIn[it.use] = remove(s.SwapIn[it.use], it.v)
+			it.use = -1
+			continue
+		}
+		s.Release[it.late] = append(s.Release[it.late], it.v)
+	}
+	// Move each prefetch as early as the budget allows, in the order of use.
+	sort.SliceStable(items, func(a, b int) bool { return items[a].use < items[b].use })
+	earliest := 0
+	for _, it := range items {
+		if it.use < 0 {
+			continue
+		}
+		j := it.use
+		for j-1 >= max(it.late, earliest) && need[j-1]+it.size <= budget {
+			j--
+		}
+		earliest = j
+		if j == it.use {
+			continue
+		}
+		for k := j; k < it.use; k++ {
+			need[k] += it.size
+		}
+		s.SwapIn[it.use] = remove(s.SwapIn[it.use], it.v)
+		s.SwapIn[j] = append(s.SwapIn[j], it.v)
+	}
+	return s, nil
+}
+
+// execNeeds is the device bytes held while each function runs under s.
+func execNeeds(t *Trace, s *Schedule) ([]int64, error) {
 	prog, err := Lower(t, s)
 	if err != nil {
 		return nil, err
@@ -88,32 +211,13 @@ func offloadSchedule(t *Trace, set []int, budget int64) (*Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
-	need := make([]int64, n)
+	need := make([]int64, len(t.Funcs))
 	for pc, in := range prog.Instrs {
 		if in.Op == vm.Exec {
 			need[in.Func] = live[pc]
 		}
 	}
-	// Move each prefetch as early as the budget allows, in the order of use.
-	sort.Slice(items, func(a, b int) bool { return items[a].use < items[b].use })
-	earliest := 0
-	for _, it := range items {
-		size := t.DeviceBytes(it.v)
-		j := it.use
-		for j-1 >= max(it.release, earliest) && need[j-1]+size <= budget {
-			j--
-		}
-		earliest = j
-		if j == it.use {
-			continue
-		}
-		for k := j; k < it.use; k++ {
-			need[k] += size
-		}
-		s.SwapIn[it.use] = remove(s.SwapIn[it.use], it.v)
-		s.SwapIn[j] = append(s.SwapIn[j], it.v)
-	}
-	return s, nil
+	return need, nil
 }
 
 func remove(s []int, v int) []int {
@@ -142,6 +246,10 @@ func (Greedy) Plan(p *Problem) (*Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
+	_, tm, err := deviceTiming(t, p.Device)
+	if err != nil {
+		return nil, err
+	}
 	acts := t.activations()
 	var sum int64
 	k := 0
@@ -151,7 +259,7 @@ func (Greedy) Plan(p *Problem) (*Schedule, error) {
 	}
 	var lastErr error
 	for ; k <= len(acts); k++ {
-		s, err := offloadSchedule(t, acts[:k], p.Budget)
+		s, err := offloadSchedule(t, acts[:k], p.Budget, tm)
 		if err != nil {
 			return nil, err
 		}
@@ -178,6 +286,10 @@ func (VDNN) Plan(p *Problem) (*Schedule, error) {
 	t := p.Trace
 	acts := t.activations()
 	sim, _ := p.Device.(*vm.Sim)
+	_, tm, err := deviceTiming(t, p.Device)
+	if err != nil {
+		return nil, err
+	}
 	prog := &vm.Program{Vars: t.Vars, Funcs: t.Funcs}
 	ratio := make(map[int]float64, len(acts))
 	for _, v := range acts {
@@ -214,7 +326,7 @@ func (VDNN) Plan(p *Problem) (*Schedule, error) {
 			}
 		}
 		for _, set := range [][]int{all, half} {
-			s, err := offloadSchedule(t, set, p.Budget)
+			s, err := offloadSchedule(t, set, p.Budget, tm)
 			if err != nil {
 				return nil, err
 			}
