@@ -35,7 +35,7 @@ func TestLowerBoundBelowMakespans(t *testing.T) {
 		budget := peak * int64(30+rng.Intn(71)) / 100
 		lb, err := ooc.LowerBound(tr, dev, budget)
 		require.NoError(t, err)
-		for _, sc := range []ooc.Scheduler{ooc.Window{}, ooc.LMS{SwapoutThreshold: 2, SwapinAhead: 1}, ooc.Greedy{}, ooc.VDNN{}} {
+		for _, sc := range []ooc.Scheduler{ooc.Window{}, ooc.LMS{SwapoutThreshold: 2, SwapinAhead: 1}, ooc.Greedy{}, ooc.DynProg{}, ooc.VDNN{}} {
 			m, err := ooc.Compile(n.g, ooc.WithDevice(dev), ooc.WithBudget(budget), ooc.WithScheduler(sc), ooc.WithChunkSize(2<<20))
 			if err != nil {
 				continue // the budget is below what this scheduler can plan

@@ -11,7 +11,7 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm"
 )
 
-// TestOffloadPlannersMatchBaseline: Greedy and vDNN plans pass the verifier
+// TestOffloadPlannersMatchBaseline: Greedy, DynProg and vDNN plans pass the verifier
 // (Compile refuses any that does not), keep the device within the budget and
 // give the baseline's numbers bit for bit.
 func TestOffloadPlannersMatchBaseline(t *testing.T) {
@@ -23,7 +23,7 @@ func TestOffloadPlannersMatchBaseline(t *testing.T) {
 		wantL, wantG, wantW := trainSteps(t, ref, bm, 2)
 		peak := bm.Program().Peak
 		bm.Close()
-		for _, sc := range []ooc.Scheduler{ooc.Greedy{}, ooc.VDNN{}} {
+		for _, sc := range []ooc.Scheduler{ooc.Greedy{}, ooc.DynProg{}, ooc.VDNN{}} {
 			t.Run(fmt.Sprintf("%s/%s", name, sc.Name()), func(t *testing.T) {
 				budget := peak * 6 / 10
 				if need, f := mostOneFunctionNeeds(t, build(tensor.Float32, 1)); need > budget {

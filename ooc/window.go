@@ -1,5 +1,12 @@
 package ooc
 
+import (
+	"fmt"
+	"time"
+
+	"github.com/gorgonia-ooc/outofcore/vm"
+)
+
 // Window is the byte-window scheduler of Sony's out-of-core paper (section
 // 3), the default. For each function f_i in order, with budget B and
 // schedule-window W:
@@ -27,23 +34,85 @@ package ooc
 // Swap-in distance and swap-out choice thus adapt to byte sizes, not to a
 // fixed number of ops.
 //
-// With Window 0 in the Problem (ooc.WithWindow(0)), W is 1.5 x B, the
-// starting point nnabla uses.
+// With a window given (ooc.WithWindow(W), W > 0) the scheduler is exactly
+// the rule above. With none (0, the default) it is automatic: it plans with
+// W = 1.5 x B (nnabla's starting point) and with W from 0.5 to 16 x B, moves
+// every swap-in of each plan as early as the budget allows (back to the
+// release that sent the variable out, in the order of use: the byte-window
+// alone prefetches too late in the backward, when memory frees up), and on
+// a simulated device keeps the plan that simulates fastest; on any other
+// device, the 1.5 x B plan.
 type Window struct{}
 
 // Name implements Scheduler.
 func (Window) Name() string { return "window" }
 
-// AutoWindow is the schedule-window used when none is given: 1.5 x budget.
+// AutoWindow is the first schedule-window the automatic mode tries, and
+// the one it keeps on a device that is not simulated: 1.5 x budget.
 func AutoWindow(budget int64) int64 { return budget + budget/2 }
 
 // Plan implements Scheduler.
 func (Window) Plan(p *Problem) (*Schedule, error) {
-	t := p.Trace
-	B, W := p.Budget, p.Window
-	if W <= 0 {
-		W = AutoWindow(B)
+	if p.Window > 0 {
+		return planWindow(p.Trace, p.Budget, p.Window)
 	}
+	sim, _ := p.Device.(*vm.Sim)
+	var first, best *Schedule
+	var bestTime time.Duration
+	var firstErr error
+	for k, w := range autoWindows(p.Budget) {
+		s, err := planWindow(p.Trace, p.Budget, w)
+		if err == nil {
+			err = hoistSwapIns(p.Trace, s, p.Budget)
+		}
+		if err != nil {
+			if k == 0 {
+				firstErr = err
+			}
+			continue
+		}
+		if sim == nil {
+			return s, nil
+		}
+		if first == nil {
+			first = s
+		}
+		prog, err := Lower(p.Trace, s)
+		if err != nil {
+			return nil, err
+		}
+		d, err := simulate(prog, sim, p.Budget)
+		if err != nil {
+			continue
+		}
+		if best == nil || d < bestTime {
+			best, bestTime = s, d
+		}
+	}
+	switch {
+	case best != nil:
+		return best, nil
+	case first != nil:
+		// No trial ran on the simulated device (its capacity, with the
+		// trial's allocator, may be what failed): the run will tell.
+		return first, nil
+	case firstErr != nil:
+		return nil, firstErr
+	}
+	return nil, fmt.Errorf("ooc: window: no schedule-window gives a tape within %d bytes", p.Budget)
+}
+
+// autoWindows are the schedule-windows the automatic mode tries, the
+// default first.
+func autoWindows(budget int64) []int64 {
+	out := []int64{AutoWindow(budget)}
+	for _, f := range []float64{0.5, 1, 2, 3, 4, 6, 8, 12, 16} {
+		out = append(out, int64(f*float64(budget)))
+	}
+	return out
+}
+
+func planWindow(t *Trace, B, W int64) (*Schedule, error) {
 	n, nv := len(t.Funcs), len(t.Vars)
 	s := NewSchedule(n)
 	res := make([]bool, nv)    // holds device memory
@@ -221,4 +290,48 @@ func dropUnreleasedSwapOuts(t *Trace, s *Schedule) {
 		}
 		s.SwapOut[i] = kept
 	}
+}
+
+// hoistSwapIns moves each swap-in of s as early as the budget allows: back
+// to the release that sent the variable out, or until some function
+// between would exceed the budget, taking swap-ins in the order they are
+// needed so the host-to-device engine still serves them in that order.
+func hoistSwapIns(t *Trace, s *Schedule, budget int64) error {
+	need, err := execNeeds(t, s)
+	if err != nil {
+		return err
+	}
+	type swapIn struct{ v, at, from int }
+	var ins []swapIn
+	lastRelease := map[int]int{}
+	for i := range t.Funcs {
+		for _, v := range s.Release[i] {
+			lastRelease[v] = i
+		}
+		for _, v := range s.SwapIn[i] {
+			from, ok := lastRelease[v]
+			if !ok {
+				return fmt.Errorf("ooc: swap-in of %s at f%d follows no release", t.Vars[v].Name, i)
+			}
+			ins = append(ins, swapIn{v, i, from})
+		}
+	}
+	earliest := 0
+	for _, in := range ins {
+		size := t.DeviceBytes(in.v)
+		j := in.at
+		for j-1 > max(in.from, earliest-1) && need[j-1]+size <= budget {
+			j--
+		}
+		earliest = j
+		if j == in.at {
+			continue
+		}
+		for k := j; k < in.at; k++ {
+			need[k] += size
+		}
+		s.SwapIn[in.at] = remove(s.SwapIn[in.at], in.v)
+		s.SwapIn[j] = append(s.SwapIn[j], in.v)
+	}
+	return nil
 }

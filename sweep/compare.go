@@ -55,10 +55,12 @@ func schedulerNamed(name string) (ooc.Scheduler, error) {
 		return ooc.LMS{}, nil
 	case "greedy":
 		return ooc.Greedy{}, nil
+	case "dynprog":
+		return ooc.DynProg{}, nil
 	case "vdnn":
 		return ooc.VDNN{}, nil
 	}
-	return nil, fmt.Errorf("sweep: unknown scheduler %q (want window, lms, greedy or vdnn)", name)
+	return nil, fmt.Errorf("sweep: unknown scheduler %q (want window, lms, greedy, dynprog or vdnn)", name)
 }
 
 // Compare runs the comparison. Memory here is the scheduling budget alone:
@@ -76,7 +78,7 @@ func Compare(cfg CompareConfig) ([]CompareResult, error) {
 		cfg.Classes = 1000
 	}
 	if len(cfg.Schedulers) == 0 {
-		cfg.Schedulers = []string{"window", "lms", "greedy", "vdnn"}
+		cfg.Schedulers = []string{"window", "lms", "greedy", "dynprog", "vdnn"}
 	}
 	scheds := make([]ooc.Scheduler, len(cfg.Schedulers))
 	for i, n := range cfg.Schedulers {
