@@ -2,6 +2,7 @@ package ooc
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -31,8 +32,15 @@ type DynProg struct {
 	Slots int
 }
 
-// dynProgFixes bounds the iterative fix of the activation sizes.
-const dynProgFixes = 25
+// dynProgFixes bounds the paper's iterative fix of the activation sizes,
+// one slot at a time. On a long chain whose tape misses the budget by more
+// than rounding (the chain model of a DAG is not exact), that converges
+// slowly; dynProgTightens more rounds then lower the program's memory by
+// what the tape was over.
+const (
+	dynProgFixes    = 4
+	dynProgTightens = 8
+)
 
 // Name implements Scheduler.
 func (DynProg) Name() string { return "dynprog" }
@@ -64,10 +72,10 @@ func (d DynProg) Plan(p *Problem) (*Schedule, error) {
 	dc := discretize(c, p.Budget, slots)
 	var set []int
 	var lastErr error
-	for fix := 0; fix <= dynProgFixes; fix++ {
+	for fix := 0; fix <= dynProgFixes+dynProgTightens; fix++ {
 		off, ok := dc.solve()
 		if !ok {
-			lastErr = fmt.Errorf("ooc: dynprog: no ordered schedule of the chain fits %d slots of %d bytes", slots, p.Budget/int64(slots))
+			lastErr = fmt.Errorf("ooc: dynprog: no ordered schedule of the chain fits %d slots of %d bytes", dc.s, p.Budget/int64(slots))
 			break
 		}
 		set = set[:0]
@@ -83,7 +91,14 @@ func (d DynProg) Plan(p *Problem) (*Schedule, error) {
 		if lastErr = fits(t, s, p.Budget); lastErr == nil {
 			return s, nil
 		}
-		if !dc.grow() {
+		if fix < dynProgFixes {
+			if dc.grow() {
+				continue
+			}
+			fix = dynProgFixes
+		}
+		var be *BudgetError
+		if !errors.As(lastErr, &be) || !dc.tighten(be.Need-be.Budget) {
 			break
 		}
 	}
@@ -205,6 +220,17 @@ func (d *discrete) grow() bool {
 	return true
 }
 
+// tighten lowers the program's memory by over bytes (at least one slot);
+// false when nothing would be left.
+func (d *discrete) tighten(over int64) bool {
+	cut := max(int64(math.Ceil(float64(over)*d.scale)), 1)
+	if cut >= d.s {
+		return false
+	}
+	d.s -= cut
+	return true
+}
+
 type dpKey struct{ mF, dF, dB int32 }
 
 func (a dpKey) cmp(b dpKey) int {
@@ -239,10 +265,9 @@ func (d *discrete) solve() ([]bool, bool) {
 		}
 	}
 	for i := 0; i <= l; i++ {
-		next := map[dpKey]dpEntry{}
-		keys := sortedKeys(tables[i])
-		for _, k := range keys {
-			e := tables[i][k]
+		next := make(map[dpKey]dpEntry, len(tables[i]))
+		// put's tie-break makes the tables independent of map order.
+		for k, e := range tables[i] {
 			mF, dF, dB := int64(k.mF), int64(k.dF), int64(k.dB)
 			dFp, dBp := max(dF, 0), max(dB, 0)
 			mB := d.y[i] + dBp + mF - dFp
