@@ -23,6 +23,20 @@
 // and after m.RunAll() the cost's Value() and every learnable's Grad() hold
 // what the TapeMachine would have computed, bit for bit on the CPU device.
 //
+// Schedulers: Window (the default: Sony's byte-window rule, with an
+// automatic window searched in the simulator), LMS (IBM's Large Model
+// Support, hyperparameters tuned in the simulator), and the offloading
+// paper's planners Greedy, DynProg and VDNN. Those three plan on a chain
+// (see Chain and ChainOf): the activations, forward variables the backward
+// reads, in the order the forward makes them, split the forward into
+// stages F_0..F_L and, by their last reads, the backward into B_L..B_0; what
+// else a stage holds is its extra memory. Every DAG has such a chain, which
+// may overstate memory where a DAG frees an activation early but never
+// understates it, and every plan is checked by the verifier on the real
+// tape, so a chain can make a plan slower, never wrong. LowerBound is the
+// paper's bound on any schedule's makespan; makespan / LowerBound scores
+// them (sweep.Compare, ooc compare).
+//
 // The budget covers what the machine allocates on the device: activations,
 // gradients and op workspaces. Leaf values (the input batch, the learnables
 // and constants) stay in the memory the user bound them in and are reported

@@ -28,7 +28,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	batch := fs.Int("batch", 256, "batch size")
 	budgetFlag := fs.String("budget", "50%", "scheduling budget: bytes (e.g. 8GiB) or a percentage of the in-core peak")
 	window := fs.String("window", "0", "schedule-window in bytes (0: automatic)")
-	schedName := fs.String("scheduler", "window", "window, lms or baseline")
+	schedName := fs.String("scheduler", "window", "window, lms, greedy, dynprog, vdnn or baseline")
 	device := fs.String("device", "sim:v100-nvlink", "cpu or sim:PROFILE (the device's capacity bounds the budget)")
 	tape := fs.Bool("tape", false, "print every instruction of the tape")
 	plotFile := fs.String("plot", "", "draw memory in use over the step to this file (.svg, .png)")
@@ -62,10 +62,16 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "window":
 	case "lms":
 		opts = append(opts, ooc.WithScheduler(ooc.LMS{}))
+	case "greedy":
+		opts = append(opts, ooc.WithScheduler(ooc.Greedy{}))
+	case "dynprog":
+		opts = append(opts, ooc.WithScheduler(ooc.DynProg{}))
+	case "vdnn":
+		opts = append(opts, ooc.WithScheduler(ooc.VDNN{}))
 	case "baseline":
 		opts = append(opts, ooc.Baseline())
 	default:
-		return fmt.Errorf("%w: unknown scheduler %q (want window, lms or baseline)", errUsage, *schedName)
+		return fmt.Errorf("%w: unknown scheduler %q (want window, lms, greedy, dynprog, vdnn or baseline)", errUsage, *schedName)
 	}
 	p, err := ooc.Plan(m.Graph, opts...)
 	if err != nil {
