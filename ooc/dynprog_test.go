@@ -2,6 +2,7 @@ package ooc_test
 
 import (
 	"fmt"
+	"math/rand"
 	"testing"
 	"time"
 
@@ -189,4 +190,44 @@ func TestDynProgRefusesBadInput(t *testing.T) {
 	}
 	_, err := ooc.DynProg{Slots: -1}.Plan(&ooc.Problem{})
 	require.ErrorContains(t, err, fmt.Sprint(-1))
+}
+
+// TestLowerBoundOnRandomChains: over random chains (sizes, stage times and
+// budgets), the lower bound is never above the simulated makespan of any
+// planner, and DynProg's plan always passes the verifier.
+func TestLowerBoundOnRandomChains(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	sim := exactSim(t)
+	checked := 0
+	for trial := 0; trial < 30; trial++ {
+		l := 3 + rng.Intn(8)
+		var uf, ub []float64
+		x := []int64{0}
+		for i := 0; i <= l; i++ {
+			uf = append(uf, float64(rng.Intn(3)))
+			ub = append(ub, float64(rng.Intn(4)))
+			x = append(x, int64(1+rng.Intn(4)))
+		}
+		x[l+1] = 0
+		spec := asSpec(fmt.Sprintf("random%d", trial), uf, ub, x)
+		c := buildChain(t, spec)
+		tr, err := ooc.NewTrace(c.g)
+		require.NoError(t, err)
+		peak, err := ooc.InCorePeak(c.g)
+		require.NoError(t, err)
+		budget := peak * int64(40+rng.Intn(61)) / 100
+		lb, err := ooc.LowerBound(tr, sim, budget)
+		require.NoError(t, err)
+		for _, sc := range []ooc.Scheduler{ooc.Window{}, ooc.Greedy{}, ooc.DynProg{}, ooc.VDNN{}} {
+			r, err := runChain(t, c, sim, budget, sc)
+			if err != nil {
+				continue // no schedule within this budget
+			}
+			_, err = ooc.Verify(r.prog, budget)
+			require.NoError(t, err, sc.Name())
+			require.LessOrEqual(t, lb, r.stats.StepTime, "%s on %v, budget %d of peak %d", sc.Name(), x, budget, peak)
+			checked++
+		}
+	}
+	require.Greater(t, checked, 60)
 }
