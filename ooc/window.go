@@ -39,7 +39,8 @@ import (
 // W = 1.5 x B (nnabla's starting point) and with W from 0.5 to 16 x B, moves
 // every swap-in of each plan as early as the budget allows (back to the
 // release that sent the variable out, in the order of use: the byte-window
-// alone prefetches too late in the backward, when memory frees up), and on
+// alone prefetches too late in the backward, when memory frees up) and every
+// first swap-out to right after the producer, and on
 // a simulated device keeps the plan that simulates fastest; on any other
 // device, the 1.5 x B plan.
 type Window struct{}
@@ -63,6 +64,7 @@ func (Window) Plan(p *Problem) (*Schedule, error) {
 	for k, w := range autoWindows(p.Budget) {
 		s, err := planWindow(p.Trace, p.Budget, w)
 		if err == nil {
+			hoistSwapOuts(p.Trace, s)
 			err = hoistSwapIns(p.Trace, s, p.Budget)
 		}
 		if err != nil {
@@ -334,4 +336,27 @@ func hoistSwapIns(t *Trace, s *Schedule, budget int64) error {
 		s.SwapIn[j] = append(s.SwapIn[j], in.v)
 	}
 	return nil
+}
+
+// hoistSwapOuts starts each variable's first copy to the host right after
+// its producer: the copy only reads it, and the earlier it starts, the
+// sooner the release that waits for it can run.
+func hoistSwapOuts(t *Trace, s *Schedule) {
+	seen := map[int]bool{}
+	for i := range t.Funcs {
+		kept := s.SwapOut[i][:0]
+		for _, v := range s.SwapOut[i] {
+			if seen[v] {
+				kept = append(kept, v)
+				continue
+			}
+			seen[v] = true
+			if p := t.Vars[v].Producer; p >= 0 && p < i {
+				s.SwapOut[p] = append(s.SwapOut[p], v)
+				continue
+			}
+			kept = append(kept, v)
+		}
+		s.SwapOut[i] = kept
+	}
 }
