@@ -172,31 +172,13 @@ func offloadSchedule(t *Trace, set []int, budget int64, tm timing) (*Schedule, e
 			// Its copy would land after it is needed: keep it instead.
 			s.SwapOut[t.Vars[it.v].Producer] = remove(s.SwapOut[t.Vars[it.v].Producer], it.v)
 			s.SwapIn[it.use] = remove(s.SwapIn[it.use], it.v)
-			it.use = -1
 			continue
 		}
 		s.Release[it.late] = append(s.Release[it.late], it.v)
 	}
-	// Move each prefetch as early as the budget allows, in the order of use.
-	sort.SliceStable(items, func(a, b int) bool { return items[a].use < items[b].use })
-	earliest := 0
-	for _, it := range items {
-		if it.use < 0 {
-			continue
-		}
-		j := it.use
-		for j-1 >= max(it.late, earliest) && need[j-1]+it.size <= budget {
-			j--
-		}
-		earliest = j
-		if j == it.use {
-			continue
-		}
-		for k := j; k < it.use; k++ {
-			need[k] += it.size
-		}
-		s.SwapIn[it.use] = remove(s.SwapIn[it.use], it.v)
-		s.SwapIn[j] = append(s.SwapIn[j], it.v)
+	// Each prefetch as early as the budget allows, in the order of use.
+	if err := hoistSwapIns(t, s, budget); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
