@@ -71,20 +71,14 @@ func (c *Chain) check() error {
 // of dev if it is simulated, else of the model profile the offload planners
 // assume (v100-pcie).
 func ChainOf(t *Trace, dev vm.Device) (*Chain, error) {
-	sim, tm, err := deviceTiming(t, dev)
+	tm, err := deviceTiming(t, dev)
 	if err != nil {
 		return nil, err
 	}
-	var update time.Duration
-	for i := range t.Vars {
-		if v := &t.Vars[i]; v.Role == vm.Gradient {
-			update += sim.UpdateTime(v.Bytes)
-		}
-	}
-	return chainOf(t, tm, update)
+	return chainOf(t, tm)
 }
 
-func chainOf(t *Trace, tm timing, update time.Duration) (*Chain, error) {
+func chainOf(t *Trace, tm timing) (*Chain, error) {
 	acts := t.activations()
 	end := t.forwardEnd()
 	n := len(t.Funcs)
@@ -136,6 +130,6 @@ func chainOf(t *Trace, tm timing, update time.Duration) (*Chain, error) {
 		c.UB[stage] += tm.op[k]
 		c.ExB[stage] = max(c.ExB[stage], need[k]-held[stage+1])
 	}
-	c.UB[0] += update
+	c.UB[0] += tm.update
 	return c, nil
 }

@@ -7,8 +7,6 @@ import (
 	"math"
 	"slices"
 	"time"
-
-	"github.com/gorgonia-ooc/outofcore/vm"
 )
 
 // DynProg is the offloading paper's DYNPROG: the dynamic program of its
@@ -55,17 +53,11 @@ func (d DynProg) Plan(p *Problem) (*Schedule, error) {
 		slots = 500
 	}
 	t := p.Trace
-	sim, tm, err := deviceTiming(t, p.Device)
+	tm, err := deviceTiming(t, p.Device)
 	if err != nil {
 		return nil, err
 	}
-	var update time.Duration
-	for i := range t.Vars {
-		if v := &t.Vars[i]; v.Role == vm.Gradient {
-			update += sim.UpdateTime(v.Bytes)
-		}
-	}
-	c, err := chainOf(t, tm, update)
+	c, err := chainOf(t, tm)
 	if err != nil {
 		return nil, err
 	}
@@ -103,26 +95,11 @@ func (d DynProg) Plan(p *Problem) (*Schedule, error) {
 		}
 	}
 	// Last resort: add activations in forward order.
-	chosen := map[int]bool{}
-	for _, v := range set {
-		chosen[v] = true
+	s, err := offloadMore(t, set, p.Budget, tm)
+	if err != nil {
+		return nil, fmt.Errorf("ooc: dynprog: %w", err)
 	}
-	for _, v := range t.activations() {
-		if chosen[v] {
-			continue
-		}
-		chosen[v] = true
-		set = append(set, v)
-		slices.SortFunc(set, func(a, b int) int { return cmp.Compare(t.Vars[a].Producer, t.Vars[b].Producer) })
-		s, err := offloadSchedule(t, set, p.Budget, tm)
-		if err != nil {
-			return nil, err
-		}
-		if lastErr = fits(t, s, p.Budget); lastErr == nil {
-			return s, nil
-		}
-	}
-	return nil, fmt.Errorf("ooc: dynprog: offloading every activation does not fit the budget: %w", lastErr)
+	return s, nil
 }
 
 // OffloadSet solves the dynamic program on a chain for a budget in bytes and

@@ -26,15 +26,13 @@ func LowerBound(t *Trace, sim *vm.Sim, budget int64) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	p := &vm.Program{Vars: t.Vars, Funcs: t.Funcs}
-	var compute time.Duration
-	for i := range p.Funcs {
-		compute += sim.OpTime(p, &p.Funcs[i])
+	tm, err := deviceTiming(t, sim)
+	if err != nil {
+		return 0, err
 	}
-	for i := range p.Vars {
-		if v := &p.Vars[i]; v.Role == vm.Gradient {
-			compute += sim.UpdateTime(v.Bytes)
-		}
+	compute := tm.update
+	for _, d := range tm.op {
+		compute += d
 	}
 	var transfer time.Duration
 	if peak > budget {

@@ -1,25 +1,21 @@
 package ooc
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/gorgonia-ooc/outofcore/vm"
 )
 
-// The offloading paper's planners (Greedy, vDNN) choose a set of
-// activations to offload and then follow one schedule shape, "no-wait,
-// eager and ordered": each chosen activation starts copying to the host as
-// soon as it is produced, gives up its device memory right after its last
-// forward use, and comes back, in the order the backward needs them, as
-// early as the budget allows.
-//
-// The chain model is derived from the trace: the forward ends with the
-// cost's function; an activation is a variable computed in the forward and
-// read again after it (by the backward). On a DAG this is the paper's chain
-// with every non-linear part grouped into the stage of its last activation;
-// no DAG is refused, since offloading any such variable is always valid.
+// The offloading paper's planners (Greedy, DynProg, vDNN) choose a set of
+// activations to offload and then follow one schedule shape, the no-wait
+// ordered schedule of that set (see offloadSchedule). An activation is a
+// variable computed in the forward (which ends with the cost's function)
+// and read again after it, by the backward; Chain says how the paper's
+// chain is made of them.
 
 // activations lists the variables the backward reads from the forward, in
 // the order the forward produces them.
@@ -53,10 +49,11 @@ func (t *Trace) forwardEnd() int {
 }
 
 // timing is what the offload planners assume about the device: each
-// function's time, and the host link's bandwidth.
+// function's time, the optimizer's update, and the host link's bandwidth.
 type timing struct {
-	op   []time.Duration
-	beta float64 // bytes per second, each direction
+	op     []time.Duration
+	update time.Duration
+	beta   float64 // bytes per second, each direction
 }
 
 // modelProfile stands in for the device when the problem's device is not
@@ -65,17 +62,17 @@ type timing struct {
 // offloading paper plans for.
 const modelProfile = "v100-pcie"
 
-// deviceTiming returns the simulated device of the problem, or the model
-// profile's, and the times it gives the trace's functions.
-func deviceTiming(t *Trace, dev vm.Device) (*vm.Sim, timing, error) {
+// deviceTiming returns the times the simulated device dev, or else the
+// model profile, gives the trace's functions and update.
+func deviceTiming(t *Trace, dev vm.Device) (timing, error) {
 	sim, ok := dev.(*vm.Sim)
 	if !ok {
 		prof, err := vm.LookupProfile(modelProfile)
 		if err != nil {
-			return nil, timing{}, err
+			return timing{}, err
 		}
 		if sim, err = vm.NewSim(prof); err != nil {
-			return nil, timing{}, err
+			return timing{}, err
 		}
 	}
 	p := &vm.Program{Vars: t.Vars, Funcs: t.Funcs}
@@ -83,7 +80,12 @@ func deviceTiming(t *Trace, dev vm.Device) (*vm.Sim, timing, error) {
 	for i := range p.Funcs {
 		tm.op[i] = sim.OpTime(p, &p.Funcs[i])
 	}
-	return sim, tm, nil
+	for i := range p.Vars {
+		if v := &p.Vars[i]; v.Role == vm.Gradient {
+			tm.update += sim.UpdateTime(v.Bytes)
+		}
+	}
+	return tm, nil
 }
 
 func (tm timing) copyTime(n int64) time.Duration {
@@ -105,7 +107,6 @@ func offloadSchedule(t *Trace, set []int, budget int64, tm timing) (*Schedule, e
 		v, release, use int
 		late            int // release point if memory allowed: where the copy has landed
 		size            int64
-		landed          time.Duration
 	}
 	var items []*item
 	for _, v := range set {
@@ -143,9 +144,8 @@ func offloadSchedule(t *Trace, set []int, budget int64, tm timing) (*Schedule, e
 	var d2h time.Duration
 	for _, it := range items {
 		d2h = max(d2h, start[t.Vars[it.v].Producer+1]) + tm.copyTime(it.size)
-		it.landed = d2h
 		it.late = it.release
-		for it.late < it.use && start[it.late] < it.landed {
+		for it.late < it.use && start[it.late] < d2h {
 			it.late++
 		}
 		for k := it.release; k < it.late; k++ {
@@ -228,7 +228,7 @@ func (Greedy) Plan(p *Problem) (*Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, tm, err := deviceTiming(t, p.Device)
+	tm, err := deviceTiming(t, p.Device)
 	if err != nil {
 		return nil, err
 	}
@@ -239,17 +239,42 @@ func (Greedy) Plan(p *Problem) (*Schedule, error) {
 		sum += t.DeviceBytes(acts[k])
 		k++
 	}
-	var lastErr error
-	for ; k <= len(acts); k++ {
-		s, err := offloadSchedule(t, acts[:k], p.Budget, tm)
+	s, err := offloadMore(t, acts[:k], p.Budget, tm)
+	if err != nil {
+		return nil, fmt.Errorf("ooc: greedy: %w", err)
+	}
+	return s, nil
+}
+
+// offloadMore returns the no-wait schedule offloading set if it fits the
+// budget; if not, it offloads the trace's other activations too, one at a
+// time in forward order, until a schedule fits.
+func offloadMore(t *Trace, set []int, budget int64, tm timing) (*Schedule, error) {
+	set = slices.Clone(set)
+	chosen := map[int]bool{}
+	for _, v := range set {
+		chosen[v] = true
+	}
+	acts := t.activations()
+	for k := 0; ; k++ {
+		slices.SortFunc(set, func(a, b int) int { return cmp.Compare(t.Vars[a].Producer, t.Vars[b].Producer) })
+		s, err := offloadSchedule(t, set, budget, tm)
 		if err != nil {
 			return nil, err
 		}
-		if lastErr = fits(t, s, p.Budget); lastErr == nil {
+		fitErr := fits(t, s, budget)
+		if fitErr == nil {
 			return s, nil
 		}
+		for k < len(acts) && chosen[acts[k]] {
+			k++
+		}
+		if k == len(acts) {
+			return nil, fmt.Errorf("offloading every activation does not fit the budget: %w", fitErr)
+		}
+		chosen[acts[k]] = true
+		set = append(set, acts[k])
 	}
-	return nil, fmt.Errorf("ooc: greedy: offloading every activation does not fit the budget: %w", lastErr)
 }
 
 // VDNN is the offloading paper's variant of vDNN++: rank forward functions
@@ -268,7 +293,7 @@ func (VDNN) Plan(p *Problem) (*Schedule, error) {
 	t := p.Trace
 	acts := t.activations()
 	sim, _ := p.Device.(*vm.Sim)
-	_, tm, err := deviceTiming(t, p.Device)
+	tm, err := deviceTiming(t, p.Device)
 	if err != nil {
 		return nil, err
 	}
