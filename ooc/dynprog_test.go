@@ -86,6 +86,12 @@ func TestDynProgHandMadeChains(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			unit := int64(1 << 20)
 			c := handChain(tc.uf, tc.ub, tc.x, unit)
+			// With no extra memory, M_peak is every x at once (at F_L).
+			var all int64
+			for _, b := range tc.x {
+				all += b * unit
+			}
+			require.Equal(t, all, c.Peak())
 			off, idle, ok, err := c.OffloadSet(tc.budget*unit, 500)
 			require.NoError(t, err)
 			require.True(t, ok)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -47,7 +48,13 @@ type CompareResult struct {
 	Peak      int64   `json:"peak_bytes"`
 }
 
-func schedulerNamed(name string) (ooc.Scheduler, error) {
+// SchedulerNames are the schedulers SchedulerNamed knows, in the order
+// tables list them.
+var SchedulerNames = []string{"window", "lms", "greedy", "dynprog", "vdnn"}
+
+// SchedulerNamed returns the scheduler of that name (see SchedulerNames),
+// each with its automatic settings.
+func SchedulerNamed(name string) (ooc.Scheduler, error) {
 	switch name {
 	case "window":
 		return ooc.Window{}, nil
@@ -60,7 +67,7 @@ func schedulerNamed(name string) (ooc.Scheduler, error) {
 	case "vdnn":
 		return ooc.VDNN{}, nil
 	}
-	return nil, fmt.Errorf("sweep: unknown scheduler %q (want window, lms, greedy, dynprog or vdnn)", name)
+	return nil, fmt.Errorf("sweep: unknown scheduler %q (want one of %s)", name, strings.Join(SchedulerNames, ", "))
 }
 
 // Compare runs the comparison. Memory here is the scheduling budget alone:
@@ -78,11 +85,11 @@ func Compare(cfg CompareConfig) ([]CompareResult, error) {
 		cfg.Classes = 1000
 	}
 	if len(cfg.Schedulers) == 0 {
-		cfg.Schedulers = []string{"window", "lms", "greedy", "dynprog", "vdnn"}
+		cfg.Schedulers = slices.Clone(SchedulerNames)
 	}
 	scheds := make([]ooc.Scheduler, len(cfg.Schedulers))
 	for i, n := range cfg.Schedulers {
-		s, err := schedulerNamed(n)
+		s, err := SchedulerNamed(n)
 		if err != nil {
 			return nil, err
 		}

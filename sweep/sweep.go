@@ -283,13 +283,15 @@ func (c *Config) try(m *models.Model, res Result, budget int64) Result {
 	defer dev.Close()
 	kind, _ := ooc.ParseAllocator(res.Allocator)
 	opts := []ooc.Option{ooc.WithDevice(dev), ooc.WithAllocator(kind), ooc.WithChunkSize(c.ChunkSize), ooc.WithBudget(budget)}
-	switch res.Scheduler {
-	case "baseline":
+	if res.Scheduler == "baseline" {
 		opts = append(opts, ooc.Baseline())
-	case "lms":
-		opts = append(opts, ooc.WithScheduler(ooc.LMS{}))
-	case "window":
-		opts = append(opts, ooc.WithScheduler(ooc.Window{}))
+	} else {
+		sc, err := SchedulerNamed(res.Scheduler)
+		if err != nil {
+			res.Error = err.Error()
+			return res
+		}
+		opts = append(opts, ooc.WithScheduler(sc))
 	}
 	opts = append(opts, ooc.BindDualValues(m.Learnables...))
 	machine, err := ooc.Compile(m.Graph, opts...)

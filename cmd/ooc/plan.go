@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/sweep"
 	"github.com/gorgonia-ooc/outofcore/vm"
 )
 
@@ -58,20 +60,14 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	budget := bspec.resolve(peak)
 	opts := []ooc.Option{ooc.WithDevice(dev), ooc.WithBudget(budget), ooc.WithWindow(win)}
-	switch *schedName {
-	case "window":
-	case "lms":
-		opts = append(opts, ooc.WithScheduler(ooc.LMS{}))
-	case "greedy":
-		opts = append(opts, ooc.WithScheduler(ooc.Greedy{}))
-	case "dynprog":
-		opts = append(opts, ooc.WithScheduler(ooc.DynProg{}))
-	case "vdnn":
-		opts = append(opts, ooc.WithScheduler(ooc.VDNN{}))
-	case "baseline":
+	if *schedName == "baseline" {
 		opts = append(opts, ooc.Baseline())
-	default:
-		return fmt.Errorf("%w: unknown scheduler %q (want window, lms, greedy, dynprog, vdnn or baseline)", errUsage, *schedName)
+	} else {
+		sc, err := sweep.SchedulerNamed(*schedName)
+		if err != nil {
+			return fmt.Errorf("%w: unknown scheduler %q (want baseline or one of %s)", errUsage, *schedName, strings.Join(sweep.SchedulerNames, ", "))
+		}
+		opts = append(opts, ooc.WithScheduler(sc))
 	}
 	p, err := ooc.Plan(m.Graph, opts...)
 	if err != nil {
