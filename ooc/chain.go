@@ -71,6 +71,7 @@ func (c *Chain) check() error {
 // of dev if it is simulated, else of the model profile the offload planners
 // assume (v100-pcie).
 func ChainOf(t *Trace, dev vm.Device) (*Chain, error) {
+	t = t.forDevice(dev)
 	tm, err := deviceTiming(t, dev)
 	if err != nil {
 		return nil, err

@@ -19,9 +19,10 @@ func init() {
 	tensor.DontUsePool()
 }
 
-// Compile traces a training graph, plans swaps under the budget, lowers and
-// verifies the tape, and returns a machine ready to run it. The graph must
-// already hold its backward (gorgonia.Grad of the cost).
+// Compile traces a graph, plans swaps under the budget, lowers and
+// verifies the tape, and returns a machine ready to run it. For training,
+// the graph holds its backward already (gorgonia.Grad of the cost); a graph
+// without one, or any graph compiled with Inference(), runs forward only.
 func Compile(g *gorgonia.ExprGraph, opts ...Option) (m *vm.Machine, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -103,7 +104,7 @@ func planGraph(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, error) 
 	if g == nil {
 		return nil, nil, errors.New("ooc: nil graph")
 	}
-	t, err := NewTrace(g, s.outputs...)
+	t, err := newTrace(g, traceConfig{outputs: s.outputs, inference: s.inference, device: s.device})
 	if err != nil {
 		return nil, nil, err
 	}

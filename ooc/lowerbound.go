@@ -22,6 +22,7 @@ import (
 // The term is lowered by one nanosecond per variable because the simulator
 // rounds each copy's time down to whole nanoseconds.
 func LowerBound(t *Trace, sim *vm.Sim, budget int64) (time.Duration, error) {
+	t = t.forDevice(sim)
 	peak, err := tracePeak(t)
 	if err != nil {
 		return 0, err

@@ -56,6 +56,7 @@ type settings struct {
 	bind      []*gorgonia.Node
 	outputs   []*gorgonia.Node
 	baseline  bool
+	inference bool
 	poison    bool
 	errs      []error
 }
@@ -158,6 +159,18 @@ func WithOutputs(nodes ...*gorgonia.Node) Option {
 // right after its last use (liveness-based, as the paper's baseline framework).
 func Baseline() Option {
 	return func(s *settings) { s.baseline = true }
+}
+
+// Inference compiles a forward-only run: the backward that gorgonia.Grad
+// added is left out (no gradients are computed or bound, and Read and Set
+// statements of backward values are skipped), ops with a training mode
+// (batch norm, dropout) run in inference mode, as under gorgonia's
+// EvalMode, and what the forward holds goes out of core like a training
+// step's activations. The cost, Read statements and WithOutputs say what to
+// keep. A graph with no gradients runs forward only without this option,
+// in training mode as gorgonia's TapeMachine would run it.
+func Inference() Option {
+	return func(s *settings) { s.inference = true }
 }
 
 // withPoison makes every device block start as 0xFF bytes (NaN), so a test

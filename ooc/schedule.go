@@ -29,6 +29,11 @@ type Schedule struct {
 	SwapIn [][]int
 	// SwapOut[i]: variables to start copying to the host after f_i.
 	SwapOut [][]int
+	// Window is the schedule-window the plan was made with (window
+	// scheduler only); Timing says where the op and copy times it assumed
+	// came from.
+	Window int64
+	Timing string
 }
 
 // NewSchedule returns an empty schedule for n functions.
@@ -64,7 +69,8 @@ func Lower(t *Trace, s *Schedule) (*vm.Program, error) {
 		return nil, fmt.Errorf("ooc: schedule covers %d/%d/%d functions, the trace has %d",
 			len(s.Release), len(s.SwapIn), len(s.SwapOut), n)
 	}
-	p := &vm.Program{Vars: t.Vars, Funcs: t.Funcs}
+	p := &vm.Program{Vars: t.Vars, Funcs: t.Funcs, Reads: t.Reads, Sets: t.Sets, Inference: t.Inference,
+		Window: s.Window, Timing: s.Timing}
 	emit := func(op vm.OpCode, f, v int) {
 		p.Instrs = append(p.Instrs, vm.Instr{Op: op, Func: f, Var: v, Bytes: t.Vars[v].Bytes})
 	}
@@ -194,13 +200,13 @@ func replay(p *vm.Program, budget int64, onLive func(pc int, live int64)) (peak 
 				outBytes = 0
 				state[f.InPlace] = absent
 			}
-			if err := take(pc, outBytes+f.Workspace, "exec "+v.Name); err != nil {
+			if err := take(pc, outBytes+f.Transient(), "exec "+v.Name); err != nil {
 				return peak, err
 			}
 			if onLive != nil {
 				onLive(pc, live)
 			}
-			live -= f.Workspace
+			live -= f.Transient()
 			state[f.Output] = resident
 		case vm.SwapOut:
 			if state[in.Var] != resident {

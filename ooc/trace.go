@@ -3,6 +3,7 @@ package ooc
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"gorgonia.org/gorgonia"
@@ -30,15 +31,74 @@ type Trace struct {
 	First, Last []int
 	// Uses lists, per variable, the functions reading it, in order.
 	Uses [][]int
+
+	// Reads and Sets are the graph's gorgonia.Read and gorgonia.Set
+	// statements, which the machine carries out when their values are made.
+	Reads []vm.Read
+	Sets  []vm.Set
+	// Inference marks a forward-only trace (Inference()).
+	Inference bool
 }
 
 // DeviceBytes is the device memory a variable takes: its size, or 0 for a
-// leaf, which the machine never allocates.
+// leaf, which the machine never allocates, and for a view, which lives in
+// its base's memory.
 func (t *Trace) DeviceBytes(v int) int64 {
-	if t.Vars[v].IsLeaf() {
+	if x := &t.Vars[v]; x.IsLeaf() || x.View {
 		return 0
 	}
 	return t.Vars[v].Bytes
+}
+
+// forDevice returns the trace as dev runs it (nil: a CPU device): the host
+// result of each function the device cannot run into its own memory
+// counts, as on the device it will (see vm.HostBytes). It returns t itself
+// when nothing changes.
+func (t *Trace) forDevice(dev vm.Device) *Trace {
+	var funcs []vm.Func
+	for i := range t.Funcs {
+		f := &t.Funcs[i]
+		if hb := vm.HostBytes(dev, f, &t.Vars[f.Output]); hb != f.HostBytes {
+			if funcs == nil {
+				funcs = slices.Clone(t.Funcs)
+			}
+			funcs[i].HostBytes = hb
+		}
+	}
+	if funcs == nil {
+		return t
+	}
+	c := *t
+	c.Funcs = funcs
+	return &c
+}
+
+// Need is the device memory function i cannot run without: its operands
+// (each once), its output unless it takes over an operand's memory, and its
+// transient memory. No budget below the largest Need is feasible.
+func (t *Trace) Need(i int) int64 {
+	f := &t.Funcs[i]
+	need := f.Transient()
+	if f.InPlace < 0 {
+		need += t.DeviceBytes(f.Output)
+	}
+	for k, v := range f.Inputs {
+		if !slices.Contains(f.Inputs[:k], v) {
+			need += t.DeviceBytes(v)
+		}
+	}
+	return need
+}
+
+// MaxNeed is the largest Need of any function, and that function's index.
+func (t *Trace) MaxNeed() (need int64, at int) {
+	at = -1
+	for i := range t.Funcs {
+		if n := t.Need(i); at < 0 || n > need {
+			need, at = n, i
+		}
+	}
+	return need, at
 }
 
 // V returns V(f_i), the slice of Seq for function i.
@@ -80,6 +140,9 @@ func (t *Trace) String() string {
 		if f.Workspace > 0 {
 			fmt.Fprintf(&b, "      workspace %d B\n", f.Workspace)
 		}
+		if f.HostBytes > 0 {
+			fmt.Fprintf(&b, "      host result %d B (the op has no way to write into device memory)\n", f.HostBytes)
+		}
 	}
 	return b.String()
 }
@@ -91,19 +154,24 @@ func shortName(s string) string {
 	return s
 }
 
-// statement ops are graph statements, not computations; the VM cannot run them.
-var statementOps = map[string]bool{
-	"gorgonia.readOp":   true,
-	"gorgonia.letOp":    true,
-	"gorgonia.devTrans": true,
+// errNoCost is returned for a graph with nothing to compute.
+var errNoCost = errors.New("ooc: the graph has no cost: call gorgonia.Grad(cost, learnables...) before Compile, or name what to compute with WithOutputs or gorgonia.Read")
+
+// Trace building options beyond the graph.
+type traceConfig struct {
+	outputs   []*gorgonia.Node
+	inference bool
+	device    vm.Device // where the trace will run (nil: a CPU device)
 }
 
-// errNoCost is returned for a graph with nothing to compute.
-var errNoCost = errors.New("ooc: the graph has no cost: call gorgonia.Grad(cost, learnables...) before Compile, or name what to compute with WithOutputs")
-
 // NewTrace walks a graph into a trace, pruned to what the cost, the
-// learnables' gradients and the extra outputs need.
-func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (t *Trace, err error) {
+// learnables' gradients, the graph's Read and Set statements and the extra
+// outputs need.
+func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (*Trace, error) {
+	return newTrace(g, traceConfig{outputs: outputs})
+}
+
+func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			t, err = nil, fmt.Errorf("ooc: tracing the graph panicked: %v", r)
@@ -112,41 +180,90 @@ func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (t *Trace, err e
 	if g == nil {
 		return nil, errors.New("ooc: nil graph")
 	}
-	sorted, err := gorgonia.Sort(g)
-	if err != nil {
-		return nil, fmt.Errorf("ooc: sorting the graph: %w", err)
+	if nodeChildrenErr != nil {
+		return nil, nodeChildrenErr
 	}
-	// gorgonia.Sort returns roots first; execution order is the reverse.
+	sorted, err := sortGraph(g)
+	if err != nil {
+		return nil, err
+	}
+	// sortGraph returns roots first; execution order is the reverse.
 	order := make([]*gorgonia.Node, len(sorted))
 	for i, n := range sorted {
 		order[len(sorted)-1-i] = n
 	}
 
-	// Statements would be pruned (nothing reads them), which would silently
-	// skip what the user asked for: refuse them instead.
-	for _, n := range order {
-		if op := n.Op(); op != nil && statementOps[fmt.Sprintf("%T", op)] {
-			return nil, fmt.Errorf("ooc: node %s: op %v (%T) is a graph statement (gorgonia.Read/Set); the VM cannot run it: remove it from the graph", n.Name(), op, op)
+	// In a forward-only run, what the backward computes is left out:
+	// gradient nodes and everything computed from them.
+	backward := map[*gorgonia.Node]bool{}
+	if cfg.inference {
+		for _, n := range order {
+			if len(n.DerivOf()) > 0 && n.Op() != nil {
+				backward[n] = true
+				continue
+			}
+			for _, c := range operands(n) {
+				if backward[c] {
+					backward[n] = true
+					break
+				}
+			}
 		}
 	}
+
 	roles := map[*gorgonia.Node]vm.Role{}
 	learnableOf := map[*gorgonia.Node]*gorgonia.Node{}
+	type read struct {
+		n    *gorgonia.Node
+		into *gorgonia.Value
+	}
+	type set struct{ stmt, to, from *gorgonia.Node }
+	var reads []read
+	var sets []set
+	var roots []*gorgonia.Node
+	statement := map[*gorgonia.Node]bool{}
 	for _, n := range order {
-		if isCost(n) {
+		into, err := readTarget(n.Op())
+		if err != nil {
+			return nil, fmt.Errorf("%w (node %s)", err, n.Name())
+		}
+		ops := operands(n)
+		switch {
+		case into != nil:
+			statement[n] = true
+			if len(ops) != 1 {
+				return nil, fmt.Errorf("ooc: statement %s reads %d nodes, want 1", n.Name(), len(ops))
+			}
+			if backward[ops[0]] {
+				continue // a forward-only run has no gradients to read
+			}
+			reads = append(reads, read{ops[0], into})
+			roots = append(roots, ops[0])
+		case isSet(n.Op()):
+			statement[n] = true
+			if len(ops) != 2 {
+				return nil, fmt.Errorf("ooc: statement %s has %d operands, want 2", n.Name(), len(ops))
+			}
+			if backward[ops[1]] {
+				continue // an update computed from gradients: training only
+			}
+			sets = append(sets, set{n, ops[0], ops[1]})
+			roots = append(roots, ops[0], ops[1])
+		case isCost(n):
 			roles[n] = vm.Output
 		}
 	}
 	haveCost := len(roles) > 0
-	for _, n := range outputs {
+	for _, n := range cfg.outputs {
 		if n == nil || n.Graph() != g {
 			return nil, fmt.Errorf("ooc: output %v is not a node of this graph", n)
 		}
+		if backward[n] {
+			return nil, fmt.Errorf("ooc: output %s is computed by the backward; an inference run has none", n.Name())
+		}
 		roles[n] = vm.Output
 	}
-	if len(roles) == 0 {
-		return nil, errNoCost
-	}
-	if haveCost {
+	if haveCost && !cfg.inference {
 		for _, n := range order {
 			if n.Op() == nil && n.Deriv() != nil {
 				d := n.Deriv()
@@ -158,6 +275,15 @@ func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (t *Trace, err e
 			}
 		}
 	}
+	// A read node is bound to its value after a run, as gorgonia does.
+	for _, r := range reads {
+		if _, ok := roles[r.n]; !ok {
+			roles[r.n] = vm.Output
+		}
+	}
+	if len(roles) == 0 && len(sets) == 0 {
+		return nil, errNoCost
+	}
 
 	keep := map[*gorgonia.Node]bool{}
 	var mark func(n *gorgonia.Node)
@@ -166,11 +292,14 @@ func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (t *Trace, err e
 			return
 		}
 		keep[n] = true
-		for _, c := range children(g, n) {
+		for _, c := range operands(n) {
 			mark(c)
 		}
 	}
 	for n := range roles {
+		mark(n)
+	}
+	for _, n := range roots {
 		mark(n)
 	}
 
@@ -179,6 +308,9 @@ func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (t *Trace, err e
 	for _, n := range order {
 		if !keep[n] {
 			continue
+		}
+		if statement[n] {
+			return nil, fmt.Errorf("ooc: statement %s is an operand of another node", n.Name())
 		}
 		v := vm.Var{
 			Node:     n,
@@ -202,31 +334,103 @@ func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (t *Trace, err e
 			t.Vars = append(t.Vars, v)
 			continue
 		}
+		ops := operands(n)
+		if isView(n.Op()) && len(ops) == 1 {
+			base := index[ops[0]]
+			if b := &t.Vars[base]; b.View {
+				base = b.Base
+			}
+			v.View, v.Base, v.Producer = true, base, t.Vars[base].Producer
+			t.Vars = append(t.Vars, v)
+			continue
+		}
 		f := vm.Func{Node: n, Op: n.Op(), Output: vi, InPlace: -1}
-		for _, c := range children(g, n) {
+		hasView := false
+		for _, c := range ops {
 			ci, ok := index[c]
 			if !ok {
 				return nil, fmt.Errorf("ooc: node %s reads %s, which the topological order puts later", n.Name(), c.Name())
 			}
+			f.Args = append(f.Args, ci)
+			if x := &t.Vars[ci]; x.View {
+				ci = x.Base
+				hasView = true
+			}
 			f.Inputs = append(f.Inputs, ci)
+		}
+		if !hasView {
+			f.Args = nil
 		}
 		if w, ok := f.Op.(vm.WorkspaceOp); ok {
 			shapes := make([]tensor.Shape, len(f.Inputs))
-			for k, ci := range f.Inputs {
+			for k, ci := range f.Operands() {
 				shapes[k] = t.Vars[ci].Shape
 			}
 			f.Workspace = w.WorkspaceBytes(v.Dtype, shapes)
 		}
+		f.HostBytes = vm.HostBytes(cfg.device, &f, &v)
 		v.Producer = len(t.Funcs)
 		t.Vars = append(t.Vars, v)
 		t.Funcs = append(t.Funcs, f)
 	}
-	if len(t.Funcs) == 0 {
+	for _, r := range reads {
+		t.Reads = append(t.Reads, vm.Read{Var: index[r.n], Into: r.into})
+	}
+	setFrom := map[*gorgonia.Node]bool{}
+	for _, s := range sets {
+		if err := checkSet(s.stmt, s.to, s.from); err != nil {
+			return nil, err
+		}
+		if setFrom[s.from] {
+			return nil, fmt.Errorf("ooc: statement %s: %s is assigned by more than one gorgonia.Set", s.stmt.Name(), s.from.Name())
+		}
+		setFrom[s.from] = true
+		t.Sets = append(t.Sets, vm.Set{To: index[s.to], From: index[s.from]})
+	}
+	if len(t.Funcs) == 0 && len(t.Reads) == 0 && len(t.Sets) == 0 {
 		return nil, errNoCost
 	}
+	t.Inference = cfg.inference
 	t.index()
 	t.markInPlace()
 	return t, nil
+}
+
+// checkSet refuses the gorgonia.Set statements that gorgonia's TapeMachine
+// does not carry out as written. TapeMachine has no assignment: it lets the
+// op computing `from` write its result over its operand `to` in place (a
+// Set(w, Sub(w, d)) updates w), which happens only when that op overwrites
+// that operand and writes into memory it is given. Any other Set leaves
+// `to` as it was, or overwrites another operand; ooc refuses those rather
+// than differ from TapeMachine silently.
+func checkSet(stmt, to, from *gorgonia.Node) error {
+	if to.Op() != nil {
+		return fmt.Errorf("ooc: statement %s: gorgonia.Set can assign to inputs and learnables only, and %s is computed by %v", stmt.Name(), to.Name(), to.Op())
+	}
+	if to.Dtype() != from.Dtype() || !to.Shape().Eq(from.Shape()) || to.IsScalar() != from.IsScalar() {
+		return fmt.Errorf("ooc: statement %s: %s (%v %v) cannot take the value of %s (%v %v)", stmt.Name(),
+			to.Name(), to.Dtype(), to.Shape(), from.Name(), from.Dtype(), from.Shape())
+	}
+	op := from.Op()
+	k := -1
+	if op != nil {
+		k = op.OverwritesInput()
+	}
+	ops := operands(from)
+	_, prealloc := op.(gorgonia.UsePreallocDoer)
+	if k < 0 || k >= len(ops) || ops[k] != to || !prealloc || op.CallsExtern() || to.IsScalar() {
+		return fmt.Errorf("ooc: statement %s: gorgonia's TapeMachine carries out gorgonia.Set(a, b) only by letting b's op "+
+			"write over its operand a in place, as in Set(w, Sub(w, d)) for a tensor w; %v does not write over %s, so TapeMachine "+
+			"would leave it unchanged or change another operand: write the update so that it does, or assign the value yourself after RunAll",
+			stmt.Name(), op, to.Name())
+	}
+	return nil
+}
+
+// isView recognises ops whose result shares its operand's memory:
+// gorgonia's Reshape (its Do returns a header over the operand's data).
+func isView(op gorgonia.Op) bool {
+	return op != nil && fmt.Sprintf("%T", op) == "gorgonia.reshapeOp"
 }
 
 // inPlaceOps are gorgonia's elementwise ops: each output element depends
@@ -252,15 +456,17 @@ func inPlaceSafe(op gorgonia.Op, operand int) bool {
 }
 
 // markInPlace lets an elementwise function take over the memory of an
-// operand it reads last, when they have the same shape and dtype.
+// operand it reads last, when they have the same size and dtype.
 func (t *Trace) markInPlace() {
 	for i := range t.Funcs {
 		f := &t.Funcs[i]
 		out := &t.Vars[f.Output]
 		for k, v := range f.Inputs {
 			in := &t.Vars[v]
+			// Shapes may differ (an operand read through a reshape): an
+			// elementwise op only needs the same elements in the same order.
 			if !inPlaceSafe(f.Op, k) || in.IsLeaf() || in.Role != vm.Intermediate || t.Last[v] != i || in.Bytes != out.Bytes ||
-				in.Dtype != out.Dtype || !in.Shape.Eq(out.Shape) || in.Node.IsScalar() || out.Node.IsScalar() || count(f.Inputs, v) != 1 {
+				in.Dtype != out.Dtype || in.Node.IsScalar() || out.Node.IsScalar() || count(f.Inputs, v) != 1 {
 				continue
 			}
 			f.InPlace = v
@@ -312,7 +518,7 @@ func isLeaf(n *gorgonia.Node) bool {
 		return true
 	}
 	_, isConst := n.Op().(interface{ Value() gorgonia.Value })
-	return isConst && len(children(n.Graph(), n)) == 0
+	return isConst && len(operands(n)) == 0
 }
 
 // isCost recognises the cost of gorgonia.Grad: a scalar op node whose
@@ -324,17 +530,4 @@ func isCost(n *gorgonia.Node) bool {
 	}
 	_, isConst := d.Op().(interface{ Value() gorgonia.Value })
 	return isConst
-}
-
-// children returns a node's operands in order (duplicates kept).
-func children(g *gorgonia.ExprGraph, n *gorgonia.Node) []*gorgonia.Node {
-	it := g.From(n.ID())
-	if it == nil {
-		return nil
-	}
-	var out []*gorgonia.Node
-	for it.Next() {
-		out = append(out, it.Node().(*gorgonia.Node))
-	}
-	return out
 }

@@ -175,7 +175,7 @@ func planWindow(t *Trace, B, W int64) (*Schedule, error) {
 		if f.InPlace >= 0 {
 			newBytes = 0 // the output takes over its operand's memory
 		}
-		need := func() int64 { return live + newBytes + f.Workspace }
+		need := func() int64 { return live + newBytes + f.Transient() }
 		for need() > B {
 			if release(i) {
 				continue

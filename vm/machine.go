@@ -88,6 +88,15 @@ type Machine struct {
 	vars    []varState
 	leaves  []gorgonia.Value // by var index, for leaf variables
 	results map[int]gorgonia.Value
+	// sinks[b] lists the variables published when b is computed: b and its
+	// views that the user reads (outputs, gradients, Read and Set
+	// statements). leafSinks are the leaves (and their views) the user
+	// reads, published at the end of a run.
+	sinks     [][]int
+	leafSinks []int
+	readsOf   map[int][]*Read
+	setsFrom  map[int][]int // var -> indices of Sets
+	training  []gorgonia.TrainModeOp
 	pool    hostPool
 	d2h     *copyEngine
 	h2d     *copyEngine
@@ -135,16 +144,20 @@ func New(p *Program, cfg Config) (*Machine, error) {
 	}
 	for i := range p.Vars {
 		v := &p.Vars[i]
-		if v.IsLeaf() {
+		if v.IsLeaf() && !v.View {
 			m.stats.LeafBytes += v.Bytes
 		}
 	}
+	if err := m.indexSinks(); err != nil {
+		return nil, err
+	}
 	for _, f := range p.Funcs {
 		if op, ok := f.Op.(gorgonia.TrainModeOp); ok {
-			if err := op.SetTraining(true); err != nil {
-				return nil, fmt.Errorf("vm: %s: %w", f.Node.Name(), err)
-			}
+			m.training = append(m.training, op)
 		}
+	}
+	if err := m.setTraining(); err != nil {
+		return nil, err
 	}
 	if sim, ok := cfg.Device.(*Sim); ok {
 		m.sim = sim
@@ -156,6 +169,55 @@ func New(p *Program, cfg Config) (*Machine, error) {
 	m.d2h = newCopyEngine()
 	m.h2d = newCopyEngine()
 	return m, nil
+}
+
+// indexSinks finds, per variable, what the user reads of it.
+func (m *Machine) indexSinks() error {
+	p := m.prog
+	m.sinks = make([][]int, len(p.Vars))
+	m.readsOf = map[int][]*Read{}
+	m.setsFrom = map[int][]int{}
+	for k := range p.Reads {
+		r := &p.Reads[k]
+		if r.Var < 0 || r.Var >= len(p.Vars) || r.Into == nil {
+			return fmt.Errorf("vm: read statement %d is malformed", k)
+		}
+		m.readsOf[r.Var] = append(m.readsOf[r.Var], r)
+	}
+	for k, st := range p.Sets {
+		if st.To < 0 || st.To >= len(p.Vars) || st.From < 0 || st.From >= len(p.Vars) || !p.Vars[st.To].IsLeaf() {
+			return fmt.Errorf("vm: set statement %d is malformed", k)
+		}
+		m.setsFrom[st.From] = append(m.setsFrom[st.From], k)
+	}
+	for i := range p.Vars {
+		v := &p.Vars[i]
+		if v.Role == Intermediate && len(m.readsOf[i]) == 0 && len(m.setsFrom[i]) == 0 {
+			continue
+		}
+		if v.IsLeaf() {
+			m.leafSinks = append(m.leafSinks, i)
+			continue
+		}
+		b := i
+		if v.View {
+			b = v.Base
+		}
+		m.sinks[b] = append(m.sinks[b], i)
+	}
+	return nil
+}
+
+// setTraining puts the ops with a training mode in the program's mode, as
+// gorgonia's TapeMachine does when it is made (EvalMode for inference);
+// a script may switch them afterwards.
+func (m *Machine) setTraining() error {
+	for _, op := range m.training {
+		if err := op.SetTraining(!m.prog.Inference); err != nil {
+			return fmt.Errorf("vm: %v: %w", op, err)
+		}
+	}
+	return nil
 }
 
 // OpTimes returns, per op and operand shapes (OpKey), the mean time one
@@ -260,6 +322,9 @@ func (m *Machine) RunAll() (err error) {
 		m.stats.StepTime += m.clock.end()
 		return m.endStep()
 	}
+	if err = m.publishLeaves(); err != nil {
+		return err
+	}
 	if err = m.endStep(); err != nil {
 		return err
 	}
@@ -282,7 +347,15 @@ func (m *Machine) loadLeaves() error {
 		if !v.IsLeaf() {
 			continue
 		}
-		val, err := leafValue(v.Node)
+		var val gorgonia.Value
+		var err error
+		if v.View {
+			// As gorgonia does: the view op on the base's value (a header
+			// over the same data).
+			val, err = v.Node.Op().Do(m.leaves[v.Base])
+		} else {
+			val, err = leafValue(v.Node)
+		}
 		if err != nil {
 			return err
 		}
@@ -350,6 +423,21 @@ func (m *Machine) allocate(size int64, what string) (*alloc.Block, error) {
 	return b, nil
 }
 
+// holdHost counts host memory an op takes while it runs against the
+// budget, as if it were device memory; the caller gives it back.
+func (m *Machine) holdHost(size int64, what string) error {
+	if size == 0 {
+		return nil
+	}
+	if m.budget > 0 && m.live+size > m.budget {
+		return fmt.Errorf("%w: %s needs %d bytes for its host result, %d of the %d-byte budget are in use",
+			alloc.ErrOutOfMemory, what, size, m.live, m.budget)
+	}
+	m.live += size
+	m.peak = max(m.peak, m.live)
+	return nil
+}
+
 func (m *Machine) release(b *alloc.Block) error {
 	m.live -= b.Size()
 	return m.al.Free(b)
@@ -360,6 +448,16 @@ func (m *Machine) value(i int) (gorgonia.Value, error) {
 	v := &m.prog.Vars[i]
 	if v.IsLeaf() {
 		return m.leaves[i], nil
+	}
+	if v.View {
+		s := &m.vars[v.Base]
+		if s.in != nil {
+			m.waitIn(v.Base)
+		}
+		if s.block == nil {
+			return nil, fmt.Errorf("%s (a view of %s) is not resident on the device", v.Name, m.prog.Vars[v.Base].Name)
+		}
+		return denseOver(s.block.Bytes(), v.Dtype, v.Shape), nil
 	}
 	s := &m.vars[i]
 	if s.in != nil {
@@ -391,6 +489,30 @@ var preallocSafe = map[string]bool{
 	"*gorgonia.batchnormDiffOp": false,
 }
 
+// HostBytes is the host memory the machine takes on device dev (nil: a
+// CPU device) to run a function whose op cannot write into device memory:
+// Do's result, copied in afterwards. A simulated device models a GPU, where
+// every op writes into device memory.
+func HostBytes(dev Device, f *Func, out *Var) int64 {
+	if (dev != nil && dev.Simulated()) || runsOnDevice(f, out) {
+		return 0
+	}
+	return out.Bytes
+}
+
+// runsOnDevice reports whether the machine runs a function with its result
+// written straight into device memory.
+func runsOnDevice(f *Func, out *Var) bool {
+	if out.Node != nil && out.Node.IsScalar() {
+		return false
+	}
+	if _, ok := f.Op.(WorkspaceOp); ok && f.Workspace > 0 {
+		return true
+	}
+	_, ok := usePrealloc(f.Op)
+	return ok
+}
+
 func usePrealloc(op gorgonia.Op) (gorgonia.UsePreallocDoer, bool) {
 	pd, ok := op.(gorgonia.UsePreallocDoer)
 	if !ok {
@@ -413,7 +535,7 @@ func (m *Machine) exec(fi int) (err error) {
 		return fmt.Errorf("%s is already resident", out.Name)
 	}
 	ins := m.scratch[:0]
-	for _, vi := range f.Inputs {
+	for _, vi := range f.Operands() {
 		v, err := m.value(vi)
 		if err != nil {
 			return err
@@ -441,6 +563,10 @@ func (m *Machine) exec(fi int) (err error) {
 			}
 		}()
 	}
+	if err = m.holdHost(f.HostBytes, out.Name); err != nil {
+		return err
+	}
+	defer func() { m.live -= f.HostBytes }()
 
 	t0 := time.Now()
 	kind := kindDense
@@ -486,7 +612,12 @@ func (m *Machine) exec(fi int) (err error) {
 	}
 	m.opTimes[fi] += d
 	st.block, st.kind = blk, kind
-	return m.publish(f.Output)
+	for _, i := range m.sinks[f.Output] {
+		if err := m.publish(i); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // outputBlock is the device memory for a function's result: new, or the
@@ -514,41 +645,109 @@ func (m *Machine) outputBlock(f *Func) (*alloc.Block, error) {
 	return blk, nil
 }
 
-// publish hands a freshly computed output or gradient to the user, the way
-// gorgonia's TapeMachine binds it: outputs to their node, gradients to the
-// learnable (accumulated under BindDualValues).
+// publish hands a variable's value to the user, the way gorgonia's
+// TapeMachine does: outputs bound to their node, gradients to the learnable
+// (accumulated under BindDualValues), Read statements into their
+// destination, and Set statements into the leaf they assign, in place and at
+// once, so that what reads the leaf later in the run sees the new value (as
+// in TapeMachine, whose Set is its op writing over the leaf).
 func (m *Machine) publish(i int) error {
 	v := &m.prog.Vars[i]
-	if v.Role == Intermediate {
-		return nil
-	}
-	s := &m.vars[i]
-	host, ok := m.results[i]
-	if !ok {
-		var err error
-		if host, err = newHostValue(s.kind, v.Dtype, v.Shape); err != nil {
-			return err
-		}
-		m.results[i] = host
-	}
-	dst, err := rawBytes(host)
+	val, err := m.value(i)
 	if err != nil {
 		return err
 	}
-	src := s.block.Bytes()
-	switch {
-	case v.Role == Gradient && m.accum[v.Learnable]:
-		if err := accumulate(host, src, v); err != nil {
+	src, err := rawBytes(val)
+	if err != nil {
+		return err
+	}
+	kind, err := kindOf(val)
+	if err != nil {
+		return err
+	}
+	if v.Role != Intermediate {
+		host, ok := m.results[i]
+		if !ok {
+			if host, err = newHostValue(kind, v.Dtype, v.Shape); err != nil {
+				return err
+			}
+			m.results[i] = host
+		}
+		dst, err := rawBytes(host)
+		if err != nil {
 			return err
 		}
-	default:
+		if v.Role == Gradient && m.accum[v.Learnable] {
+			if err := accumulate(host, src, v); err != nil {
+				return err
+			}
+		} else {
+			copy(dst, src)
+		}
+		target := v.Node
+		if v.Role == Gradient {
+			target = v.Learnable.Deriv()
+		}
+		if err := gorgonia.UnsafeLet(target, host); err != nil {
+			return err
+		}
+	}
+	for _, r := range m.readsOf[i] {
+		// The first run clones; later runs copy into the value the reader
+		// holds, as TapeMachine's read instruction does.
+		if dst, ok := writableLike(*r.Into, kind, v); ok {
+			copy(dst, src)
+			continue
+		}
+		host, err := newHostValue(kind, v.Dtype, v.Shape)
+		if err != nil {
+			return err
+		}
+		dst, _ := rawBytes(host)
+		copy(dst, src)
+		*r.Into = host
+	}
+	for _, k := range m.setsFrom[i] {
+		to := &m.prog.Vars[m.prog.Sets[k].To]
+		dst, ok := writableLike(m.leaves[m.prog.Sets[k].To], kind, to)
+		if !ok {
+			return fmt.Errorf("vm: set %s = %s: %s holds a value that cannot be written in place (%T)", to.Name, v.Name, to.Name, m.leaves[m.prog.Sets[k].To])
+		}
 		copy(dst, src)
 	}
-	target := v.Node
-	if v.Role == Gradient {
-		target = v.Learnable.Deriv()
+	return nil
+}
+
+// writableLike returns the bytes of val when a value of the given kind and
+// variable can be copied into them in place.
+func writableLike(val gorgonia.Value, kind valueKind, v *Var) ([]byte, bool) {
+	switch t := val.(type) {
+	case nil:
+		return nil, false
+	case *tensor.Dense:
+		if kind != kindDense || t.IsMaterializable() || t.Dtype() != v.Dtype || int64(len(t.Raw)) != v.Bytes {
+			return nil, false
+		}
+		return t.Raw, true
+	case gorgonia.Scalar:
+		if kind != kindScalar || t.Dtype() != v.Dtype {
+			return nil, false
+		}
+		b, err := rawBytes(t)
+		return b, err == nil
 	}
-	return gorgonia.UnsafeLet(target, host)
+	return nil, false
+}
+
+// publishLeaves hands the user what it reads of the leaves (and their
+// views), at the end of a run.
+func (m *Machine) publishLeaves() error {
+	for _, i := range m.leafSinks {
+		if err := m.publish(i); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // accumulate adds a gradient into the learnable's running sum in place,

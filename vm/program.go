@@ -56,9 +56,19 @@ type Var struct {
 	Role     Role
 	// Learnable is the node whose gradient this is (Role == Gradient).
 	Learnable *gorgonia.Node
+
+	// View marks a variable that shares the memory of variable Base, as
+	// gorgonia's Reshape shares its operand's: it takes no memory of its
+	// own, functions read it from Base's memory with its own shape, and it
+	// lives as long as Base. Base is never itself a view. A view of a leaf is
+	// a leaf (its value is made from Base's when a run starts); a view of a
+	// computed variable has Base's producer.
+	View bool
+	Base int
 }
 
-// IsLeaf reports whether the variable is an input, learnable or constant.
+// IsLeaf reports whether the variable is an input, learnable or constant
+// (or a view of one).
 func (v *Var) IsLeaf() bool { return v.Producer < 0 }
 
 // Func is one function (op node) of the program.
@@ -72,6 +82,43 @@ type Func struct {
 	// output takes over, or -1: an elementwise op at its operand's last use
 	// writes its result where the operand was, as frameworks do in place.
 	InPlace int
+	// Args are the operands as the op sees them, in operand order, when
+	// some are views: Inputs[k] is then the variable whose memory Args[k]
+	// lives in. Nil when Args would equal Inputs.
+	Args []int
+	// HostBytes is memory the op takes outside the device while it runs:
+	// the result an op with no way to write into device memory returns on
+	// the host heap before the machine copies it in. The budget counts it
+	// like workspace.
+	HostBytes int64
+}
+
+// Transient is the memory a function holds only while it runs: its
+// workspace and any host result (HostBytes).
+func (f *Func) Transient() int64 { return f.Workspace + f.HostBytes }
+
+// Operands are the variables the op is called with, in operand order (a
+// view is passed as itself, not as its base).
+func (f *Func) Operands() []int {
+	if f.Args != nil {
+		return f.Args
+	}
+	return f.Inputs
+}
+
+// Read is a gorgonia.Read statement of the graph: after a run, *Into holds
+// the value of Var (a value of its own, overwritten in place by the next
+// run, as gorgonia's TapeMachine does).
+type Read struct {
+	Var  int
+	Into *gorgonia.Value
+}
+
+// Set is a gorgonia.Set statement: after a run, the leaf variable To holds
+// the value of From (written into To's value in place when it has the
+// right size, as gorgonia's TapeMachine does).
+type Set struct {
+	To, From int
 }
 
 // Instr is one tape instruction. Exec and Recompute name a function; the
@@ -96,13 +143,37 @@ type Program struct {
 	// Peak is the most device memory the tape holds at once, by the
 	// verifier's replay (variables and workspace, before allocator rounding).
 	Peak int64
+	// Window is the schedule-window the window scheduler used, in bytes
+	// (the one it chose, in its automatic mode); 0 for other schedulers.
+	Window int64
+	// Timing says where the op and copy times a scheduler planned with came
+	// from (a device profile, a measured step, or none).
+	Timing string
+
+	// Reads and Sets are the graph's gorgonia.Read and gorgonia.Set
+	// statements.
+	Reads []Read
+	Sets  []Set
+	// Inference marks a forward-only program: ops with a training mode
+	// (batch norm, dropout) run in inference mode.
+	Inference bool
 }
 
 // String prints the tape one instruction a line.
 func (p *Program) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "program: %d instructions, %d functions, %d variables, budget %d bytes, peak %d bytes, scheduler %s\n",
+	fmt.Fprintf(&b, "program: %d instructions, %d functions, %d variables, budget %d bytes, peak %d bytes, scheduler %s",
 		len(p.Instrs), len(p.Funcs), len(p.Vars), p.Budget, p.Peak, p.Scheduler)
+	if p.Window > 0 {
+		fmt.Fprintf(&b, " (window %d bytes)", p.Window)
+	}
+	if p.Inference {
+		b.WriteString(", inference")
+	}
+	b.WriteByte('\n')
+	if p.Timing != "" {
+		fmt.Fprintf(&b, "timing: %s\n", p.Timing)
+	}
 	for i, in := range p.Instrs {
 		fmt.Fprintf(&b, "%5d  %-9s %-12d %s\n", i, in.Op, in.Bytes, p.Vars[in.Var].Name)
 	}

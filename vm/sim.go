@@ -238,7 +238,7 @@ type FLOPser interface {
 func OpCost(p *Program, f *Func) (flops, bytes int64) {
 	out := &p.Vars[f.Output]
 	shapes := make([]tensor.Shape, len(f.Inputs))
-	for i, v := range f.Inputs {
+	for i, v := range f.Operands() {
 		shapes[i] = p.Vars[v].Shape
 		bytes += p.Vars[v].Bytes
 	}
@@ -266,7 +266,7 @@ func OpCost(p *Program, f *Func) (flops, bytes int64) {
 func OpKey(p *Program, f *Func) string {
 	var b strings.Builder
 	b.WriteString(f.Op.String())
-	for _, v := range f.Inputs {
+	for _, v := range f.Operands() {
 		fmt.Fprintf(&b, " %v", p.Vars[v].Shape)
 	}
 	return b.String()

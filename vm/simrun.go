@@ -45,7 +45,7 @@ func (m *Machine) placePersistent() error {
 	}
 	for i := range m.prog.Vars {
 		v := &m.prog.Vars[i]
-		if v.IsLeaf() {
+		if v.IsLeaf() && !v.View {
 			if err := take(v.Bytes, v.Name); err != nil {
 				return err
 			}
@@ -95,6 +95,14 @@ func (m *Machine) simStep(in Instr) error {
 				return err
 			}
 		}
+		if err := m.holdHost(f.HostBytes, v.Name); err != nil {
+			_ = m.release(blk)
+			if ws != nil {
+				_ = m.release(ws)
+			}
+			return err
+		}
+		m.live -= f.HostBytes
 		d := m.sim.OpTime(m.prog, f)
 		c.compute += d
 		m.stats.ComputeTime += d
