@@ -97,14 +97,14 @@ type Machine struct {
 	readsOf   map[int][]*Read
 	setsFrom  map[int][]int // var -> indices of Sets
 	training  []gorgonia.TrainModeOp
-	pool    hostPool
-	d2h     *copyEngine
-	h2d     *copyEngine
-	live    int64 // requested device bytes held now
-	peak    int64
-	stats   Stats
-	closed  bool
-	scratch []gorgonia.Value
+	pool      hostPool
+	d2h       *copyEngine
+	h2d       *copyEngine
+	live      int64 // requested device bytes held now
+	peak      int64
+	stats     Stats
+	closed    bool
+	scratch   []gorgonia.Value
 
 	sim        *Sim
 	clock      simClock
