@@ -19,6 +19,7 @@ type net struct {
 	x, y, cost *G.Node
 	params     G.Nodes
 	read       *G.Value // where a gorgonia.Read of the cost stores it, if the graph has one
+	out        *G.Node  // the prediction (logits or probabilities), where the builder names one
 }
 
 type builder func(dt tensor.Dtype, seed int64) *net
@@ -76,7 +77,7 @@ func mlp(dt tensor.Dtype, seed int64) *net {
 	if _, err := G.Grad(cost, params...); err != nil {
 		panic(err)
 	}
-	return &net{g: g, x: x, y: y, cost: cost, params: params}
+	return &net{g: g, x: x, y: y, cost: cost, params: params, out: logits}
 }
 
 // softmaxCE is the mean softmax cross-entropy, reduced one axis at a time
@@ -119,7 +120,7 @@ func cnn(dt tensor.Dtype, seed int64) *net {
 	if _, err := G.Grad(cost, params...); err != nil {
 		panic(err)
 	}
-	return &net{g: g, x: x, y: y, cost: cost, params: params}
+	return &net{g: g, x: x, y: y, cost: cost, params: params, out: logits}
 }
 
 // bits returns a value's contents as raw bits, so that comparisons are

@@ -2,6 +2,3 @@ package ooc
 
 // WithPoison is withPoison, for the external tests.
 var WithPoison = withPoison
-
-// Operands is operands, for the external tests.
-var Operands = operands

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"unsafe"
 
@@ -71,7 +72,20 @@ func opType(name string, build any) (t reflect.Type) {
 	return t
 }
 
-// operands returns a node's operands in order, as the node holds them.
+// Operands returns a node's operands in order, read from the node itself,
+// as gorgonia's TapeMachine reads them. Use it rather than
+// ExprGraph.From(n.ID()), which after a RemoveNode (gorgonia's
+// stabilisations and Grad call it) can return another node's operands.
+// It returns nil for a nil node or a gorgonia whose Node layout it does not
+// know.
+func Operands(n *gorgonia.Node) gorgonia.Nodes {
+	if n == nil || nodeChildrenErr != nil {
+		return nil
+	}
+	return slices.Clone(operands(n))
+}
+
+// operands returns a node's operand list itself (not a copy).
 func operands(n *gorgonia.Node) gorgonia.Nodes {
 	if nodeChildrenErr != nil {
 		panic(nodeChildrenErr)

@@ -13,6 +13,11 @@ import (
 // (which gorgonia's stabilisation rewrites into LogSoftMax, removing nodes)
 // and the cost fetched with gorgonia.Read.
 func stockCNN(dt tensor.Dtype, seed int64) *net {
+	return stockCNNGrad(dt, seed, true)
+}
+
+// stockCNNGrad builds stockCNN, with its backward when grad is set.
+func stockCNNGrad(dt tensor.Dtype, seed int64, grad bool) *net {
 	rng := rand.New(rand.NewSource(seed))
 	g := G.NewGraph()
 	const batch, hw, c1, c2, classes = 8, 16, 8, 16, 10
@@ -34,8 +39,10 @@ func stockCNN(dt tensor.Dtype, seed int64) *net {
 	read := new(G.Value)
 	G.Read(cost, read)
 	params := G.Nodes{k1, k2, fc}
-	if _, err := G.Grad(cost, params...); err != nil {
-		panic(err)
+	if grad {
+		if _, err := G.Grad(cost, params...); err != nil {
+			panic(err)
+		}
 	}
-	return &net{g: g, x: x, y: y, cost: cost, params: params, read: read}
+	return &net{g: g, x: x, y: y, cost: cost, params: params, read: read, out: prob}
 }

@@ -120,10 +120,16 @@ func sortedNames[T any](m map[string]T) []string {
 // found by bisection on Plan.
 func minFeasible(t *testing.T, build builder, dt tensor.Dtype, hi int64) int64 {
 	t.Helper()
+	return minFeasibleWith(t, build, dt, hi)
+}
+
+// minFeasibleWith is minFeasible for a compile with the given options.
+func minFeasibleWith(t *testing.T, build builder, dt tensor.Dtype, hi int64, opts ...ooc.Option) int64 {
+	t.Helper()
 	lo := int64(0)
 	for hi-lo > 64 {
 		mid := (lo + hi) / 2
-		if _, err := ooc.Plan(build(dt, 1).g, ooc.WithBudget(mid)); err == nil {
+		if _, err := ooc.Plan(build(dt, 1).g, append([]ooc.Option{ooc.WithBudget(mid)}, opts...)...); err == nil {
 			hi = mid
 		} else {
 			lo = mid

@@ -36,21 +36,18 @@ func (r evalResult) String() string {
 	return fmt.Sprintf("test accuracy %s, test loss %.4f on %d examples", acc, r.Loss, r.Examples)
 }
 
-// evaluator runs the model's forward pass on test batches. The training graph
-// also holds the backward, and ooc.Compile runs everything a cost needs, so
-// evaluation runs on a copy of the forward part in a graph of its own: the
-// same ops (batch norms share their running statistics), the learnables
-// bound to the training graph's tensors, compiled with the same scheduler and
-// budget. Batch norms (and any other gorgonia.TrainModeOp) run in inference
-// mode while it evaluates.
+// evaluator runs the model's forward pass on test batches: the training
+// graph compiled with ooc.Inference(), which leaves the backward out and
+// takes the scheduler and budget of the run, with the learnables and batch
+// norms the training uses. Batch norms (and any other gorgonia.TrainModeOp)
+// run in inference mode while it evaluates.
 type evaluator struct {
-	input, labels *G.Node // of the copy
-	logits, loss  *G.Node // of the copy; logits nil when unknown
-	leaves        [][2]*G.Node
+	graph         *G.ExprGraph
+	input, labels *G.Node
+	logits, loss  *G.Node // logits nil when unknown
+	outs          []*G.Node
 	modes         []G.TrainModeOp
 	bns           []batchNorm
-	graph         *G.ExprGraph
-	outs          []*G.Node
 	machine       *vm.Machine
 	// Note says where the logits come from, or why accuracy is not measured.
 	Note string
@@ -75,11 +72,11 @@ func findLogits(m *models.Model) (*G.Node, string) {
 		}
 		seen[n] = true
 		if n.Op() != nil && fmt.Sprintf("%T", n.Op()) == "*gorgonia.softmaxOp" {
-			if k := children(m.Graph, n); len(k) == 1 {
+			if k := ooc.Operands(n); len(k) == 1 {
 				found = append(found, k[0])
 			}
 		}
-		for _, c := range children(m.Graph, n) {
+		for _, c := range ooc.Operands(n) {
 			walk(c)
 		}
 	}
@@ -91,111 +88,25 @@ func findLogits(m *models.Model) (*G.Node, string) {
 	return nil, "accuracy not measured: the model exposes no Logits node and its loss has no single softmax to find them by; test loss only"
 }
 
-func children(g *G.ExprGraph, n *G.Node) []*G.Node {
-	it := g.From(n.ID())
-	if it == nil {
-		return nil
+// newEvaluator readies the model's forward pass; compile makes it runnable.
+func newEvaluator(m *models.Model, bns []batchNorm) (*evaluator, error) {
+	ev := &evaluator{graph: m.Graph, input: m.Input, labels: m.Labels, loss: m.Loss, bns: bns}
+	ev.logits, ev.Note = findLogits(m)
+	if ev.logits != nil {
+		ev.outs = append(ev.outs, ev.logits)
 	}
-	var out []*G.Node
-	for it.Next() {
-		out = append(out, it.Node().(*G.Node))
-	}
-	return out
+	ev.outs = append(ev.outs, ev.loss)
+	return ev, nil
 }
 
-// newEvaluator copies the model's forward pass into a graph of its own; compile
-// makes it runnable.
-func newEvaluator(m *models.Model, bns []batchNorm) (ev *evaluator, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			ev, err = nil, fmt.Errorf("building the evaluation graph: %v", r)
-		}
-	}()
-	ev = &evaluator{bns: bns}
-	logits, note := findLogits(m)
-	ev.Note = note
-	g := G.NewGraph()
-	memo := map[*G.Node]*G.Node{}
-	seenMode := map[uintptr]bool{}
-	var clone func(n *G.Node) (*G.Node, error)
-	clone = func(n *G.Node) (*G.Node, error) {
-		if c, ok := memo[n]; ok {
-			return c, nil
-		}
-		var c *G.Node
-		kids := children(m.Graph, n)
-		switch {
-		case n.Op() == nil:
-			opts := []G.NodeConsOpt{G.WithName(n.Name())}
-			if n != m.Input && n != m.Labels {
-				if n.Value() == nil {
-					return nil, fmt.Errorf("leaf %s has no value", n.Name())
-				}
-				opts = append(opts, G.WithValue(n.Value()))
-			}
-			if n.IsScalar() {
-				c = G.NewScalar(g, n.Dtype(), opts...)
-			} else {
-				opts = append(opts, G.WithShape(n.Shape().Clone()...))
-				c = G.NewTensor(g, n.Dtype(), n.Shape().Dims(), opts...)
-			}
-			switch n {
-			case m.Input:
-				ev.input = c
-			case m.Labels:
-				ev.labels = c
-			default:
-				ev.leaves = append(ev.leaves, [2]*G.Node{c, n})
-			}
-		case len(kids) == 0:
-			k, ok := n.Op().(interface{ Value() G.Value })
-			if !ok {
-				return nil, fmt.Errorf("node %s has op %v and no operands", n.Name(), n.Op())
-			}
-			c = G.NewConstant(k.Value(), G.In(g))
-		default:
-			in := make([]*G.Node, len(kids))
-			for i, k := range kids {
-				var err error
-				if in[i], err = clone(k); err != nil {
-					return nil, err
-				}
-			}
-			var err error
-			if c, err = G.ApplyOp(n.Op(), in...); err != nil {
-				return nil, fmt.Errorf("copying %s: %w", n.Name(), err)
-			}
-			if tm, ok := n.Op().(G.TrainModeOp); ok {
-				if key, ok := opIdentity(tm); !ok || !seenMode[key] {
-					seenMode[key] = true
-					ev.modes = append(ev.modes, tm)
-				}
-			}
-		}
-		memo[n] = c
-		return c, nil
-	}
-	outs := []*G.Node{}
-	if logits != nil {
-		if ev.logits, err = clone(logits); err != nil {
-			return nil, err
-		}
-		outs = append(outs, ev.logits)
-	}
-	if ev.loss, err = clone(m.Loss); err != nil {
-		return nil, err
-	}
-	outs = append(outs, ev.loss)
-	if ev.input == nil {
-		return nil, errors.New("the model's output does not depend on its input")
-	}
-	ev.graph, ev.outs = g, outs
-	return ev, nil
+// options are what every compile and plan of the forward pass takes.
+func (ev *evaluator) options(opts ...ooc.Option) []ooc.Option {
+	return append([]ooc.Option{ooc.Inference(), ooc.WithOutputs(ev.outs...)}, opts...)
 }
 
 // inCorePeak is the device memory the forward pass needs without swapping.
 func (ev *evaluator) inCorePeak() (int64, error) {
-	p, err := ooc.Plan(ev.graph, ooc.WithOutputs(ev.outs...), ooc.Baseline())
+	p, err := ooc.Plan(ev.graph, ev.options(ooc.Baseline())...)
 	if err != nil {
 		return 0, err
 	}
@@ -203,13 +114,41 @@ func (ev *evaluator) inCorePeak() (int64, error) {
 }
 
 // compile makes the machine that runs the forward pass, with the scheduler,
-// budget and allocator options given.
+// budget and allocator options given. Making an inference machine puts the
+// graph's training-mode ops in inference mode, as gorgonia's EvalMode does;
+// they go back to training mode (running statistics untouched) for the
+// training machine that shares them, and evaluate switches them as it runs.
 func (ev *evaluator) compile(opts ...ooc.Option) (err error) {
-	ev.machine, err = ooc.Compile(ev.graph, append([]ooc.Option{ooc.WithOutputs(ev.outs...)}, opts...)...)
+	snap, err := snapshotBN(ev.bns)
+	if err != nil {
+		return err
+	}
+	ev.machine, err = ooc.Compile(ev.graph, ev.options(opts...)...)
 	if err != nil {
 		return fmt.Errorf("compiling the forward pass: %w", err)
 	}
-	return nil
+	seen := map[uintptr]bool{}
+	for _, f := range ev.machine.Program().Funcs {
+		if tm, ok := f.Op.(G.TrainModeOp); ok {
+			if key, ok := opIdentity(tm); !ok || !seen[key] {
+				seen[key] = true
+				ev.modes = append(ev.modes, tm)
+			}
+		}
+	}
+	return ev.trainingMode(snap)
+}
+
+// trainingMode puts the training-mode ops back in training mode with the
+// running statistics of snap (gorgonia's BatchNormOp resets them when
+// switched to training).
+func (ev *evaluator) trainingMode(snap bnSnapshot) error {
+	for _, tm := range ev.modes {
+		if err := tm.SetTraining(true); err != nil {
+			return err
+		}
+	}
+	return snap.restore(ev.bns)
 }
 
 func (ev *evaluator) Close() error {
@@ -244,20 +183,10 @@ func (ev *evaluator) evaluate(ds datasets.Dataset, opt datasets.Options) (res ev
 		}
 	}
 	defer func() {
-		for _, tm := range ev.modes {
-			if e := tm.SetTraining(true); e != nil && err == nil {
-				err = e
-			}
-		}
-		if e := snap.restore(ev.bns); e != nil && err == nil {
+		if e := ev.trainingMode(snap); e != nil && err == nil {
 			err = e
 		}
 	}()
-	for _, p := range ev.leaves {
-		if err := G.Let(p[0], p[1].Value()); err != nil {
-			return res, err
-		}
-	}
 	var lossSum float64
 	for {
 		b, err := l.Next()

@@ -89,7 +89,7 @@ func evalCheckpoint(o *evalOptions, out io.Writer) (*evalResult, error) {
 	}
 	if err := ev.compile(o.options(budget)...); err != nil {
 		return nil, o.budgetError(err, func(b int64) error {
-			_, err := ooc.Plan(ev.graph, ooc.WithOutputs(ev.outs...), ooc.WithWindow(o.Window), ooc.WithBudget(b))
+			_, err := ooc.Plan(ev.graph, ev.options(ooc.WithWindow(o.Window), ooc.WithBudget(b))...)
 			return err
 		}, budget, peak)
 	}
