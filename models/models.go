@@ -58,6 +58,46 @@ type Model struct {
 	BatchNorms []*layers.BatchNormOp
 }
 
+// BindRandom binds a random input batch (normal, from seed) and random
+// one-hot labels (one class per image, or per pixel for unet), for runs
+// that need values but not data: timing a step, a batch-size sweep.
+func (m *Model) BindRandom(seed int64) error {
+	rng := rand.New(rand.NewSource(seed))
+	dt := m.Input.Dtype()
+	x := tensor.New(tensor.Of(dt), tensor.WithShape(m.Input.Shape()...))
+	y := tensor.New(tensor.Of(dt), tensor.WithShape(m.Labels.Shape()...))
+	switch xs := x.Data().(type) {
+	case []float32:
+		for i := range xs {
+			xs[i] = float32(rng.NormFloat64())
+		}
+	case []float64:
+		for i := range xs {
+			xs[i] = rng.NormFloat64()
+		}
+	default:
+		return fmt.Errorf("models: %s has dtype %v, want float32 or float64", m.Name, dt)
+	}
+	// Labels are one-hot along axis 1: one class per image (or pixel).
+	ls := m.Labels.Shape()
+	classes, inner := ls[1], ls.TotalSize()/(ls[0]*ls[1])
+	for n := 0; n < ls[0]; n++ {
+		for p := 0; p < inner; p++ {
+			at := (n*classes+rng.Intn(classes))*inner + p
+			switch ys := y.Data().(type) {
+			case []float32:
+				ys[at] = 1
+			case []float64:
+				ys[at] = 1
+			}
+		}
+	}
+	if err := G.Let(m.Input, x); err != nil {
+		return err
+	}
+	return G.Let(m.Labels, y)
+}
+
 // NumParams counts the learnable scalars.
 func (m *Model) NumParams() int64 {
 	var n int64

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"time"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -44,7 +45,11 @@ func Compile(g *gorgonia.ExprGraph, opts ...Option) (m *vm.Machine, err error) {
 			}
 		}()
 	}
+	var replan func(map[string]time.Duration) (*vm.Program, error)
 	prog, t, err := planGraph(g, s)
+	if _, timed := s.scheduler.(timedScheduler); err == nil && timed && !s.baseline && !s.device.Simulated() {
+		prog, t, replan, err = planToMeasure(g, s)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -61,12 +66,62 @@ func Compile(g *gorgonia.ExprGraph, opts ...Option) (m *vm.Machine, err error) {
 			return nil, fmt.Errorf("ooc: %w", err)
 		}
 	}
-	m, err = vm.New(prog, vm.Config{Device: s.device, Allocator: al, Budget: prog.Budget, AccumulateGrads: accum, OwnDevice: ownDevice, Poison: s.poison})
+	m, err = vm.New(prog, vm.Config{Device: s.device, Allocator: al, Budget: prog.Budget, AccumulateGrads: accum,
+		OwnDevice: ownDevice, Poison: s.poison, Replan: replan})
 	if err != nil {
 		_ = al.Close()
 		return nil, err
 	}
 	return m, nil
+}
+
+// planToMeasure plans the first step of a planner that times the trace,
+// on a device that is not simulated: the window scheduler's tape runs it
+// while the machine measures every op, and replan then plans with the
+// device's own times (and its host link) instead of a model profile's.
+func planToMeasure(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, func(map[string]time.Duration) (*vm.Program, error), error) {
+	first := *s
+	first.scheduler = Window{}
+	prog, t, err := planGraph(g, &first)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	prog.Timing = fmt.Sprintf("first step: the window scheduler's tape, while op times are measured on %s; %s replans with them after it",
+		s.device.Name(), s.scheduler.Name())
+	budget := prog.Budget
+	replan := func(ops map[string]time.Duration) (*vm.Program, error) {
+		model, err := measuredModel(s.device, ops)
+		if err != nil {
+			return nil, err
+		}
+		again := *s
+		again.model = model
+		return plan(t, budget, &again)
+	}
+	return prog, t, replan, nil
+}
+
+// measuredModel is a simulated device with the op times measured on dev
+// and its host link's bandwidth.
+func measuredModel(dev vm.Device, ops map[string]time.Duration) (*vm.Sim, error) {
+	lm, ok := dev.(vm.LinkMeasurer)
+	if !ok {
+		return nil, fmt.Errorf("ooc: device %s does not measure its host link", dev.Name())
+	}
+	bw := lm.LinkBandwidth()
+	secs := make(map[string]float64, len(ops))
+	for k, d := range ops {
+		secs[k] = d.Seconds()
+	}
+	return vm.NewSim(vm.Profile{
+		Name: "measured-" + dev.Name(), Capacity: dev.Capacity(), LinkBandwidth: bw,
+		// Every op of the step was measured; the roofs only time the
+		// optimizer's update, which runs outside the step.
+		PeakFLOPS: 1e10, MemBandwidth: 5e9, Efficiency: 1,
+		Source: fmt.Sprintf("measured on %s in the first step: %d op times, host link %.2f GB/s (optimizer update assumed at 5 GB/s)",
+			dev.Name(), len(ops), bw/1e9),
+		Measured: secs,
+	})
 }
 
 // Plan does what Compile does short of making a machine: it returns the
@@ -133,7 +188,8 @@ func plan(t *Trace, budget int64, s *settings) (*vm.Program, error) {
 	case sc == nil:
 		sc = Window{}
 	}
-	sched, err := sc.Plan(&Problem{Trace: t, Budget: budget, Window: s.window, Device: s.device})
+	p := &Problem{Trace: t, Budget: budget, Window: s.window, Device: s.device, model: s.model}
+	sched, err := sc.Plan(p)
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +199,11 @@ func plan(t *Trace, budget int64, s *settings) (*vm.Program, error) {
 	}
 	prog.Budget = budget
 	prog.Scheduler = sc.Name()
+	if prog.Timing == "" {
+		if _, ok := sc.(timedScheduler); ok {
+			prog.Timing = p.timingNote()
+		}
+	}
 	if prog.Peak, err = Verify(prog, budget); err != nil {
 		return nil, fmt.Errorf("%w (scheduler %s)", err, sc.Name())
 	}

@@ -43,6 +43,8 @@ const (
 // Name implements Scheduler.
 func (DynProg) Name() string { return "dynprog" }
 
+func (DynProg) plansWithTimes() {}
+
 // Plan implements Scheduler.
 func (d DynProg) Plan(p *Problem) (*Schedule, error) {
 	if d.Slots < 0 {
@@ -53,7 +55,7 @@ func (d DynProg) Plan(p *Problem) (*Schedule, error) {
 		slots = 500
 	}
 	t := p.Trace
-	tm, err := deviceTiming(t, p.Device)
+	tm, err := deviceTiming(t, p.timingDevice())
 	if err != nil {
 		return nil, err
 	}

@@ -221,6 +221,8 @@ type Greedy struct{}
 // Name implements Scheduler.
 func (Greedy) Name() string { return "greedy" }
 
+func (Greedy) plansWithTimes() {}
+
 // Plan implements Scheduler.
 func (Greedy) Plan(p *Problem) (*Schedule, error) {
 	t := p.Trace
@@ -228,7 +230,7 @@ func (Greedy) Plan(p *Problem) (*Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
-	tm, err := deviceTiming(t, p.Device)
+	tm, err := deviceTiming(t, p.timingDevice())
 	if err != nil {
 		return nil, err
 	}
@@ -288,12 +290,14 @@ type VDNN struct{}
 // Name implements Scheduler.
 func (VDNN) Name() string { return "vdnn" }
 
+func (VDNN) plansWithTimes() {}
+
 // Plan implements Scheduler.
 func (VDNN) Plan(p *Problem) (*Schedule, error) {
 	t := p.Trace
 	acts := t.activations()
-	sim, _ := p.Device.(*vm.Sim)
-	tm, err := deviceTiming(t, p.Device)
+	sim, _ := p.timingDevice().(*vm.Sim)
+	tm, err := deviceTiming(t, p.timingDevice())
 	if err != nil {
 		return nil, err
 	}

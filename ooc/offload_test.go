@@ -13,7 +13,9 @@ import (
 
 // TestOffloadPlannersMatchBaseline: Greedy, DynProg and vDNN plans pass the verifier
 // (Compile refuses any that does not), keep the device within the budget and
-// give the baseline's numbers bit for bit.
+// give the baseline's numbers bit for bit. On the CPU device the first step
+// runs the window scheduler's tape while op times are measured, and the
+// planner replans with them: the program says so.
 func TestOffloadPlannersMatchBaseline(t *testing.T) {
 	for _, name := range sortedNames(handBuilt) {
 		build := handBuilt[name]
@@ -33,7 +35,12 @@ func TestOffloadPlannersMatchBaseline(t *testing.T) {
 				m, err := ooc.Compile(got.g, ooc.WithScheduler(sc), ooc.WithBudget(budget), ooc.WithPoison())
 				require.NoError(t, err)
 				defer m.Close()
+				require.Equal(t, "window", m.Program().Scheduler)
+				require.Contains(t, m.Program().Timing, "while op times are measured on cpu")
 				gotL, gotG, gotW := trainSteps(t, got, m, 2)
+				require.Equal(t, sc.Name(), m.Program().Scheduler)
+				require.Contains(t, m.Program().Timing, "measured on cpu in the first step")
+				require.NotContains(t, m.Program().Timing, "failed")
 				require.Equal(t, wantL, gotL)
 				require.Equal(t, wantG, gotG)
 				require.Equal(t, wantW, gotW)

@@ -58,6 +58,7 @@ type settings struct {
 	baseline  bool
 	inference bool
 	poison    bool
+	model     *vm.Sim // op times measured on the device (see Compile)
 	errs      []error
 }
 

@@ -16,6 +16,49 @@ type Problem struct {
 	// Device is where the program will run (nil: a CPU device); schedulers
 	// that tune themselves simulate on it when it is simulated.
 	Device vm.Device
+
+	// model, when set, is the simulated device planners time the trace on
+	// instead: one whose op times were measured on Device.
+	model *vm.Sim
+}
+
+// timingDevice is the device whose op and copy times planners use: the
+// measured model, else Device (deviceTiming stands in a profile for a
+// device that is not simulated).
+func (p *Problem) timingDevice() vm.Device {
+	if p.model != nil {
+		return p.model
+	}
+	return p.Device
+}
+
+// timingNote says where the times a planner used come from.
+func (p *Problem) timingNote() string {
+	switch sim, ok := p.Device.(*vm.Sim); {
+	case p.model != nil:
+		return p.model.Profile().Source
+	case ok:
+		return "simulated: profile " + sim.Name()
+	}
+	return fmt.Sprintf("assumed: the %s profile's op and link times (nothing was measured on this device)", modelProfile)
+}
+
+// timedScheduler is implemented by schedulers that plan with op and copy
+// times on any device (not only by simulating on a simulated one).
+type timedScheduler interface {
+	Scheduler
+	plansWithTimes()
+}
+
+// TimesOps reports whether sc plans with op and copy times on any device
+// (Greedy, DynProg, VDNN). On a device that is not simulated, a machine
+// Compile makes for such a scheduler runs its first step with the window
+// scheduler's tape while it measures every op, then replans with the
+// measured times (Program.Timing says so); Plan alone measures nothing and
+// assumes a profile's times.
+func TimesOps(sc Scheduler) bool {
+	_, ok := sc.(timedScheduler)
+	return ok
 }
 
 // Schedule is a scheduler's decision, per function of the trace. Lowering

@@ -57,6 +57,7 @@ func (Window) Plan(p *Problem) (*Schedule, error) {
 	if p.Window > 0 {
 		return planWindow(p.Trace, p.Budget, p.Window)
 	}
+	tried := 0
 	sim, _ := p.Device.(*vm.Sim)
 	var first, best *Schedule
 	var bestTime time.Duration
@@ -74,8 +75,10 @@ func (Window) Plan(p *Problem) (*Schedule, error) {
 			continue
 		}
 		if sim == nil {
+			s.Timing = "none: on a device that is not simulated the automatic window is 1.5 x the budget"
 			return s, nil
 		}
+		tried++
 		if first == nil {
 			first = s
 		}
@@ -93,6 +96,7 @@ func (Window) Plan(p *Problem) (*Schedule, error) {
 	}
 	switch {
 	case best != nil:
+		best.Timing = fmt.Sprintf("simulated: profile %s (the automatic window is the fastest of %d tried)", sim.Name(), tried)
 		return best, nil
 	case first != nil:
 		// No trial ran on the simulated device (its capacity, with the
@@ -258,6 +262,7 @@ func planWindow(t *Trace, B, W int64) (*Schedule, error) {
 		}
 	}
 	dropUnreleasedSwapOuts(t, s)
+	s.Window = W
 	return s, nil
 }
 

@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand"
 	"strings"
 	"time"
 
@@ -147,7 +146,9 @@ func Run(cfg Config) ([]Result, error) {
 			return out, err
 		}
 		if !strings.HasPrefix(cfg.Device, "sim:") {
-			bindRandom(m, batch, cfg)
+			if err := m.BindRandom(int64(batch)); err != nil {
+				return out, err
+			}
 		}
 		for _, r := range rows {
 			res := cfg.point(m, batch, r.sched, r.alloc)
@@ -187,22 +188,6 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
-}
-
-// bindRandom gives a real run its input batch and labels.
-func bindRandom(m *models.Model, batch int, cfg Config) {
-	rng := rand.New(rand.NewSource(int64(batch)))
-	x := make([]float32, m.Input.Shape().TotalSize())
-	for i := range x {
-		x[i] = float32(rng.NormFloat64())
-	}
-	y := make([]float32, m.Labels.Shape().TotalSize())
-	per := len(y) / batch
-	for i := 0; i < batch; i++ {
-		y[i*per+rng.Intn(per)] = 1
-	}
-	_ = G.Let(m.Input, tensor.New(tensor.WithShape(m.Input.Shape()...), tensor.WithBacking(x)))
-	_ = G.Let(m.Labels, tensor.New(tensor.WithShape(m.Labels.Shape()...), tensor.WithBacking(y)))
 }
 
 // point finds, for one scheduler and allocator at one batch size, the

@@ -3,7 +3,9 @@ package vm
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
@@ -75,6 +77,35 @@ func (c *CPU) Simulated() bool { return false }
 // Close implements Device: it unmaps the device memory. Allocators over it
 // must be closed first.
 func (c *CPU) Close() error { return c.mem.Close() }
+
+// LinkBandwidth is the bandwidth of a swap on the CPU device, which is a
+// memory copy: bytes/s, measured once per process (best of 5 copies of
+// 64 MiB).
+func (c *CPU) LinkBandwidth() float64 {
+	memcpyOnce.Do(func() {
+		src := make([]byte, 64<<20)
+		dst := make([]byte, len(src))
+		best := time.Duration(1 << 62)
+		for i := 0; i < 5; i++ {
+			t := time.Now()
+			copy(dst, src)
+			best = min(best, time.Since(t))
+		}
+		memcpyBandwidth = float64(len(src)) / max(best, time.Nanosecond).Seconds()
+	})
+	return memcpyBandwidth
+}
+
+var (
+	memcpyOnce      sync.Once
+	memcpyBandwidth float64
+)
+
+// LinkMeasurer is implemented by real devices that know the bandwidth of
+// their host link (bytes/s each way), for planners that time copies.
+type LinkMeasurer interface {
+	LinkBandwidth() float64
+}
 
 // NewDevice makes a device from its command-line name: "cpu" (real memory
 // of the given capacity; 0: DefaultCPUCapacity) or "sim:PROFILE" (capacity

@@ -72,6 +72,13 @@ type Config struct {
 	// allocated, so an op that reads memory it did not write shows up in
 	// results. For tests; it costs a memset per allocation.
 	Poison bool
+	// Replan, when set, is called once after the first step on a device
+	// that is not simulated, with the op times measured in it (as OpTimes
+	// gives them); the program it returns, over the same variables and
+	// functions, runs from the next step on. Planners that need op times
+	// plan with the device's own this way. If it fails, the first program
+	// stays, with the reason in its Timing.
+	Replan func(opTimes map[string]time.Duration) (*Program, error)
 }
 
 // Machine runs a Program. It implements gorgonia.VM. A Machine is not safe
@@ -106,6 +113,7 @@ type Machine struct {
 	closed    bool
 	scratch   []gorgonia.Value
 
+	replan     func(map[string]time.Duration) (*Program, error)
 	sim        *Sim
 	clock      simClock
 	persistent []*alloc.Block
@@ -137,6 +145,7 @@ func New(p *Program, cfg Config) (*Machine, error) {
 		accum:   cfg.AccumulateGrads,
 		ownDev:  cfg.OwnDevice,
 		poison:  cfg.Poison,
+		replan:  cfg.Replan,
 		vars:    make([]varState, len(p.Vars)),
 		leaves:  make([]gorgonia.Value, len(p.Vars)),
 		results: make(map[int]gorgonia.Value),
@@ -330,7 +339,27 @@ func (m *Machine) RunAll() (err error) {
 	}
 	m.stats.Steps++
 	m.stats.StepTime += time.Since(start)
+	if m.replan != nil {
+		m.replanFromTimes()
+	}
 	return nil
+}
+
+// replanFromTimes swaps in the program Config.Replan makes from the first
+// step's op times.
+func (m *Machine) replanFromTimes() {
+	f := m.replan
+	m.replan = nil
+	p, err := f(m.OpTimes())
+	if err == nil && (p == nil || len(p.Vars) != len(m.prog.Vars) || len(p.Funcs) != len(m.prog.Funcs)) {
+		err = errors.New("the new program is not over the same variables and functions")
+	}
+	if err != nil {
+		m.prog.Timing += fmt.Sprintf("; replanning from the measured times failed, so this tape stays: %v", err)
+		return
+	}
+	p.Budget = m.prog.Budget
+	m.prog = p
 }
 
 func (m *Machine) where(pc int) string {

@@ -73,6 +73,14 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	if sc, _ := sweep.SchedulerNamed(*schedName); sc != nil && ooc.TimesOps(sc) && !dev.Simulated() {
+		// The planner times the ops: on a real device, with times measured
+		// in a first step, as a compiled machine does.
+		fmt.Fprintf(stdout, "measuring op times: one step on %s with a random batch\n", dev.Name())
+		if p, err = measuredPlan(m, opts); err != nil {
+			return err
+		}
+	}
 	if *tape {
 		fmt.Fprint(stdout, p.String())
 	}
@@ -83,6 +91,14 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "in-core peak %s (device %s); budget %s (%.0f%% of the in-core peak); planned peak %s\n",
 		formatBytes(peak), formatBytes(dev.Capacity()), formatBytes(budget), 100*float64(budget)/float64(peak), formatBytes(p.Peak))
 	fmt.Fprintf(stdout, "swap-ins %d (%s), swap-outs %d (%s)\n", swapIns, formatBytes(inBytes), swapOuts, formatBytes(outBytes))
+	if p.Window > 0 {
+		fmt.Fprintf(stdout, "schedule-window %s (%.2f x the budget)\n", formatBytes(p.Window), float64(p.Window)/float64(budget))
+	}
+	timing := p.Timing
+	if timing == "" {
+		timing = "none used by this scheduler"
+	}
+	fmt.Fprintf(stdout, "op and copy times: %s\n", timing)
 	if *plotFile != "" {
 		if err := plotTimeline(p, *model, *batch, dev.Name(), *plotFile); err != nil {
 			return err
@@ -90,6 +106,24 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "memory plot written to %s\n", *plotFile)
 	}
 	return ctx.Err()
+}
+
+// measuredPlan compiles the step on the options' device, runs it once on a
+// random batch and returns the program the machine replanned with the op
+// times it measured.
+func measuredPlan(m *models.Model, opts []ooc.Option) (*vm.Program, error) {
+	if err := m.BindRandom(1); err != nil {
+		return nil, err
+	}
+	machine, err := ooc.Compile(m.Graph, opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer machine.Close()
+	if err := machine.RunAll(); err != nil {
+		return nil, fmt.Errorf("measuring op times: %w", err)
+	}
+	return machine.Program(), nil
 }
 
 // plotTimeline draws device bytes held over one step's tape against the budget.

@@ -26,6 +26,8 @@ func TestPlanCommand(t *testing.T) {
 	require.Contains(t, s, "scheduler window")
 	require.Contains(t, s, "(40% of the in-core peak)")
 	require.Regexp(t, `swap-ins [1-9][0-9]* `, s)
+	require.Regexp(t, `schedule-window [0-9.]+ [KMG]iB \([0-9.]+ x the budget\)`, s, "the automatic window says what it chose")
+	require.Contains(t, s, "op and copy times: simulated: profile sim:v100-pcie")
 	raw, err := os.ReadFile(plot)
 	require.NoError(t, err)
 	require.Contains(t, string(raw), "<svg")
@@ -34,6 +36,19 @@ func TestPlanCommand(t *testing.T) {
 	require.True(t, errors.Is(err, errUsage), "%v", err)
 	err = runPlan(context.Background(), []string{"-model", "resnet18", "-image", "32", "-batch", "8", "-budget", "1KiB", "-device", "sim:v100-pcie"}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "is infeasible")
+}
+
+// TestPlanMeasuresOnCPU: an offload planner on the CPU device plans with op
+// times measured in a step on that device, and says so.
+func TestPlanMeasuresOnCPU(t *testing.T) {
+	var out bytes.Buffer
+	err := runPlan(context.Background(), []string{"-model", "smallcnn", "-image", "16", "-classes", "4", "-batch", "8",
+		"-budget", "70%", "-device", "cpu", "-scheduler", "greedy"}, &out, io.Discard)
+	require.NoError(t, err)
+	s := out.String()
+	require.Contains(t, s, "measuring op times: one step on cpu")
+	require.Contains(t, s, "scheduler greedy")
+	require.Contains(t, s, "op and copy times: measured on cpu in the first step")
 }
 
 func TestSweepCommand(t *testing.T) {
