@@ -41,4 +41,38 @@
 // gradients and op workspaces. Leaf values (the input batch, the learnables
 // and constants) stay in the memory the user bound them in and are reported
 // apart, as vm.Stats.LeafBytes.
+//
+// # Gorgonia programs as written
+//
+// The trace takes each node's operands from the node itself (Operands), as
+// TapeMachine does, and sorts the graph on them: gorgonia's own id lookups
+// (ExprGraph.From, Node, and gorgonia.Sort, which walks them) go stale when
+// RemoveNode runs, which BinaryXent's and Log(SoftMax)'s stabilisations and
+// Grad's pruning do on ordinary graphs.
+//
+// gorgonia.Read statements store their node's value when it is computed
+// (a clone on the first run, then a copy into the value the script holds,
+// as TapeMachine does), so a value read is never stale, whatever was
+// swapped. gorgonia.Set(a, b) is carried out as TapeMachine carries it out:
+// b's op writes over its operand a (a learnable or input tensor) in place,
+// at once, so what reads a later in the step sees the new value;
+// TapeMachine does nothing else for a Set (it leaves a unchanged, or
+// overwrites another operand of b), so Compile refuses other forms. A read
+// of a leaf that a Set assigns sees the value after the run. What a node
+// holds after RunAll: the cost, Read nodes and WithOutputs nodes are bound
+// to their values (overwritten in place by the next run), gradients to the
+// learnables; other nodes are not (their memory was reused).
+//
+// Reshape is a view: it takes no memory, its result is read from its
+// operand's memory, and swapping it swaps that memory. Elementwise ops write
+// over an operand they read for the last time when sizes match, whatever the
+// shapes (an activation after a reshape). Every op writes its result into
+// device memory; an op that cannot (gorgonia's own ops without a way to
+// write into memory they are given) returns it on the host heap, and that
+// memory counts in the budget while the op runs (vm.Func.HostBytes).
+//
+// Inference() compiles the forward only: the backward gorgonia.Grad added is
+// left out, batch norm and dropout run in inference mode, and the forward's
+// activations go out of core as a training step's do. A graph with no
+// gradients runs forward only without it.
 package ooc

@@ -2,9 +2,13 @@ package ooc_test
 
 import (
 	"math/rand"
+	"testing"
 
+	"github.com/stretchr/testify/require"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/ooc"
 )
 
 // stockCNN is a small CNN written the way gorgonia's own examples write
@@ -45,4 +49,41 @@ func stockCNNGrad(dt tensor.Dtype, seed int64, grad bool) *net {
 		}
 	}
 	return &net{g: g, x: x, y: y, cost: cost, params: params, read: read, out: prob}
+}
+
+// TestStockCNNAtItsLeastBudget is the target of running gorgonia programs
+// as written: a CNN of gorgonia's stock ops runs bit for bit as
+// TapeMachine does at the least budget the window scheduler can plan, and
+// that budget is within 2% of what its largest function alone needs
+// resident (views cost nothing, elementwise ops run in place, every op
+// writes into device memory or has its host result counted).
+func TestStockCNNAtItsLeastBudget(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		t.Run(dt.String(), func(t *testing.T) {
+			ref := stockCNN(dt, 4)
+			tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
+			wantL, wantG, wantW := trainSteps(t, ref, tm, 3)
+			tm.Close()
+
+			tr, err := ooc.NewTrace(stockCNN(dt, 4).g)
+			require.NoError(t, err)
+			need, at := tr.MaxNeed()
+			peak, err := ooc.InCorePeak(stockCNN(dt, 4).g)
+			require.NoError(t, err)
+			least := minFeasible(t, stockCNN, dt, peak)
+			t.Logf("in-core peak %d B; largest need %d B (%s); least feasible budget %d B = %.2f%% of the need, %.1f%% of the peak",
+				peak, need, tr.Funcs[at].Node.Name(), least, 100*float64(least)/float64(need), 100*float64(least)/float64(peak))
+			require.LessOrEqual(t, float64(least), 1.02*float64(need), "least feasible budget within 2%% of the largest need")
+
+			got := stockCNN(dt, 4)
+			m, err := ooc.Compile(got.g, ooc.BindDualValues(got.params...), ooc.WithBudget(least), ooc.WithPoison())
+			require.NoError(t, err)
+			defer m.Close()
+			gotL, gotG, gotW := trainSteps(t, got, m, 3)
+			require.Equal(t, wantL, gotL, "loss")
+			require.Equal(t, wantG, gotG, "gradients")
+			require.Equal(t, wantW, gotW, "weights after 3 Adam steps")
+			require.LessOrEqual(t, m.Stats().PeakDeviceBytes, least)
+		})
+	}
 }
