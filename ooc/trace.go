@@ -125,7 +125,7 @@ func (t *Trace) String() string {
 		len(t.Funcs), len(t.Vars), dev, len(t.Seq))
 	for i, f := range t.Funcs {
 		fmt.Fprintf(&b, "f%-4d %s\n", i, f.Node.Name())
-		for _, v := range t.V(i) {
+		for k, v := range t.V(i) {
 			x := &t.Vars[v]
 			kind := "var"
 			switch {
@@ -134,8 +134,17 @@ func (t *Trace) String() string {
 			case v == f.Output:
 				kind = "out"
 			}
-			fmt.Fprintf(&b, "      %-4s %-10s %v %v %d B, uses f%d..f%d\n",
-				kind, shortName(x.Name), x.Dtype, x.Shape, x.Bytes, t.First[v], t.Last[v])
+			view := ""
+			if k < len(f.Inputs) {
+				if a := f.Operands()[k]; a != v {
+					view = fmt.Sprintf(" (read as %v through a view)", t.Vars[a].Shape)
+				}
+			}
+			if v == f.Output && f.InPlace >= 0 {
+				view = " (in place of " + shortName(t.Vars[f.InPlace].Name) + ")"
+			}
+			fmt.Fprintf(&b, "      %-4s %-10s %v %v %d B, uses f%d..f%d%s\n",
+				kind, shortName(x.Name), x.Dtype, x.Shape, x.Bytes, t.First[v], t.Last[v], view)
 		}
 		if f.Workspace > 0 {
 			fmt.Fprintf(&b, "      workspace %d B\n", f.Workspace)
