@@ -115,3 +115,37 @@ func TestInferenceRefusesBackwardOutputs(t *testing.T) {
 	require.ErrorContains(t, err, d.Name())
 	require.ErrorContains(t, err, "computed by the backward")
 }
+
+// TestForwardGraphBindsItsResults: with nothing named (no gradients, no
+// Read, no WithOutputs), the nodes nothing else reads are the results, and
+// hold TapeMachine's values after a run.
+func TestForwardGraphBindsItsResults(t *testing.T) {
+	build := func() (*G.ExprGraph, *G.Node, *G.Node) {
+		g := G.NewGraph()
+		x := G.NewMatrix(g, tensor.Float64, G.WithShape(6, 5), G.WithName("x"), G.WithValue(filled(6, 5)))
+		w := G.NewMatrix(g, tensor.Float64, G.WithShape(5, 4), G.WithName("w"), G.WithValue(filled(5, 4)))
+		h := G.Must(G.Tanh(G.Must(G.Mul(x, w))))
+		return g, G.Must(G.Sum(h)), G.Must(G.Sigmoid(h))
+	}
+	g, s, p := build()
+	tm := G.NewTapeMachine(g)
+	require.NoError(t, tm.RunAll())
+	wantS, wantP := bits(t, s.Value()), bits(t, p.Value())
+	tm.Close()
+
+	g, s, p = build()
+	m, err := ooc.Compile(g, ooc.WithPoison())
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, m.RunAll())
+	require.Equal(t, wantS, bits(t, s.Value()))
+	require.Equal(t, wantP, bits(t, p.Value()))
+}
+
+func filled(shape ...int) *tensor.Dense {
+	t := tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(shape...))
+	for i, d := 0, t.Data().([]float64); i < len(d); i++ {
+		d[i] = float64(i%7)/7 - 0.4
+	}
+	return t
+}

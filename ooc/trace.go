@@ -164,7 +164,7 @@ func shortName(s string) string {
 }
 
 // errNoCost is returned for a graph with nothing to compute.
-var errNoCost = errors.New("ooc: the graph has no cost: call gorgonia.Grad(cost, learnables...) before Compile, or name what to compute with WithOutputs or gorgonia.Read")
+var errNoCost = errors.New("ooc: the graph computes nothing: call gorgonia.Grad(cost, learnables...) before Compile, or name what to compute with WithOutputs or gorgonia.Read")
 
 // Trace building options beyond the graph.
 type traceConfig struct {
@@ -288,6 +288,21 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 	for _, r := range reads {
 		if _, ok := roles[r.n]; !ok {
 			roles[r.n] = vm.Output
+		}
+	}
+	if len(roles) == 0 && len(sets) == 0 {
+		// Nothing named: a forward graph's results are what nothing else
+		// reads, as TapeMachine leaves every node's value bound.
+		read := map[*gorgonia.Node]bool{}
+		for _, n := range order {
+			for _, c := range operands(n) {
+				read[c] = true
+			}
+		}
+		for _, n := range order {
+			if !read[n] && !statement[n] && !isLeaf(n) && !backward[n] {
+				roles[n] = vm.Output
+			}
 		}
 	}
 	if len(roles) == 0 && len(sets) == 0 {
