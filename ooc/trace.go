@@ -452,7 +452,29 @@ func inPlaceSafe(op gorgonia.Op, operand int) bool {
 	if ip, ok := op.(InPlacer); ok {
 		return ip.InPlaceSafe(operand)
 	}
+	if operand > 0 && isComparison(op) {
+		return false
+	}
 	return inPlaceOps[fmt.Sprintf("%T", op)]
+}
+
+// isComparison recognises gorgonia's elementwise comparisons (Lt, Gt, Lte,
+// Gte, Eq, Ne). Their retSame forms run through the tensor engine's
+// same-type path, which copies the first operand into the result and then
+// compares it with the second in place (tensor v0.9.24,
+// defaultengine_cmp.go): a result written over the second operand
+// overwrites that operand before it is read, so they may take over the
+// first operand's memory only.
+func isComparison(op gorgonia.Op) bool {
+	if fmt.Sprintf("%T", op) != "gorgonia.elemBinOp" {
+		return false
+	}
+	sym, _, _ := strings.Cut(op.String(), " ")
+	switch sym {
+	case "<", ">", "<=", ">=", "==", "!=":
+		return true
+	}
+	return false
 }
 
 // markInPlace lets an elementwise function take over the memory of an
