@@ -312,6 +312,16 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		if statement[n] {
 			return nil, fmt.Errorf("ooc: statement %s is an operand of another node", n.Name())
 		}
+		if isYOLO(n.Op()) {
+			return nil, fmt.Errorf("ooc: %s is gorgonia.YOLOv3, whose op rewrites its operand in place and returns that operand "+
+				"as its result (gorgonia op_yolo.go): the operand's value changes under its other readers and TapeMachine's "+
+				"registers for the two alias; ooc assumes an op leaves its operands as they were and refuses it", n.Name())
+		}
+		if isAt(n.Op()) {
+			return nil, fmt.Errorf("ooc: %s is gorgonia.At, whose op gorgonia marks as a statement that TapeMachine never executes "+
+				"(its users read At's operand instead, or fail): ooc refuses it rather than compute what TapeMachine does not; "+
+				"take the element with Slice", n.Name())
+		}
 		v := vm.Var{
 			Node:     n,
 			Name:     n.Name(),
@@ -425,6 +435,16 @@ func checkSet(stmt, to, from *gorgonia.Node) error {
 			stmt.Name(), op, to.Name())
 	}
 	return nil
+}
+
+// isAt recognises gorgonia.At's op.
+func isAt(op gorgonia.Op) bool {
+	return op != nil && fmt.Sprintf("%T", op) == "gorgonia.atOp"
+}
+
+// isYOLO recognises gorgonia.YOLOv3's op.
+func isYOLO(op gorgonia.Op) bool {
+	return op != nil && fmt.Sprintf("%T", op) == "*gorgonia.yoloOp"
 }
 
 // isView recognises ops whose result shares its operand's memory:
