@@ -75,4 +75,90 @@
 // left out, batch norm and dropout run in inference mode, and the forward's
 // activations go out of core as a training step's do. A graph with no
 // gradients runs forward only without it.
+//
+// # Supported gorgonia ops
+//
+// Each op below is a row of TestGorgoniaOps: a small training graph puts it
+// between learnable elementwise layers and runs two Adam steps, float32 and
+// float64, in core, at half the in-core peak and at the least feasible
+// budget, with fresh device memory poisoned. "Exact" means loss, every
+// gradient and the weights after each step (for a forward-only graph: the
+// cost and the op's result) equal gorgonia's TapeMachine bit for bit there.
+// We match TapeMachine, bugs included: where gorgonia's op is wrong, ooc
+// is wrong the same way, and the right op is named.
+//
+// Exact, forward and backward:
+//
+//   - nn.go: Rectify, LeakyRelu, BinaryXent, Conv2d (stride, pad,
+//     dilation), Conv1d, Im2Col, MaxPool2D (also padded), MaxPool1D,
+//     BatchNorm (training mode), Dropout. Dropout's gradient divides by p
+//     instead of 1-p, and its generator is clock-seeded per op, so two runs
+//     agree only when the test seeds both alike. Conv2d's im2col node is 9x
+//     its input for a 3x3 kernel, BatchNorm is six activation-sized nodes,
+//     MaxPool2D allocates an int argmax per output when the graph is built
+//     and Rectify is two nodes: models/layers' Conv2D, BatchNorm, MaxPool2D
+//     and ReLU do the same in one node each, with less memory.
+//   - AveragePool2D and AveragePool1D (AveragePool2D with a 1xk kernel):
+//     exact, but AveragePool2D's values are wrong; use layers.AvgPool2D.
+//   - SoftMax, LogSoftMax (last axis or axis 0), Sparsemax, GroupNorm,
+//     Upsample2D, ByIndices, Mish, MinBetween, MaxBetween.
+//   - Mul (matrix-matrix, matrix-vector, vector-vector), BatchedMatMul
+//     (also transposed), Tensordot, Div, Auto, ReduceAdd, ReduceMul.
+//   - Max, Mean and Sum over one axis or all axes, Norm (p = 2, 3),
+//     LogSumExp of a vector (over an axis of a matrix it fails to build: it
+//     subtracts the max without broadcasting). Mean and Sum over two axes
+//     of a 4-D tensor are exact too, but gorgonia's values are wrong (Sum
+//     over axes 2 and 3 of a 2x3x4x4 tensor): reduce one axis at a time
+//     from the last.
+//   - Slice (ranges, steps, single indices, down to a scalar), Transpose,
+//     Concat, Unconcat, Broadcast, ConvType (Int to float, and float to Int
+//     and back: gorgonia converts nothing else).
+//   - Reshape and Ravel: exact against gorgonia's LispMachine. TapeMachine
+//     is wrong after a reshape: the next op writes its result in place over
+//     the reshape's register, which is the reshaped activation's memory, and
+//     the backward reads that activation clobbered (the row checks that
+//     TapeMachine and LispMachine differ).
+//   - api_gen.go: Abs, Sin, Cos, Exp, Log, Log2, Log1p, Expm1, Neg, Square,
+//     Sqrt, Cube, Inverse, InverseSqrt, Tanh, Sigmoid, Softplus; Add, Sub,
+//     HadamardProd, HadamardDiv, Pow (also with a scalar); BroadcastAdd,
+//     BroadcastSub, BroadcastHadamardProd, BroadcastHadamardDiv,
+//     BroadcastPow.
+//   - CTCLoss, as the cost: its result is a 0-d tensor (TapeMachine fails
+//     to multiply it by a scalar), and its gradient op panics unless the
+//     gradient it gets is a scalar (op_ctc_loss.go:571).
+//   - GaussianRandomNode and BinomialRandomNode with a degenerate
+//     distribution, UniformRandomNode multiplied by zero: gorgonia seeds
+//     them from the clock at every run, so only such graphs can be compared.
+//
+// Exact, with no gradient through the op (learnables after it only):
+// Sign, Ceil, Floor, SizeOf, and the comparisons Lt, Gt, Lte, Gte, Eq, Ne
+// and their Broadcast forms, with retSame.
+//
+// Exact, forward only (gorgonia.Grad cannot go through the op):
+//
+//   - GlobalAveragePool2D (no gradient: Grad panics); use
+//     layers.GlobalAvgPool2D.
+//   - OuterProd: its symbolic gradient multiplies the wrong operands (x by
+//     the output's gradient, for x's; operatorLinAlg.go:262), and Grad
+//     fails on vectors of lengths 6 and 5.
+//   - DiagFlat: its type is wrong for a tensor operand, so its result can
+//     be read but is the operand of no op.
+//   - ApplyOp of NewAddOp, NewSubOp, NewHadamardProdOp (ExternalOp).
+//
+// Refused by Compile, with an error naming the node:
+//
+//   - At: gorgonia marks its op as a statement that TapeMachine never
+//     executes (the ops reading it get At's operand). Slice with single
+//     indices gives the element.
+//   - YOLOv3: its op rewrites its operand in place and returns it as its
+//     result; ooc assumes operands are left as they were.
+//   - gorgonia.Set forms that TapeMachine does not carry out (see
+//     TestSetRefusedWhereTapeMachineDoesNotAssign).
+//
+// float32 matrix-vector and vector products go through gonum's SIMD dot
+// product, whose summation order depends on the operands' addresses modulo
+// 16 bytes. ooc's blocks are 512-byte aligned; Go's heap gives 16-byte
+// alignment to every allocation but those of 17 to 24 bytes or under 16
+// (size classes), so with such a vector TapeMachine's own last bits change
+// from run to run (the rows use 32-byte vectors).
 package ooc

@@ -336,6 +336,16 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		if statement[n] {
 			return nil, fmt.Errorf("ooc: statement %s is an operand of another node", n.Name())
 		}
+		if isYOLO(n.Op()) {
+			return nil, fmt.Errorf("ooc: %s is gorgonia.YOLOv3, whose op rewrites its operand in place and returns that operand "+
+				"as its result (gorgonia op_yolo.go): the operand's value changes under its other readers and TapeMachine's "+
+				"registers for the two alias; ooc assumes an op leaves its operands as they were and refuses it", n.Name())
+		}
+		if isAt(n.Op()) {
+			return nil, fmt.Errorf("ooc: %s is gorgonia.At, whose op gorgonia marks as a statement that TapeMachine never executes "+
+				"(its users read At's operand instead, or fail): ooc refuses it rather than compute what TapeMachine does not; "+
+				"take the element with Slice", n.Name())
+		}
 		v := vm.Var{
 			Node:     n,
 			Name:     n.Name(),
@@ -451,6 +461,16 @@ func checkSet(stmt, to, from *gorgonia.Node) error {
 	return nil
 }
 
+// isAt recognises gorgonia.At's op.
+func isAt(op gorgonia.Op) bool {
+	return op != nil && fmt.Sprintf("%T", op) == "gorgonia.atOp"
+}
+
+// isYOLO recognises gorgonia.YOLOv3's op.
+func isYOLO(op gorgonia.Op) bool {
+	return op != nil && fmt.Sprintf("%T", op) == "*gorgonia.yoloOp"
+}
+
 // isView recognises ops whose result shares its operand's memory:
 // gorgonia's Reshape (its Do returns a header over the operand's data).
 func isView(op gorgonia.Op) bool {
@@ -476,7 +496,29 @@ func inPlaceSafe(op gorgonia.Op, operand int) bool {
 	if ip, ok := op.(InPlacer); ok {
 		return ip.InPlaceSafe(operand)
 	}
+	if operand > 0 && isComparison(op) {
+		return false
+	}
 	return inPlaceOps[fmt.Sprintf("%T", op)]
+}
+
+// isComparison recognises gorgonia's elementwise comparisons (Lt, Gt, Lte,
+// Gte, Eq, Ne). Their retSame forms run through the tensor engine's
+// same-type path, which copies the first operand into the result and then
+// compares it with the second in place (tensor v0.9.24,
+// defaultengine_cmp.go): a result written over the second operand
+// overwrites that operand before it is read, so they may take over the
+// first operand's memory only.
+func isComparison(op gorgonia.Op) bool {
+	if fmt.Sprintf("%T", op) != "gorgonia.elemBinOp" {
+		return false
+	}
+	sym, _, _ := strings.Cut(op.String(), " ")
+	switch sym {
+	case "<", ">", "<=", ">=", "==", "!=":
+		return true
+	}
+	return false
 }
 
 // markInPlace lets an elementwise function take over the memory of an
