@@ -68,25 +68,25 @@ type strategy struct {
 // documentation's table.
 var strategies = map[string]strategy{
 	// The op's own UsePreallocDo writes the whole result whatever out holds.
-	"gorgonia.linAlgBinOp": {"own UsePreallocDo (vector dot products are scalars: not handled)", buildUsePrealloc},
-	"gorgonia.elemBinOp":   {"own UsePreallocDo; a same-type comparison writing over its right operand runs as the mirrored comparison", buildElemBin},
-	"gorgonia.im2colOp":    {"own UsePreallocDo", buildUsePrealloc},
-	"gorgonia.col2imOp":    {"own UsePreallocDo", buildUsePrealloc},
-	"*gorgonia.maxPoolOp":  {"own UsePreallocDo (also fills the op's argmax mask, as Do does)", buildUsePrealloc},
+	"gorgonia.linAlgBinOp":    {"own UsePreallocDo (vector dot products are scalars: not handled)", buildUsePrealloc},
+	"gorgonia.elemBinOp":      {"own UsePreallocDo; a same-type comparison writing over its right operand runs as the mirrored comparison", buildElemBin},
+	"gorgonia.im2colOp":       {"own UsePreallocDo", buildUsePrealloc},
+	"gorgonia.col2imOp":       {"own UsePreallocDo", buildUsePrealloc},
+	"*gorgonia.maxPoolOp":     {"own UsePreallocDo (also fills the op's argmax mask, as Do does)", buildUsePrealloc},
 	"*gorgonia.maxPoolDiffOp": {"own UsePreallocDo", buildUsePrealloc},
 	"*gorgonia.repeatOp":      {"own UsePreallocDo", buildUsePrealloc},
 	"gorgonia.minBetween":     {"own UsePreallocDo", buildUsePrealloc},
 	"gorgonia.maxBetween":     {"own UsePreallocDo", buildUsePrealloc},
 
 	// Do is UsePreallocDo on a freshly zeroed tensor: zero out, then the same.
-	"*gorgonia.softmaxOp":      {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(0, true))},
-	"*gorgonia.softmaxDiffOp":  {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(1, true))},
-	"gorgonia.sliceIncrOp":     {"zero out, own UsePreallocDo", buildSliceIncr},
-	"*gorgonia.avgPoolOp":      {"zero out, own UsePreallocDo (also fills the op's mask, as Do does)", zeroThenPrealloc(likeInput(0, false))},
-	"*gorgonia.avgPoolDiffOp":  {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(0, true))},
-	"*gorgonia.GroupNormOp":    {"zero out, own UsePreallocDo (also sets the op's saved mean and rstd, as Do does); gorgonia allocates small scratch vectors per 128 elements inside", zeroThenPrealloc(checkGroupNorm)},
-	"*gorgonia.ctcLossDiffOp":  {"zero out, own UsePreallocDo (reads the forward's saved alphas, as Do does); gorgonia allocates scratch inside", zeroThenPrealloc(checkCTCLossDiff)},
-	"*gorgonia.dtConvOp":       {"zero out, own UsePreallocDo", zeroThenPrealloc(nil)},
+	"*gorgonia.softmaxOp":     {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(0, true))},
+	"*gorgonia.softmaxDiffOp": {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(1, true))},
+	"gorgonia.sliceIncrOp":    {"zero out, own UsePreallocDo", buildSliceIncr},
+	"*gorgonia.avgPoolOp":     {"zero out, own UsePreallocDo (also fills the op's mask, as Do does)", zeroThenPrealloc(likeInput(0, false))},
+	"*gorgonia.avgPoolDiffOp": {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(0, true))},
+	"*gorgonia.GroupNormOp":   {"zero out, own UsePreallocDo (also sets the op's saved mean and rstd, as Do does); gorgonia allocates small scratch vectors per 128 elements inside", zeroThenPrealloc(checkGroupNorm)},
+	"*gorgonia.ctcLossDiffOp": {"zero out, own UsePreallocDo (reads the forward's saved alphas, as Do does); gorgonia allocates scratch inside", zeroThenPrealloc(checkCTCLossDiff)},
+	"*gorgonia.dtConvOp":      {"zero out, own UsePreallocDo", zeroThenPrealloc(nil)},
 
 	// Do is UsePreallocDo on a clone of the first input: copy it, then the same.
 	"*gorgonia.BatchNormOp":     {"copy x into out, own UsePreallocDo (which normalises out in place and updates the saved and running statistics, as Do does)", buildBatchNorm},
@@ -110,28 +110,28 @@ var strategies = map[string]strategy{
 	"*gorgonia.globalAveragePoolOp": {"Do's loop (sum over h then w, one divide) into out", buildGlobalAvgPool},
 
 	// Arithmetic reproduced here, in Do's order.
-	"gorgonia.sumOp":          {"tensor v0.9.24's reduction kernels replayed axis by axis without intermediates, its middle-axis indexing bug included", buildSum},
-	"*gorgonia.maxOp":         {"as sumOp, with the max kernels", buildMax},
+	"gorgonia.sumOp":           {"tensor v0.9.24's reduction kernels replayed axis by axis without intermediates, its middle-axis indexing bug included", buildSum},
+	"*gorgonia.maxOp":          {"as sumOp, with the max kernels", buildMax},
 	"*gorgonia.upsampleDiffOp": {"Do's loop (float64 sums in Do's order) into out", buildUpsampleDiff},
 	"*gorgonia.dropoutOp": {"Do's loop into zeroed out, drawing from the op's own generator (read from its unexported field); copy of x when not training or probability 0. " +
 		"Its UsePreallocDo always panics in v0.9.18", buildDropout},
 
 	// Declined.
-	"*gorgonia.sparsemaxOp":      {"declined: Do builds its result in slices it allocates itself", nil},
-	"*gorgonia.sparsemaxDiffOp":  {"declined: Do is a chain of allocating tensor calls", nil},
-	"*gorgonia.yoloOp":           {"declined: Do allocates and keeps training state", nil},
-	"*gorgonia.clampOp":          {"declined: Do returns nil (no result at all)", nil},
-	"gorgonia.randomOp":          {"declined: Do seeds a new generator from the clock on every call, so no two runs agree", nil},
-	"gorgonia.atOp":              {"declined: the result is a scalar", nil},
-	"gorgonia.sizeOp":            {"declined: the result is a scalar", nil},
-	"*gorgonia.ctcLossOp":        {"declined: the result is a scalar", nil},
+	"*gorgonia.sparsemaxOp":       {"declined: Do builds its result in slices it allocates itself", nil},
+	"*gorgonia.sparsemaxDiffOp":   {"declined: Do is a chain of allocating tensor calls", nil},
+	"*gorgonia.yoloOp":            {"declined: Do allocates and keeps training state", nil},
+	"*gorgonia.clampOp":           {"declined: Do returns nil (no result at all)", nil},
+	"gorgonia.randomOp":           {"declined: Do seeds a new generator from the clock on every call, so no two runs agree", nil},
+	"gorgonia.atOp":               {"declined: the result is a scalar", nil},
+	"gorgonia.sizeOp":             {"declined: the result is a scalar", nil},
+	"*gorgonia.ctcLossOp":         {"declined: the result is a scalar", nil},
 	"*gorgonia.byIndicesOpDiffOp": {"declined: Do allocates a fresh tensor in tensor.ByIndicesB and ignores reuse", nil},
-	"*gorgonia.ExternalOp":       {"declined: a wrapper for external devices", nil},
-	"gorgonia.constantScalar":    {"declined: a constant is a leaf", nil},
-	"gorgonia.constantTensor":    {"declined: a constant is a leaf", nil},
-	"gorgonia.letOp":             {"declined: a statement, no value", nil},
-	"gorgonia.readOp":            {"declined: a statement, no value", nil},
-	"gorgonia.devTrans":          {"declined: a device transfer (Do panics)", nil},
+	"*gorgonia.ExternalOp":        {"declined: a wrapper for external devices", nil},
+	"gorgonia.constantScalar":     {"declined: a constant is a leaf", nil},
+	"gorgonia.constantTensor":     {"declined: a constant is a leaf", nil},
+	"gorgonia.letOp":              {"declined: a statement, no value", nil},
+	"gorgonia.readOp":             {"declined: a statement, no value", nil},
+	"gorgonia.devTrans":           {"declined: a device transfer (Do panics)", nil},
 }
 
 // guard turns every failure, panics in gorgonia's code included, into an

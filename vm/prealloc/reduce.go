@@ -40,8 +40,8 @@ const (
 type redStep struct {
 	k kernel
 	// kFirst: size, split; kLast: dimSize; kDefault: the rest.
-	size, split                  int
-	dimSize                      int
+	size, split                   int
+	dimSize                       int
 	outerStride, stride, expected int
 }
 
