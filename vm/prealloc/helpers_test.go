@@ -45,15 +45,28 @@ func filled(dt tensor.Dtype, seed int, shape ...int) *tensor.Dense {
 // conventions apart (signed zeros, NaN, infinities, tiny and huge values)
 // among ordinary ones.
 func special(t *tensor.Dense) *tensor.Dense {
-	vals := []float64{0, math.Copysign(0, -1), math.NaN(), math.Inf(1), math.Inf(-1), 1e-30, 1e30, -1e30}
+	vals := []float64{0, math.Copysign(0, -1), math.NaN(), math.Inf(1), math.Inf(-1), 1e-30, 1e30, -1e30, 0, 0}
 	n := t.Shape().TotalSize()
 	for i := 0; i < n; i += 3 {
-		v := vals[(i/3)%len(vals)]
+		k := (i / 3) % len(vals)
+		v := vals[k]
 		switch t.Dtype() {
 		case tensor.Float64:
 			t.Float64s()[i] = v
+			switch k {
+			case 8:
+				t.Float64s()[i] = math.Float64frombits(0x7ff0000000000011) // signaling
+			case 9:
+				t.Float64s()[i] = math.Float64frombits(0xfff8000000000022) // another payload, negative
+			}
 		case tensor.Float32:
 			t.Float32s()[i] = float32(v)
+			switch k {
+			case 8:
+				t.Float32s()[i] = math.Float32frombits(0x7f800011)
+			case 9:
+				t.Float32s()[i] = math.Float32frombits(0xffc00022)
+			}
 		}
 	}
 	return t

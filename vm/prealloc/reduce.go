@@ -2,6 +2,7 @@ package prealloc
 
 import (
 	"fmt"
+	"math"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -156,7 +157,7 @@ func (r *replay[T]) at(l, i int) T {
 					acc = v
 				}
 			} else {
-				acc += v
+				acc = add(acc, v)
 			}
 		}
 		return acc
@@ -175,7 +176,7 @@ func (r *replay[T]) at(l, i int) T {
 		// Sum: a zero accumulator, added to in order.
 		var acc T
 		for k := 0; k < st.dimSize; k++ {
-			acc += r.at(l-1, base+k)
+			acc = add(acc, r.at(l-1, base+k))
 		}
 		return acc
 	default:
@@ -189,11 +190,32 @@ func (r *replay[T]) at(l, i int) T {
 					acc = v
 				}
 			} else {
-				acc += v
+				acc = add(acc, v)
 			}
 		}
 		return acc
 	}
+}
+
+// add is acc + v with the NaN the hardware keeps when both are NaNs
+// pinned to tensor's: its compiled kernels (VecAdd, SumF*, AddF*) keep the
+// accumulator's, quieted, on amd64. Go may put either operand of a + b
+// first, so that choice is not left to the compiler here.
+func add[T number](acc, v T) T {
+	if acc != acc {
+		return quiet(acc)
+	}
+	return acc + v
+}
+
+func quiet[T number](v T) T {
+	switch x := any(v).(type) {
+	case float64:
+		return any(math.Float64frombits(math.Float64bits(x) | 1<<51)).(T)
+	case float32:
+		return any(math.Float32frombits(math.Float32bits(x) | 1<<22)).(T)
+	}
+	return v
 }
 
 func runReplay[T number](out []T, src []T, steps []redStep, isMax bool) {
