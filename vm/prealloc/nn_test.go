@@ -301,7 +301,7 @@ func TestGroupNorm(t *testing.T) {
 	log.SetOutput(io.Discard) // groupNormDiffOp logs its whole input from inside
 	for _, dt := range floats {
 		for _, c := range []struct {
-			shape          []int
+			shape         []int
 			groups, chans int
 		}{{[]int{2, 20, 2, 2}, 2, 20}, {[]int{3, 8, 5, 5}, 4, 8}, {[]int{2, 6, 70, 3}, 3, 6}} {
 			t.Run(fmt.Sprintf("%v/%v/%d", dt, c.shape, c.groups), func(t *testing.T) {
