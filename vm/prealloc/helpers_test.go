@@ -253,6 +253,28 @@ func runBoth(t *testing.T, op G.Op, ins []G.Value, dt tensor.Dtype, shape tensor
 	return want
 }
 
+// runBothOrFail is runBoth, except that where Do fails or panics the Func
+// must return an error.
+func runBothOrFail(t *testing.T, op G.Op, ins []G.Value, dt tensor.Dtype, shape tensor.Shape) {
+	t.Helper()
+	failed := func() (bad bool) {
+		defer func() {
+			if recover() != nil {
+				bad = true
+			}
+		}()
+		_, err := op.Do(cloneAll(t, ins)...)
+		return err != nil
+	}()
+	if !failed {
+		runBoth(t, op, ins, dt, shape)
+		return
+	}
+	f, ok := For(op)
+	require.True(t, ok)
+	require.Error(t, f(poisoned(dt, shape...), cloneAll(t, ins)...), "Do fails; so must the Func")
+}
+
 // checkNode is runBoth on a graph node's op with fresh inputs.
 func checkNode(t *testing.T, n *G.Node, seed int) {
 	t.Helper()

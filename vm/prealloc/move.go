@@ -504,3 +504,58 @@ func buildTensordot(op gorgonia.Op) (Func, error) {
 		return settle(out, res)
 	}, nil
 }
+
+// byIndicesOpDiffOp's Do is tensor.ByIndicesB into a fresh zeroed tensor,
+// which it accumulates the gradient into; given out, zeroed, it does the
+// same there.
+func buildByIndicesDiff(op gorgonia.Op) (Func, error) {
+	axis, err := intField(op, "axis")
+	if err != nil {
+		return nil, err
+	}
+	return func(out *tensor.Dense, inputs ...gorgonia.Value) error {
+		if err := arity(inputs, 3); err != nil {
+			return err
+		}
+		x, err := denseArg(inputs, 0)
+		if err != nil {
+			return err
+		}
+		grad, err := denseArg(inputs, 1)
+		if err != nil {
+			return err
+		}
+		idx, err := denseArg(inputs, 2)
+		if err != nil {
+			return err
+		}
+		if idx.Dtype() != tensor.Int {
+			return fmt.Errorf("indices are %v, not Int", idx.Dtype())
+		}
+		if grad.Dtype() != x.Dtype() {
+			return fmt.Errorf("gradient is %v, input %v", grad.Dtype(), x.Dtype())
+		}
+		ob, err := outBytes(out, x.Dtype(), x.Shape().TotalSize())
+		if err != nil {
+			return err
+		}
+		for _, t := range []*tensor.Dense{x, grad, idx} {
+			b, err := contiguousBytes(t)
+			if err != nil {
+				return err
+			}
+			if overlap(ob, b) {
+				return fmt.Errorf("out overlaps an input")
+			}
+		}
+		zero(ob)
+		var ks keepShape
+		ks.save(out)
+		res, err := tensor.ByIndicesB(x, grad, idx, axis, tensor.WithReuse(out))
+		ks.restore(out)
+		if err != nil {
+			return err
+		}
+		return settle(out, res)
+	}, nil
+}

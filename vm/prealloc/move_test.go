@@ -242,6 +242,10 @@ func TestByIndices(t *testing.T) {
 					G.WithValue(tensor.New(tensor.WithBacking(append([]int(nil), c.indices...)))))
 				n := G.Must(G.ByIndices(x, idx, c.axis))
 				checkNode(t, n, 10)
+				gradOf(t, n, x)
+				d := findOp(t, g, "*gorgonia.byIndicesOpDiffOp")
+				// tensor's ByIndicesB runs off its slices for a middle axis.
+				runBothOrFail(t, d.Op(), inputsOf(d, 11), dt, d.Shape())
 			})
 		}
 	}

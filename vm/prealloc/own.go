@@ -34,20 +34,163 @@ func runPrealloc(pd gorgonia.UsePreallocDoer, out *tensor.Dense, inputs []gorgon
 	return settle(out, res)
 }
 
-func buildUsePrealloc(op gorgonia.Op) (Func, error) {
-	pd, err := preallocDoer(op)
-	if err != nil {
-		return nil, err
+// usePrealloc is for ops whose UsePreallocDo overwrites every element of
+// out. check, if not nil, vets the call first.
+func usePrealloc(check func(op gorgonia.Op, out *tensor.Dense, inputs []gorgonia.Value) error) func(gorgonia.Op) (Func, error) {
+	return func(op gorgonia.Op) (Func, error) {
+		pd, err := preallocDoer(op)
+		if err != nil {
+			return nil, err
+		}
+		return func(out *tensor.Dense, inputs ...gorgonia.Value) error {
+			if err := arity(inputs, op.Arity()); err != nil {
+				return err
+			}
+			if _, err := contiguousBytes(out); err != nil {
+				return fmt.Errorf("out: %w", err)
+			}
+			if len(inputs) > 0 && inputs[0] != nil && out.Dtype() != inputs[0].Dtype() {
+				return fmt.Errorf("out is %v, the input %v", out.Dtype(), inputs[0].Dtype())
+			}
+			if err := inferredSize(op, out, inputs); err != nil {
+				return err
+			}
+			if check != nil {
+				if err := check(op, out, inputs); err != nil {
+					return err
+				}
+			}
+			return runPrealloc(pd, out, inputs)
+		}, nil
 	}
-	return func(out *tensor.Dense, inputs ...gorgonia.Value) error {
-		if err := arity(inputs, op.Arity()); err != nil && op.Arity() >= 0 {
+}
+
+// inferredSize compares out with the shape the op infers from the
+// inputs' shapes, where it can infer one from shapes alone.
+func inferredSize(op gorgonia.Op, out *tensor.Dense, inputs []gorgonia.Value) error {
+	ds := make([]gorgonia.DimSizer, len(inputs))
+	for i, in := range inputs {
+		if in == nil {
+			return fmt.Errorf("input %d is nil", i)
+		}
+		if _, ok := in.(gorgonia.Scalar); ok {
+			return nil // repeatOp's count: its shape says nothing
+		}
+		ds[i] = in.Shape()
+	}
+	want, err := op.InferShape(ds...)
+	if err != nil {
+		return err
+	}
+	if want.TotalSize() != out.Shape().TotalSize() {
+		return fmt.Errorf("out has shape %v, the result %v", out.Shape(), want)
+	}
+	return nil
+}
+
+// checkConvType: dtConvOp's result has the op's target dtype and its
+// recorded shape.
+func checkConvType(op gorgonia.Op, out *tensor.Dense, inputs []gorgonia.Value) error {
+	p, typ, err := fieldAddr(op, "to", reflect.Struct)
+	if err != nil {
+		return err
+	}
+	if typ != reflect.TypeOf(tensor.Dtype{}) {
+		return fmt.Errorf("%T.to is a %v", op, typ)
+	}
+	if to := *(*tensor.Dtype)(p); out.Dtype() != to {
+		return fmt.Errorf("out is %v, the conversion gives %v", out.Dtype(), to)
+	}
+	return inferredSize(op, out, inputs)
+}
+
+// im2colGeometry is an im2colOp's (or col2imOp's embedded one) kernel,
+// padding, stride and dilation.
+type im2colGeometry struct {
+	h, w, padH, padW, strideH, strideW, dilationH, dilationW int
+}
+
+func readIm2col(op gorgonia.Op) (g im2colGeometry, err error) {
+	for _, f := range []struct {
+		name string
+		to   *int
+	}{{"h", &g.h}, {"w", &g.w}, {"padH", &g.padH}, {"padW", &g.padW}, {"strideH", &g.strideH},
+		{"strideW", &g.strideW}, {"dilationH", &g.dilationH}, {"dilationW", &g.dilationW}} {
+		if *f.to, err = intField(op, f.name); err != nil {
+			return g, err
+		}
+	}
+	if g.strideH <= 0 || g.strideW <= 0 {
+		return g, fmt.Errorf("im2col strides %d, %d", g.strideH, g.strideW)
+	}
+	return g, nil
+}
+
+// cols is im2col's output shape for an image batch of shape (b, c, h, w).
+func (g im2colGeometry) cols(b, c, h, w int) tensor.Shape {
+	rh := (h+2*g.padH-(g.dilationH*(g.h-1)+1))/g.strideH + 1
+	rw := (w+2*g.padW-(g.dilationW*(g.w-1)+1))/g.strideW + 1
+	return tensor.Shape{b, rh, rw, c * g.w * g.h}
+}
+
+// checkIm2Col: im2col's kernel walks out by its strides and the image by
+// its shape, one goroutine per image, so both must be exactly as the op
+// expects.
+func checkIm2Col(op gorgonia.Op, out *tensor.Dense, inputs []gorgonia.Value) error {
+	if err := likeInput(0, false)(op, out, inputs); err != nil {
+		return err
+	}
+	x, _ := denseArg(inputs, 0)
+	g, err := readIm2col(op)
+	if err != nil {
+		return err
+	}
+	s := x.Shape()
+	if s.Dims() != 4 {
+		return fmt.Errorf("im2col of shape %v, want (b, c, h, w)", s)
+	}
+	if want := g.cols(s[0], s[1], s[2], s[3]); !sameShape(out.Shape(), want) {
+		return fmt.Errorf("out has shape %v, im2col of %v gives %v", out.Shape(), s, want)
+	}
+	return nil
+}
+
+// checkCol2Im: col2im's kernel takes the image's size from the op and the
+// columns' from its input, one goroutine per image.
+func checkCol2Im(op gorgonia.Op, out *tensor.Dense, inputs []gorgonia.Value) error {
+	if err := likeInput(0, false)(op, out, inputs); err != nil {
+		return err
+	}
+	x, _ := denseArg(inputs, 0)
+	g, err := readIm2col(op)
+	if err != nil {
+		return err
+	}
+	var im [4]int
+	for i, name := range []string{"unpaddedB", "unpaddedC", "unpaddedH", "unpaddedW"} {
+		if im[i], err = intField(op, name); err != nil {
 			return err
 		}
-		if _, err := contiguousBytes(out); err != nil {
-			return fmt.Errorf("out: %w", err)
+	}
+	if !sameShape(out.Shape(), im[:]) {
+		return fmt.Errorf("out has shape %v, col2im gives %v", out.Shape(), im)
+	}
+	if want := g.cols(im[0], im[1], im[2], im[3]); !sameShape(x.Shape(), want) {
+		return fmt.Errorf("columns of shape %v, want %v", x.Shape(), want)
+	}
+	return nil
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
 		}
-		return runPrealloc(pd, out, inputs)
-	}, nil
+	}
+	return true
 }
 
 // zeroThenPrealloc is for ops whose Do is UsePreallocDo on a fresh zeroed

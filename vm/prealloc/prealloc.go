@@ -68,15 +68,14 @@ type strategy struct {
 // documentation's table.
 var strategies = map[string]strategy{
 	// The op's own UsePreallocDo writes the whole result whatever out holds.
-	"gorgonia.linAlgBinOp":    {"own UsePreallocDo (vector dot products are scalars: not handled)", buildUsePrealloc},
-	"gorgonia.elemBinOp":      {"own UsePreallocDo; a same-type comparison writing over its right operand runs as the mirrored comparison", buildElemBin},
-	"gorgonia.im2colOp":       {"own UsePreallocDo", buildUsePrealloc},
-	"gorgonia.col2imOp":       {"own UsePreallocDo", buildUsePrealloc},
-	"*gorgonia.maxPoolOp":     {"own UsePreallocDo (also fills the op's argmax mask, as Do does)", buildUsePrealloc},
-	"*gorgonia.maxPoolDiffOp": {"own UsePreallocDo", buildUsePrealloc},
-	"*gorgonia.repeatOp":      {"own UsePreallocDo", buildUsePrealloc},
-	"gorgonia.minBetween":     {"own UsePreallocDo", buildUsePrealloc},
-	"gorgonia.maxBetween":     {"own UsePreallocDo", buildUsePrealloc},
+	"gorgonia.linAlgBinOp":    {"own UsePreallocDo (vector dot products are scalars: not handled)", usePrealloc(nil)},
+	"gorgonia.im2colOp":       {"own UsePreallocDo", usePrealloc(checkIm2Col)},
+	"gorgonia.col2imOp":       {"own UsePreallocDo", usePrealloc(checkCol2Im)},
+	"*gorgonia.maxPoolOp":     {"own UsePreallocDo (also fills the op's argmax mask, as Do does)", usePrealloc(nil)},
+	"*gorgonia.maxPoolDiffOp": {"own UsePreallocDo", usePrealloc(nil)},
+	"*gorgonia.repeatOp":      {"own UsePreallocDo", usePrealloc(nil)},
+	"gorgonia.minBetween":     {"own UsePreallocDo", usePrealloc(nil)},
+	"gorgonia.maxBetween":     {"own UsePreallocDo", usePrealloc(nil)},
 
 	// Do is UsePreallocDo on a freshly zeroed tensor: zero out, then the same.
 	"*gorgonia.softmaxOp":     {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(0, true))},
@@ -86,7 +85,7 @@ var strategies = map[string]strategy{
 	"*gorgonia.avgPoolDiffOp": {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(0, true))},
 	"*gorgonia.GroupNormOp":   {"zero out, own UsePreallocDo (also sets the op's saved mean and rstd, as Do does); gorgonia allocates small scratch vectors per 128 elements inside", zeroThenPrealloc(checkGroupNorm)},
 	"*gorgonia.ctcLossDiffOp": {"zero out, own UsePreallocDo (reads the forward's saved alphas, as Do does); gorgonia allocates scratch inside", zeroThenPrealloc(checkCTCLossDiff)},
-	"*gorgonia.dtConvOp":      {"zero out, own UsePreallocDo", zeroThenPrealloc(nil)},
+	"*gorgonia.dtConvOp":      {"zero out, own UsePreallocDo", zeroThenPrealloc(checkConvType)},
 
 	// Do is UsePreallocDo on a clone of the first input: copy it, then the same.
 	"*gorgonia.BatchNormOp":     {"copy x into out, own UsePreallocDo (which normalises out in place and updates the saved and running statistics, as Do does)", buildBatchNorm},
@@ -94,7 +93,9 @@ var strategies = map[string]strategy{
 	"*gorgonia.dropoutDiffOp":   {"copy x into out, own UsePreallocDo", copyThenPrealloc(allLike)},
 	"*gorgonia.groupNormDiffOp": {"copy x into out, own UsePreallocDo (gorgonia logs the whole output gradient from inside, as Do does)", copyThenPrealloc(checkGroupNorm)},
 
-	// Elementwise: the op's UnsafeDo on a copy of the input.
+	// Elementwise: out may be an operand's own memory.
+	"gorgonia.elemBinOp": {"own UsePreallocDo for two tensors under +, -, ⊙ and the comparisons (a same-type comparison written over its right operand runs mirrored: b < a for a > b), and for a scalar right operand; " +
+		"Do's vecf32/vecf64 kernels rewritten for ÷ and ^ of two tensors and for any arithmetic with a scalar left operand, where UsePreallocDo's kernels give other results", buildElemBin},
 	"gorgonia.elemUnaryOp": {"copy x into out (nothing to copy when out is x), own UnsafeDo on out", buildElemUnary},
 
 	// Data movement: every element copied as bits, no arithmetic.
@@ -105,7 +106,8 @@ var strategies = map[string]strategy{
 	"gorgonia.Iop":                  {"copy", buildIdentity},
 	"*gorgonia.upsampleOp":          {"each input element copied to its (s+1)x(s+1) block", buildUpsample},
 	"gorgonia.diagFlatOp":           {"zero out, input on the diagonal", buildDiagFlat},
-	"*gorgonia.byIndicesOp":         {"gorgonia's selection loop (including its stride arithmetic) copying into out", buildByIndices},
+	"*gorgonia.byIndicesOp":         {"tensor's selection loop (its stride arithmetic included) copying into out", buildByIndices},
+	"*gorgonia.byIndicesOpDiffOp":   {"zero out, tensor.ByIndicesB with out as its reuse tensor", buildByIndicesDiff},
 	"gorgonia.tensordotOp":          {"matrix product into out, when neither operand needs transposing (the contracted axes are a's last and b's first, in order); declined otherwise: Do transposes copies of both operands", buildTensordot},
 	"*gorgonia.globalAveragePoolOp": {"Do's loop (sum over h then w, one divide) into out", buildGlobalAvgPool},
 
@@ -117,21 +119,21 @@ var strategies = map[string]strategy{
 		"Its UsePreallocDo always panics in v0.9.18", buildDropout},
 
 	// Declined.
-	"*gorgonia.sparsemaxOp":       {"declined: Do builds its result in slices it allocates itself", nil},
-	"*gorgonia.sparsemaxDiffOp":   {"declined: Do is a chain of allocating tensor calls", nil},
-	"*gorgonia.yoloOp":            {"declined: Do allocates and keeps training state", nil},
-	"*gorgonia.clampOp":           {"declined: Do returns nil (no result at all)", nil},
-	"gorgonia.randomOp":           {"declined: Do seeds a new generator from the clock on every call, so no two runs agree", nil},
-	"gorgonia.atOp":               {"declined: the result is a scalar", nil},
-	"gorgonia.sizeOp":             {"declined: the result is a scalar", nil},
-	"*gorgonia.ctcLossOp":         {"declined: the result is a scalar", nil},
-	"*gorgonia.byIndicesOpDiffOp": {"declined: Do allocates a fresh tensor in tensor.ByIndicesB and ignores reuse", nil},
-	"*gorgonia.ExternalOp":        {"declined: a wrapper for external devices", nil},
-	"gorgonia.constantScalar":     {"declined: a constant is a leaf", nil},
-	"gorgonia.constantTensor":     {"declined: a constant is a leaf", nil},
-	"gorgonia.letOp":              {"declined: a statement, no value", nil},
-	"gorgonia.readOp":             {"declined: a statement, no value", nil},
-	"gorgonia.devTrans":           {"declined: a device transfer (Do panics)", nil},
+	"*gorgonia.sparsemaxOp":     {"declined: Do builds its result in slices it allocates itself", nil},
+	"*gorgonia.sparsemaxDiffOp": {"declined: Do is a chain of allocating tensor calls", nil},
+	"*gorgonia.yoloOp":          {"declined: Do allocates and keeps training state", nil},
+	"*gorgonia.clampOp":         {"declined: Do returns nil (no result at all)", nil},
+	"gorgonia.randomOp":         {"declined: Do seeds a new generator from the clock on every call, so no two runs agree", nil},
+	"gorgonia.atOp":             {"declined: the result is a scalar", nil},
+	"gorgonia.sizeOp":           {"declined: the result is a scalar", nil},
+	"*gorgonia.ctcLossOp":       {"declined: the result is a scalar", nil},
+
+	"*gorgonia.ExternalOp":    {"declined: a wrapper for external devices", nil},
+	"gorgonia.constantScalar": {"declined: a constant is a leaf", nil},
+	"gorgonia.constantTensor": {"declined: a constant is a leaf", nil},
+	"gorgonia.letOp":          {"declined: a statement, no value", nil},
+	"gorgonia.readOp":         {"declined: a statement, no value", nil},
+	"gorgonia.devTrans":       {"declined: a device transfer (Do panics)", nil},
 }
 
 // guard turns every failure, panics in gorgonia's code included, into an
