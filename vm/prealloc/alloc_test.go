@@ -57,13 +57,15 @@ func TestNoProportionalAllocation(t *testing.T) {
 		{"div", func(g *G.ExprGraph) *G.Node {
 			return G.Must(G.HadamardDiv(input(g, dt, "a", x4...), input(g, dt, "b", x4...)))
 		}, 0.01},
-		// tensor's softmax starts a goroutine per row.
-		{"softmax", func(g *G.ExprGraph) *G.Node { return G.Must(G.SoftMax(input(g, dt, "x", 256, 1024))) }, 0.05},
+		// tensor's softmax starts a goroutine per row (256 here): their
+		// closures are what the Func allocates, a number that varies with
+		// scheduling.
+		{"softmax", func(g *G.ExprGraph) *G.Node { return G.Must(G.SoftMax(input(g, dt, "x", 256, 1024))) }, 0.1},
 		{"softmax diff", func(g *G.ExprGraph) *G.Node {
 			x := input(g, dt, "x", 256, 1024)
 			gradOf(t, G.Must(G.SoftMax(x)), x)
 			return findOp(t, g, "*gorgonia.softmaxDiffOp")
-		}, 0.05},
+		}, 0.1},
 		{"sum axis 0", func(g *G.ExprGraph) *G.Node { return G.Must(G.Sum(input(g, dt, "x", 1024, 256), 0)) }, 0.05},
 		{"sum (2,3)", func(g *G.ExprGraph) *G.Node { return G.Must(G.Sum(input(g, dt, "x", 64, 64, 8, 8), 2, 3)) }, 0.05},
 		{"max 1", func(g *G.ExprGraph) *G.Node { return G.Must(G.Max(input(g, dt, "x", 64, 64, 64), 1)) }, 0.05},

@@ -122,7 +122,7 @@ func buildElemBin(op gorgonia.Op) (Func, error) {
 		switch {
 		case !aT && !bT:
 			return errScalar
-		case arith && bT && (!aT || sym == "÷" || sym == "^"):
+		case arith && bT && isFloat(b.Dtype()) && (!aT || sym == "÷" || sym == "^"):
 			// Do's kernels here are tensor's Vec* (vecf32/vecf64), which
 			// UsePreallocDo's *Recv and *SV kernels do not match: Div
 			// gives +Inf for every zero divisor, Pow squares and cubes
@@ -245,6 +245,8 @@ func vecApply[T float32 | float64](sym string, out, a, b []T, scalar bool, pow f
 	}
 	return nil
 }
+
+func isFloat(dt tensor.Dtype) bool { return dt == tensor.Float32 || dt == tensor.Float64 }
 
 func sameMemory(a, b *tensor.Dense) bool {
 	return sameStart(a.Raw, b.Raw)

@@ -3,6 +3,7 @@ package prealloc
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 
 	"gorgonia.org/gorgonia"
@@ -20,6 +21,15 @@ type Func func(out *tensor.Dense, inputs ...gorgonia.Value) error
 // no such path (the caller then runs Do and copies).
 func For(op gorgonia.Op) (f Func, ok bool) {
 	if op == nil {
+		return nil, false
+	}
+	// The table describes gorgonia.org/gorgonia's ops, not ones elsewhere
+	// that happen to share a name.
+	t := reflect.TypeOf(op)
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.PkgPath() != "gorgonia.org/gorgonia" {
 		return nil, false
 	}
 	name := fmt.Sprintf("%T", op)
