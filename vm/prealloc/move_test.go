@@ -278,3 +278,16 @@ func TestTensordot(t *testing.T) {
 		}
 	}
 }
+
+func TestIdentityAndScalarReshape(t *testing.T) {
+	for _, dt := range floats {
+		g := G.NewGraph()
+		x := input(g, dt, "x", 3, 4)
+		id := G.Must(G.ApplyOp(G.Iop{}, x))
+		checkNode(t, id, 12)
+		s := G.NewScalar(g, dt, G.WithName("s"))
+		r, err := G.Reshape(s, tensor.Shape{1, 1})
+		require.NoError(t, err)
+		runBoth(t, r.Op(), []G.Value{scalarOf(dt, 2.5)}, dt, r.Shape())
+	}
+}

@@ -221,6 +221,79 @@ func quiet[T number](v T) T {
 func runReplay[T number](out []T, src []T, steps []redStep, isMax bool) {
 	r := replay[T]{src: src, steps: steps, max: isMax}
 	l := len(steps)
+	if st := steps[l-1]; st.k == kFirst {
+		// Row by row, as tensor's VecAdd runs: each out[j] still folds its
+		// inputs in the same order, but the reads stream through memory.
+		n := len(out)
+		if l == 1 {
+			copy(out, src[:n])
+			for k := 1; k < st.size; k++ {
+				row := src[k*st.split : k*st.split+n]
+				if isMax {
+					for j, v := range row {
+						if v > out[j] {
+							out[j] = v
+						}
+					}
+					continue
+				}
+				for j, v := range row {
+					if a := out[j]; a == a {
+						out[j] = a + v
+					} else {
+						out[j] = quiet(a)
+					}
+				}
+			}
+			return
+		}
+		for j := range out {
+			out[j] = r.at(l-1, j)
+		}
+		for k := 1; k < st.size; k++ {
+			base := k * st.split
+			for j := range out {
+				v := r.at(l-1, base+j)
+				if isMax {
+					if v > out[j] {
+						out[j] = v
+					}
+				} else {
+					out[j] = add(out[j], v)
+				}
+			}
+		}
+		return
+	}
+	if st := steps[0]; l == 1 && st.k == kLast {
+		// One reduction over contiguous runs, as tensor's reduceLast.
+		for i := range out {
+			run := src[i*st.dimSize : (i+1)*st.dimSize]
+			if isMax {
+				acc := run[0]
+				for _, v := range run[1:] {
+					if !(acc > v) {
+						acc = v
+					}
+				}
+				out[i] = acc
+				continue
+			}
+			// Once the sum is a NaN it stays that NaN (see add).
+			var acc T
+			for _, v := range run {
+				if acc != acc {
+					break
+				}
+				acc += v
+			}
+			if acc != acc {
+				acc = quiet(acc)
+			}
+			out[i] = acc
+		}
+		return
+	}
 	for i := range out {
 		out[i] = r.at(l, i)
 	}

@@ -53,11 +53,8 @@ func TestReduce(t *testing.T) {
 						continue // scalar results are Do's
 					}
 					t.Run(name, func(t *testing.T) {
-						x := filled(dt, 1, shape...)
-						if len(axes)%2 == 0 {
-							special(x)
-						}
-						checkReduce(t, n, x)
+						checkReduce(t, n, filled(dt, 1, shape...))
+						checkReduce(t, n, special(filled(dt, 2, shape...)))
 					})
 				}
 			}
