@@ -40,9 +40,9 @@
 // its slice (a middle axis of length 1 after more than one block) Do panics
 // and the Func returns an error. Do also sorts the op's axes in place, and
 // so does the Func. Without intermediates a reduction over several axes
-// re-reads its input along strided paths: on a 4 MiB tensor it ran about
-// 1.5 to 8 times slower than Do here (BenchmarkFuncVsDo); one axis runs
-// about as fast as Do.
+// re-reads its input along strided paths: on a 4 MiB tensor Sum over
+// (0, 2, 3) ran 4 to 10 times slower than Do here, over (2, 3) up to 1.4
+// times, over one axis up to 1.6 times (BenchmarkFuncVsDo).
 //
 // # In place
 //
