@@ -1,0 +1,5 @@
+//go:build !race
+
+package prealloc
+
+const raceEnabled = false
