@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
+	"github.com/gorgonia-ooc/outofcore/vm/prealloc"
 )
 
 // WorkspaceOp is implemented by ops that need scratch device memory while
@@ -114,6 +115,7 @@ type Machine struct {
 	scratch   []gorgonia.Value
 
 	replan     func(map[string]time.Duration) (*Program, error)
+	runs       []prealloc.Func // per function: how it writes into device memory (nil: Do and a copy)
 	sim        *Sim
 	clock      simClock
 	persistent []*alloc.Block
@@ -159,6 +161,10 @@ func New(p *Program, cfg Config) (*Machine, error) {
 	}
 	if err := m.indexSinks(); err != nil {
 		return nil, err
+	}
+	m.runs = make([]prealloc.Func, len(p.Funcs))
+	for i := range p.Funcs {
+		m.runs[i] = deviceRun(&p.Funcs[i], &p.Vars[p.Funcs[i].Output])
 	}
 	for _, f := range p.Funcs {
 		if op, ok := f.Op.(gorgonia.TrainModeOp); ok {
@@ -501,59 +507,55 @@ func (m *Machine) value(i int) (gorgonia.Value, error) {
 	return denseOver(s.block.Bytes(), v.Dtype, v.Shape), nil
 }
 
-// preallocSafe lists gorgonia op types whose UsePreallocDo writes its whole
-// result into the given tensor, whatever it held, and matches Do bit for bit
-// (checked by this package's tests). Others run Do and are copied in:
-// BatchNormOp's UsePreallocDo, for one, scales the tensor it is given.
-var preallocSafe = map[string]bool{
-	"gorgonia.linAlgBinOp":      true,
-	"gorgonia.elemBinOp":        true,
-	"gorgonia.im2colOp":         true,
-	"gorgonia.col2imOp":         true,
-	"*gorgonia.maxPoolOp":       true,
-	"*gorgonia.maxPoolDiffOp":   true,
-	"*gorgonia.repeatOp":        true,
-	"*gorgonia.softmaxOp":       false,
-	"*gorgonia.BatchNormOp":     false,
-	"*gorgonia.batchnormDiffOp": false,
-}
-
 // HostBytes is the host memory the machine takes on device dev (nil: a
 // CPU device) to run a function whose op cannot write into device memory:
 // Do's result, copied in afterwards. A simulated device models a GPU, where
 // every op writes into device memory.
 func HostBytes(dev Device, f *Func, out *Var) int64 {
-	if (dev != nil && dev.Simulated()) || runsOnDevice(f, out) {
+	if (dev != nil && dev.Simulated()) || deviceRun(f, out) != nil {
+		return 0
+	}
+	if _, ok := f.Op.(WorkspaceOp); ok && f.Workspace > 0 && !isScalarNode(out) {
 		return 0
 	}
 	return out.Bytes
 }
 
-// runsOnDevice reports whether the machine runs a function with its result
-// written straight into device memory.
-func runsOnDevice(f *Func, out *Var) bool {
-	if out.Node != nil && out.Node.IsScalar() {
-		return false
-	}
-	if _, ok := f.Op.(WorkspaceOp); ok && f.Workspace > 0 {
-		return true
-	}
-	_, ok := usePrealloc(f.Op)
-	return ok
-}
+func isScalarNode(v *Var) bool { return v.Node != nil && v.Node.IsScalar() }
 
-func usePrealloc(op gorgonia.Op) (gorgonia.UsePreallocDoer, bool) {
-	pd, ok := op.(gorgonia.UsePreallocDoer)
-	if !ok {
-		return nil, false
+// deviceRun returns how the CPU device runs a function with its result
+// written straight into device memory, or nil when it runs Do and copies
+// the result in: gorgonia's ops through package prealloc (each made equal to
+// Do), other ops (models/layers) through their UsePreallocDo, whose contract
+// they promise. Ops that declare workspace run DoWorkspace instead.
+func deviceRun(f *Func, out *Var) prealloc.Func {
+	if isScalarNode(out) {
+		return nil
 	}
-	name := fmt.Sprintf("%T", op)
-	if safe, known := preallocSafe[name]; known {
-		return pd, safe
+	if run, ok := prealloc.For(f.Op); ok {
+		return run
 	}
-	// Ops from outside gorgonia (models/layers) promise the contract;
-	// gorgonia's own are trusted only once tested.
-	return pd, !strings.HasPrefix(strings.TrimPrefix(name, "*"), "gorgonia.")
+	pd, ok := f.Op.(gorgonia.UsePreallocDoer)
+	if !ok || strings.HasPrefix(strings.TrimPrefix(fmt.Sprintf("%T", f.Op), "*"), "gorgonia.") {
+		return nil
+	}
+	return func(dst *tensor.Dense, ins ...gorgonia.Value) error {
+		res, err := pd.UsePreallocDo(dst, ins...)
+		if err != nil {
+			return err
+		}
+		src, err := rawBytes(res)
+		if err != nil {
+			return err
+		}
+		if len(src) != len(dst.Raw) {
+			return fmt.Errorf("UsePreallocDo returned %d bytes into a %d-byte tensor", len(src), len(dst.Raw))
+		}
+		if !sameMemory(src, dst.Raw) {
+			copy(dst.Raw, src)
+		}
+		return nil
+	}
 }
 
 func (m *Machine) exec(fi int) (err error) {
@@ -609,14 +611,13 @@ func (m *Machine) exec(fi int) (err error) {
 		if err = wop.DoWorkspace(denseOver(blk.Bytes(), out.Dtype, out.Shape), ws.Bytes(), ins...); err != nil {
 			return fmt.Errorf("op %v: %w", f.Op, err)
 		}
+	case m.runs[fi] != nil:
+		if err = m.runs[fi](denseOver(blk.Bytes(), out.Dtype, out.Shape), ins...); err != nil {
+			return fmt.Errorf("op %v: %w", f.Op, err)
+		}
 	default:
 		var res gorgonia.Value
-		if pd, ok := usePrealloc(f.Op); ok && !scalarNode {
-			dst := denseOver(blk.Bytes(), out.Dtype, out.Shape)
-			if res, err = pd.UsePreallocDo(dst, ins...); err != nil {
-				return fmt.Errorf("op %v: %w", f.Op, err)
-			}
-		} else if res, err = f.Op.Do(ins...); err != nil {
+		if res, err = f.Op.Do(ins...); err != nil {
 			return fmt.Errorf("op %v: %w", f.Op, err)
 		}
 		if kind, err = kindOf(res); err != nil {
