@@ -145,6 +145,12 @@
 //     be read but is the operand of no op.
 //   - ApplyOp of NewAddOp, NewSubOp, NewHadamardProdOp (ExternalOp).
 //
+// Every op above writes its result into device memory (package
+// vm/prealloc runs gorgonia's ops into memory the machine owns, equal to
+// Do), except Sparsemax and its gradient, clamp, the random nodes and ops
+// with a scalar result: they run Do, and their result on the host heap
+// counts in the budget while they run.
+//
 // Refused by Compile, with an error naming the node:
 //
 //   - At: gorgonia marks its op as a statement that TapeMachine never

@@ -149,3 +149,75 @@ func TestNoHeapGrowthWithActivations(t *testing.T) {
 		small, actSmall, large, actLarge, 100*float64(large-small)/float64(actLarge-actSmall))
 	require.Less(t, float64(large-small), 0.03*float64(actLarge-actSmall))
 }
+
+// convnetExample is gorgonia's examples/convnet as written there (three
+// Conv2d-Rectify-MaxPool2D-Dropout blocks, Reshape, two Mul layers with
+// dropout between, SoftMax, and the cost -Mean(Log(out ⊙ y)) read with
+// gorgonia.Read), at batch 16 on 28x28 images. Its dropout generators are
+// seeded alike in every build (gorgonia seeds them from the clock).
+func convnetExample(dt tensor.Dtype, seed int64) *net {
+	const bs = 16
+	rng := rand.New(rand.NewSource(seed))
+	g := G.NewGraph()
+	x := G.NewTensor(g, dt, 4, G.WithShape(bs, 1, 28, 28), G.WithName("x"), G.WithValue(randT(rng, dt, 1, bs, 1, 28, 28)))
+	y := G.NewMatrix(g, dt, G.WithShape(bs, 10), G.WithName("y"), G.WithValue(onehot(rng, dt, bs, 10)))
+	w0 := G.NewTensor(g, dt, 4, G.WithShape(32, 1, 3, 3), G.WithName("w0"), G.WithValue(randT(rng, dt, 0.3, 32, 1, 3, 3)))
+	w1 := G.NewTensor(g, dt, 4, G.WithShape(64, 32, 3, 3), G.WithName("w1"), G.WithValue(randT(rng, dt, 0.05, 64, 32, 3, 3)))
+	w2 := G.NewTensor(g, dt, 4, G.WithShape(128, 64, 3, 3), G.WithName("w2"), G.WithValue(randT(rng, dt, 0.05, 128, 64, 3, 3)))
+	w3 := G.NewMatrix(g, dt, G.WithShape(128*3*3, 625), G.WithName("w3"), G.WithValue(randT(rng, dt, 0.02, 128*3*3, 625)))
+	w4 := G.NewMatrix(g, dt, G.WithShape(625, 10), G.WithName("w4"), G.WithValue(randT(rng, dt, 0.05, 625, 10)))
+	h := x
+	for _, w := range []*G.Node{w0, w1, w2} {
+		h = G.Must(G.Conv2d(h, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+		h = G.Must(G.Rectify(h))
+		h = G.Must(G.MaxPool2D(h, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+		if w != w2 {
+			h = G.Must(G.Dropout(h, 0.2))
+		}
+	}
+	h = G.Must(G.Dropout(G.Must(G.Reshape(h, tensor.Shape{bs, 128 * 3 * 3})), 0.2))
+	h = G.Must(G.Dropout(G.Must(G.Rectify(G.Must(G.Mul(h, w3)))), 0.55))
+	out := G.Must(G.SoftMax(G.Must(G.Mul(h, w4))))
+	cost := G.Must(G.Neg(G.Must(G.Mean(G.Must(G.Log(G.Must(G.HadamardProd(out, y))))))))
+	read := new(G.Value)
+	G.Read(cost, read)
+	params := G.Nodes{w0, w1, w2, w3, w4}
+	if _, err := G.Grad(cost, params...); err != nil {
+		panic(err)
+	}
+	n := &net{g: g, x: x, y: y, cost: cost, params: params, read: read, out: out}
+	seedDropout(n)
+	return n
+}
+
+// TestGorgoniaConvnetExample: gorgonia's own convnet example trains bit for
+// bit as under TapeMachine at the least budget the window scheduler plans,
+// which is what its largest function needs, under a third of its in-core
+// peak.
+func TestGorgoniaConvnetExample(t *testing.T) {
+	dt := tensor.Float32
+	ref := convnetExample(dt, 1)
+	tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
+	wantL, wantG, wantW := trainSteps(t, ref, tm, 2)
+	tm.Close()
+
+	tr, err := ooc.NewTrace(convnetExample(dt, 1).g)
+	require.NoError(t, err)
+	need, at := tr.MaxNeed()
+	peak, err := ooc.InCorePeak(convnetExample(dt, 1).g)
+	require.NoError(t, err)
+	least := minFeasible(t, convnetExample, dt, peak)
+	t.Logf("in-core peak %d B; largest need %d B (%s); least feasible budget %d B = %.2f%% of the need, %.1f%% of the peak",
+		peak, need, tr.Funcs[at].Node.Name(), least, 100*float64(least)/float64(need), 100*float64(least)/float64(peak))
+	require.LessOrEqual(t, float64(least), 1.02*float64(need))
+
+	got := convnetExample(dt, 1)
+	m, err := ooc.Compile(got.g, ooc.BindDualValues(got.params...), ooc.WithBudget(least))
+	require.NoError(t, err)
+	defer m.Close()
+	gotL, gotG, gotW := trainSteps(t, got, m, 2)
+	require.Equal(t, wantL, gotL, "loss")
+	require.Equal(t, wantG, gotG, "gradients")
+	require.Equal(t, wantW, gotW, "weights after 2 Adam steps")
+	require.LessOrEqual(t, m.Stats().PeakDeviceBytes, least)
+}
