@@ -695,7 +695,9 @@ func (m *Machine) publish(i int) error {
 	if err != nil {
 		return err
 	}
-	if v.Role != Intermediate {
+	// A leaf named as an output already holds its value: binding a copy
+	// would take the node's value away from the script.
+	if v.Role != Intermediate && (v.View || !v.IsLeaf() || v.Role == Gradient) {
 		host, ok := m.results[i]
 		if !ok {
 			if host, err = newHostValue(kind, v.Dtype, v.Shape); err != nil {
