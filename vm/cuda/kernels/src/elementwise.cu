@@ -29,11 +29,11 @@ template <typename T> OOC_FN T ooc_unary(int op, T x) {
   case OOC_UNARY_FLOOR:
     return (T)__builtin_floor(d);
   case OOC_UNARY_SIN:
-    return (T)ooc_sin(d);
+    return f32 ? (T)ooc_sinf((float)x) : (T)ooc_sin(d);
   case OOC_UNARY_COS:
-    return (T)ooc_cos(d);
+    return f32 ? (T)ooc_cosf((float)x) : (T)ooc_cos(d);
   case OOC_UNARY_EXP:
-    return (T)ooc_exp(d);
+    return f32 ? (T)ooc_expf((float)x) : (T)ooc_exp(d);
   case OOC_UNARY_LN:
     return (T)ooc_log(d);
   case OOC_UNARY_LOG2:
@@ -61,7 +61,7 @@ template <typename T> OOC_FN T ooc_unary(int op, T x) {
   case OOC_UNARY_LOG1P:
     return (T)ooc_log1p(d);
   case OOC_UNARY_EXPM1:
-    return (T)ooc_expm1(d);
+    return f32 ? (T)ooc_expm1f((float)x) : (T)ooc_expm1(d);
   case OOC_UNARY_SOFTPLUS: /* gorgonia's _softplusf32/_softplusf64 */
     if (f32 ? d < -103 : d < -708)
       return 0;

@@ -314,6 +314,101 @@ OOC_FN double ooc_expm1(double x) {
   return ooc_from_bits(ooc_bits(y) + ((unsigned long long)k << 52));
 }
 
+OOC_FN unsigned ooc_bitsf(float x) {
+  unsigned u;
+  __builtin_memcpy(&u, &x, 4);
+  return u;
+}
+OOC_FN float ooc_from_bitsf(unsigned u) {
+  float x;
+  __builtin_memcpy(&x, &u, 4);
+  return x;
+}
+
+/* math32.Expm1, float32 arithmetic throughout (gorgonia's float32 expm1). It
+ * is reproduced with its flaw: between about 88.7 and 89.416 the exponent
+ * addition overflows and the result is NaN, not +Inf. */
+OOC_FN float ooc_expm1f(float x) {
+  const float Othreshold = 89.415985f, Ln2X27 = 1.871497344970703125e+01f,
+              Ln2HalfX3 = 1.0397207736968994140625f,
+              Ln2Half = 3.465735912322998046875e-01f, Ln2Hi = 6.9313812256e-01f,
+              Ln2Lo = 9.0580006145e-06f, InvLn2 = 1.4426950216e+00f,
+              Tiny = 1.0f / 18014398509481984.0f, Q1 = -3.3333335072e-02f,
+              Q2 = 1.5873016091e-03f, Q3 = -7.9365076090e-05f,
+              Q4 = 4.0082177293e-06f, Q5 = -2.0109921195e-07f;
+  if (ooc_isinf(x, 1) || x != x)
+    return x;
+  if (ooc_isinf(x, -1))
+    return -1;
+  float absx = x;
+  bool sign = false;
+  if (x < 0) {
+    absx = -absx;
+    sign = true;
+  }
+  if (absx >= Ln2X27) {
+    if (sign)
+      return -1;
+    if (absx >= Othreshold)
+      return (float)ooc_inf(1);
+  }
+  float c = 0;
+  int k = 0;
+  if (absx > Ln2Half) {
+    float hi, lo;
+    if (absx < Ln2HalfX3) {
+      if (!sign) {
+        hi = x - Ln2Hi;
+        lo = Ln2Lo;
+        k = 1;
+      } else {
+        hi = x + Ln2Hi;
+        lo = -Ln2Lo;
+        k = -1;
+      }
+    } else {
+      k = !sign ? (int)(InvLn2 * x + 0.5f) : (int)(InvLn2 * x - 0.5f);
+      float t = (float)k;
+      hi = x - t * Ln2Hi;
+      lo = t * Ln2Lo;
+    }
+    x = hi - lo;
+    c = (hi - x) - lo;
+  } else if (absx < Tiny) {
+    return x;
+  }
+  float hfx = 0.5f * x;
+  float hxs = x * hfx;
+  float r1 = 1 + hxs * (Q1 + hxs * (Q2 + hxs * (Q3 + hxs * (Q4 + hxs * Q5))));
+  float t = 3 - r1 * hfx;
+  float e = hxs * ((r1 - t) / (6.0f - x * t));
+  if (k == 0)
+    return x - (x * e - hxs);
+  e = (x * (e - c) - c);
+  e -= hxs;
+  if (k == -1)
+    return 0.5f * (x - e) - 0.5f;
+  if (k == 1) {
+    if (x < -0.25f)
+      return -2 * (e - (x + 0.5f));
+    return 1 + 2 * (x - e);
+  }
+  if (k <= -2 || k > 56) {
+    float y = 1 - (e - x);
+    y = ooc_from_bitsf(ooc_bitsf(y) + ((unsigned)k << 23));
+    return y - 1;
+  }
+  if (k < 20) {
+    float tt = ooc_from_bitsf(0x3f800000u - (0x1000000u >> k));
+    float y = tt - (e - x);
+    return ooc_from_bitsf(ooc_bitsf(y) + ((unsigned)k << 23));
+  }
+  t = ooc_from_bitsf((unsigned)(0x7f - k) << 23);
+  float y = x - (e + t);
+  y += 1;
+  return ooc_from_bitsf(ooc_bitsf(y) + ((unsigned)k << 23));
+}
+
 OOC_FN double ooc_tanh(double x) {
   const double MAXLOG = 8.8029691931113054295988e+01;
   double z = __builtin_fabs(x);
@@ -334,68 +429,94 @@ OOC_FN double ooc_tanh(double x) {
                   4.84406305325125486048e3);
 }
 
-/* Sine and cosine with Go's Cody-Waite reduction. Go switches to Payne-Hanek
- * at |x| >= 2^29; there these lose accuracy (documented, not ported). */
-OOC_FN double ooc_sincos_poly(double z, bool sine) {
-  double zz = z * z;
-  if (sine)
-    return z + z * zz * ((((((1.58962301576546568060e-10 * zz) + -2.50507477628578072866e-8) * zz +
-                             2.75573136213857245213e-6) * zz + -1.98412698295895385996e-4) * zz +
-                           8.33333333332211858878e-3) * zz + -1.66666666666666307295e-1);
-  return 1.0 - 0.5 * zz +
-         zz * zz * ((((((-1.13585365213876817300e-11 * zz) + 2.08757008419747316778e-9) * zz +
-                       -2.75573141792967388112e-7) * zz + 2.48015872888517045348e-5) * zz +
-                     -1.38888888888730564116e-3) * zz + 4.16666666666665929218e-2);
+/* float32 exp as gorgonia gets it from math32.Exp (assembly on amd64),
+ * whose range is narrower than float32's: it gives +Inf above 88.37626
+ * (0x42b0c0a5, where the true value is still 2.4e38) and 0 at or below
+ * -87.68313 (0xc2af5dc3, deep in the subnormals). Inside that range the
+ * rounded float64 value is within an ulp of it. */
+OOC_FN float ooc_expf(float x) {
+  if (x > 0x1.61814ap+6f)
+    return (float)ooc_inf(1);
+  if (x <= -0x1.5ebb86p+6f)
+    return 0;
+  return (float)ooc_exp((double)x);
 }
 
-OOC_FN double ooc_reduce_pi4(double x, unsigned long long *octant) {
-  const double PI4A = 7.85398125648498535156e-1, PI4B = 3.77489470793079817668e-8,
-               PI4C = 2.69515142907905952645e-15;
-  unsigned long long j = (unsigned long long)(x * (4 / 3.14159265358979323846264338327950288));
-  double y = (double)j;
-  if (j & 1) {
-    j++;
-    y++;
+/* Sine and cosine with Go's Cody-Waite reduction, generated for double (Go's
+ * math.Sin/Cos) and for float in float arithmetic with float constants
+ * (math32.Sin/Cos, which gorgonia's float32 ops call: inaccurate for large
+ * arguments, e.g. sin(710) is 8.8e-5 there and 6.0e-5 in truth, and
+ * reproduced). Go switches to Payne-Hanek at |x| >= 2^29; not ported: there
+ * these lose accuracy. */
+#define OOC_TRIG(T, S, L)                                                      \
+  OOC_FN T ooc_sincos_poly##S(T z, bool sine) {                               \
+    T zz = z * z;                                                              \
+    if (sine)                                                                  \
+      return z + z * zz * ((((((L(1.58962301576546568060e-10) * zz) +          \
+                               L(-2.50507477628578072866e-8)) * zz +           \
+                              L(2.75573136213857245213e-6)) * zz +             \
+                             L(-1.98412698295895385996e-4)) * zz +             \
+                            L(8.33333333332211858878e-3)) * zz +               \
+                           L(-1.66666666666666307295e-1));                     \
+    return L(1.0) - L(0.5) * zz +                                              \
+           zz * zz * ((((((L(-1.13585365213876817300e-11) * zz) +              \
+                          L(2.08757008419747316778e-9)) * zz +                 \
+                         L(-2.75573141792967388112e-7)) * zz +                 \
+                        L(2.48015872888517045348e-5)) * zz +                   \
+                       L(-1.38888888888730564116e-3)) * zz +                   \
+                      L(4.16666666666665929218e-2));                           \
+  }                                                                            \
+  OOC_FN T ooc_reduce_pi4##S(T x, unsigned long long *octant) {               \
+    unsigned long long j =                                                     \
+        (unsigned long long)(x * L(1.27323954473516268615107010698011489627)); \
+    T y = (T)j;                                                                \
+    if (j & 1) {                                                               \
+      j++;                                                                     \
+      y++;                                                                     \
+    }                                                                          \
+    *octant = j & 7;                                                           \
+    return ((x - y * L(7.85398125648498535156e-1)) -                           \
+            y * L(3.77489470793079817668e-8)) -                                \
+           y * L(2.69515142907905952645e-15);                                  \
+  }                                                                            \
+  OOC_FN T ooc_cos##S(T x) {                                                  \
+    if (x != x || ooc_isinf((double)x, 0))                                     \
+      return (T)ooc_nan();                                                     \
+    bool sign = false;                                                         \
+    unsigned long long j;                                                      \
+    T z = ooc_reduce_pi4##S(x < 0 ? -x : x, &j);                              \
+    if (j > 3) {                                                               \
+      j -= 4;                                                                  \
+      sign = !sign;                                                            \
+    }                                                                          \
+    if (j > 1)                                                                 \
+      sign = !sign;                                                            \
+    T y = ooc_sincos_poly##S(z, j == 1 || j == 2);                            \
+    return sign ? -y : y;                                                      \
+  }                                                                            \
+  OOC_FN T ooc_sin##S(T x) {                                                  \
+    if (x == 0 || x != x)                                                      \
+      return x;                                                                \
+    if (ooc_isinf((double)x, 0))                                               \
+      return (T)ooc_nan();                                                     \
+    bool sign = false;                                                         \
+    if (x < 0) {                                                               \
+      x = -x;                                                                  \
+      sign = true;                                                             \
+    }                                                                          \
+    unsigned long long j;                                                      \
+    T z = ooc_reduce_pi4##S(x, &j);                                           \
+    if (j > 3) {                                                               \
+      sign = !sign;                                                            \
+      j -= 4;                                                                  \
+    }                                                                          \
+    T y = ooc_sincos_poly##S(z, !(j == 1 || j == 2));                         \
+    return sign ? -y : y;                                                      \
   }
-  *octant = j & 7;
-  return ((x - y * PI4A) - y * PI4B) - y * PI4C;
-}
-
-OOC_FN double ooc_cos(double x) {
-  if (ooc_isnan(x) || ooc_isinf(x, 0))
-    return ooc_nan();
-  bool sign = false;
-  unsigned long long j;
-  double z = ooc_reduce_pi4(__builtin_fabs(x), &j);
-  if (j > 3) {
-    j -= 4;
-    sign = !sign;
-  }
-  if (j > 1)
-    sign = !sign;
-  double y = ooc_sincos_poly(z, j == 1 || j == 2);
-  return sign ? -y : y;
-}
-
-OOC_FN double ooc_sin(double x) {
-  if (x == 0 || ooc_isnan(x))
-    return x;
-  if (ooc_isinf(x, 0))
-    return ooc_nan();
-  bool sign = false;
-  if (x < 0) {
-    x = -x;
-    sign = true;
-  }
-  unsigned long long j;
-  double z = ooc_reduce_pi4(x, &j);
-  if (j > 3) {
-    sign = !sign;
-    j -= 4;
-  }
-  double y = ooc_sincos_poly(z, !(j == 1 || j == 2));
-  return sign ? -y : y;
-}
+#define OOC_LD(x) x
+#define OOC_LF(x) x##f
+OOC_TRIG(double, , OOC_LD)
+OOC_TRIG(float, f, OOC_LF)
 
 OOC_FN bool ooc_is_odd_int(double x) {
   if (__builtin_fabs(x) >= 9007199254740992.0)

@@ -12,7 +12,9 @@
 #include "ooc.h"
 #include "oocmath.h"
 
-template <typename T> OOC_FN T ooc_exp_t(T x) { return (T)ooc_exp((double)x); }
+template <typename T> OOC_FN T ooc_exp_t(T x) {
+  return sizeof(T) == 4 ? (T)ooc_expf((float)x) : (T)ooc_exp((double)x);
+}
 template <typename T> OOC_FN T ooc_log_t(T x) { return (T)ooc_log((double)x); }
 
 template <typename T>
