@@ -26,6 +26,9 @@ func dense[T float32 | float64](v []T, shape ...int) *tensor.Dense {
 
 func data[T float32 | float64](t testing.TB, v G.Value) []T {
 	t.Helper()
+	if sc, ok := v.(G.Scalar); ok {
+		return []T{sc.Data().(T)}
+	}
 	d, ok := v.(*tensor.Dense)
 	if !ok {
 		t.Fatalf("CPU op returned %T", v)

@@ -5,8 +5,10 @@
  * axis are gorgonia's bits. Several axes: one launch per axis, last axis
  * first (gorgonia's own multi-axis reductions are wrong, see GORGONIA-NOTES).
  * Mean divides the sum by k in the tensor's type, as gorgonia's Mean (a Sum
- * then a division by the axis size). Max keeps the first element and replaces
- * it by any later one that is greater (a NaN first stays; later NaNs lose). */
+ * then a division by the axis size). Max folds acc = acc > v ? acc : v from
+ * the first element, tensor's last-axis rule: a NaN is taken and then
+ * replaced by the next element. (tensor's first-axis rule keeps a NaN in the
+ * running maximum; the two agree on NaN-free data.) */
 #include "ooc.h"
 #include "ops.h"
 
@@ -20,8 +22,7 @@ OOC_FN void ooc_reduce(int op, T *out, const T *x, i64 outer, i64 k, i64 inner) 
       acc = p[0];
       for (i64 j = 1; j < k; j++) {
         T v = p[j * inner];
-        if (v > acc)
-          acc = v;
+        acc = acc > v ? acc : v;
       }
     } else {
       for (i64 j = 0; j < k; j++)
