@@ -14,7 +14,7 @@ import (
 // x, gamma and beta gradients against models/layers' BatchNormOp and its
 // gradient ops, on NCHW and (N, C) inputs.
 func TestBatchNorm(t *testing.T) {
-	for _, shape := range [][]int{{3, 4, 5, 3}, {1, 2, 1, 1}, {5, 3}, {2, 3, 9, 11}} {
+	for _, shape := range [][]int{{2, 3, 5, 3}, {1, 2, 1, 1}, {5, 3}} {
 		testBN[float32](t, shape)
 		testBN[float64](t, shape)
 	}

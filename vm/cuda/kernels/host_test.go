@@ -7,8 +7,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"sort"
-	"sync"
+		"sync"
 	"testing"
 	"unsafe"
 
@@ -301,33 +300,6 @@ func compare[T float32 | float64](t testing.TB, kernel string, got, want []T, no
 		}
 	}
 	note(kernel, worstErr, exact)
-}
-
-// TestZAccuracyReport runs last (by name) and prints, with -v, the worst
-// error seen per kernel and whether every comparison was bit-exact.
-func TestZAccuracyReport(t *testing.T) {
-	if !testing.Verbose() {
-		t.Skip("prints with -v")
-	}
-	worstMu.Lock()
-	defer worstMu.Unlock()
-	names := make([]string, 0, len(worst))
-	for n := range worst {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		ex := "bit-exact"
-		if inexact[n] {
-			ex = fmt.Sprintf("max rel err %.2g", worst[n])
-		}
-		t.Logf("%-20s %s", n, ex)
-	}
-	for _, s := range kernels.Specs {
-		if launched[s.Name] == 0 {
-			t.Logf("%-20s NOT LAUNCHED", s.Name)
-		}
-	}
 }
 
 // ---- the sanitizer replay record ----

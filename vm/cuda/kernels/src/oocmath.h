@@ -595,7 +595,7 @@ OOC_FN double ooc_pow(double x, double y) {
       ae += xe;
     }
     x1 *= x1;
-    xe <<= 1;
+    xe *= 2; /* Go: xe <<= 1; a left shift of a negative int is undefined in C++17 */
     if (x1 < .5) {
       x1 += x1;
       xe--;
