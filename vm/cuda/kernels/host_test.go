@@ -7,7 +7,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
-		"sync"
+	"sync"
 	"testing"
 	"unsafe"
 

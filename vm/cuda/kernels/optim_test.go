@@ -14,7 +14,7 @@ import (
 // valueGrad is a weight and its gradient as a gorgonia solver sees them.
 type valueGrad struct{ v, g *tensor.Dense }
 
-func (x valueGrad) Value() G.Value           { return x.v }
+func (x valueGrad) Value() G.Value         { return x.v }
 func (x valueGrad) Grad() (G.Value, error) { return x.g, nil }
 
 // solverCfg is one solver configuration: the optional steps and constants.

@@ -74,5 +74,4 @@ func TestZAccuracyReport(t *testing.T) {
 	}
 }
 
-
 var _ = fmt.Sprint

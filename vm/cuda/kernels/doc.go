@@ -1,0 +1,130 @@
+// Package kernels holds the CUDA kernels of the CUDA device (issue 15, part
+// 2): CUDA C sources in src/, compiled by clang to one PTX module that is
+// committed and embedded (PTX), and a table (Specs) saying for each kernel
+// what to pass, how to launch it and what it moves, so the VM can launch it
+// through cuLaunchKernel and record each launch for the simulator's roofline.
+// Matrix products are not here: the VM runs them in cuBLAS; these are the
+// kernels around them.
+//
+// # Using it
+//
+//	s, _ := kernels.Lookup("relu_f32")
+//	l, err := s.Prepare(kernels.Ptr(y), kernels.Ptr(x), kernels.Int(n))
+//	if !l.Empty() { // CUDA refuses a zero grid: nothing to do
+//		cuLaunchKernel(fn(l.Kernel), l.Grid, l.Block, l.SharedBytes, stream, l.Params().Pointer(), nil)
+//	}
+//	record(l.Kernel, l.Grid, l.Block, l.Bytes, l.FLOPs)
+//
+// Prepare checks each argument against its parameter (kind, int range,
+// struct validity, no negative sizes), packs them as kernelParams (one 8-byte
+// aligned slot per argument, an array of pointers to the slots) and computes
+// the grid, block and cost. Every kernel has 256 threads per block; grids
+// are capped at 65536 blocks, since every kernel walks its index space with
+// a grid-stride loop (any grid gives the same results). Bytes counts each
+// operand read or written once at its element size; FLOPs counts arithmetic
+// (a multiply-add is 2, a transcendental function 1).
+//
+// # Kernels (each _f32 and _f64 unless noted) and the CPU op each reproduces
+//
+//	kernel            grid (x 256 threads)   bytes moved (s = element size)      CPU op
+//	unary             ceil(n/256)            2ns                                 gorgonia elemUnaryOp (20 operators, UnaryOp)
+//	binary            ceil(n/256)            ns + distinct(a)s + distinct(b)s    elemBinOp: + - ⊙ ÷ ^, comparisons with retSame
+//	compare           ceil(n/256)            n + distinct(a)s + distinct(b)s     elemBinOp comparisons with bool results
+//	fill              ceil(n/256)            ns                                  zeroing (gradients, caches)
+//	copy              ceil(n/256)            ns + distinct(in)s                  transposeOp, sliceOp, concatOp, repeatOp, reshapeOp
+//	reduce            ceil(rows/256)         (rows·k + rows)s                    sumOp, maxOp over one axis; Mean
+//	softmax(_grad)    ceil(rows/256)         2 (3) · rows·k·s                    softmaxOp, softmaxDiffOp (log or not)
+//	xent_loss         1 block                2·rows·k·s                          layers.(Pixel)SoftmaxCrossEntropy value
+//	xent_grad         ceil(rows/256)         3·rows·k·s                          its gradient w.r.t. the logits
+//	im2col            ceil(K·nb·P/256)       (K·nb·P + nb·C·H·W)s                convOp's im2col (K = C·KH·KW, P = OH·OW)
+//	col2im            ceil(nb·C·H·W/256)     (K·nb·P + nb·C·H·W)s                convOp's col2im (data gradient, ConvTranspose2D)
+//	channel_bias      ceil(N·C·plane/256)    (2·N·C·plane + C)s                  convOp's bias
+//	channel_sum       C blocks (barrier)     (N·C·plane + C)s                    channelSumOp (bias and BN beta gradients)
+//	bn_stats          C blocks (barrier)     2·N·C·plane·s + 24C                 BatchNormOp batch statistics (float64)
+//	bn_apply          ceil(N·C·plane/256)    2·N·C·plane·s + (2s+16)C            BatchNormOp normalisation
+//	bn_grad_sums      C blocks (barrier)     2·N·C·plane·s + (s+32)C             bnGradOp sums; the gamma gradient
+//	bn_grad_x         ceil(N·C·plane/256)    3·N·C·plane·s + (s+32)C             bnGradOp, the x gradient
+//	bn_infer_stats    ceil(C/256)            32C            (float64 only)       BatchNormOp in inference mode
+//	bn_running        ceil(C/256)            48C            (float64 only)       BatchNormOp running statistics update
+//	maxpool(_grad)    ceil(out (in) /256)    (in + out)s ((2in + out)s)          maxPoolOp, maxPoolGradOp
+//	avgpool(_grad)    ceil(out (in) /256)    (in + out)s                         avgPoolOp, avgPoolGradOp
+//	gap(_grad)        ceil(planes(·plane)/256) (planes·plane + planes)s          globalAvgPoolOp, globalAvgPoolGradOp
+//	relu(_grad)       ceil(n/256)            2ns (3ns)                           reluOp, reluGradOp
+//	sgd, momentum     ceil(n/256)            4ns, 6ns                            VanillaSolver.Step, Momentum.Step
+//	adam, rmsprop     ceil(n/256)            8ns, 6ns                            AdamSolver.Step, RMSPropSolver.Step
+//
+// rows is outer·inner for the (outer, k, inner) view of a tensor around the
+// reduced or softmax axis. A convolution is assembled as the CPU op does it:
+// forward = im2col, GEMM, channel_bias; data gradient = GEMM (Wᵀ·dy), col2im;
+// filter gradient = im2col, GEMM (dy·colᵀ), images summed in order;
+// ConvTranspose2D is the data gradient with its bias; the bias gradients are
+// channel_sum. The column matrix may hold a chunk of nb images side by side
+// (leading dimension ld), the CPU op's workspace layout. Batch norm's training
+// forward is bn_stats, bn_running, bn_apply; its backward bn_stats,
+// bn_grad_sums, bn_grad_x (statistics recomputed from x, as the CPU op).
+//
+// # Semantics, and where the CPU op is not followed
+//
+// Arithmetic is the CPU op's, operation for operation and in the tensor's
+// type, and the PTX is made without fused multiply-adds, so wherever the
+// order of operations is the CPU's the results are its bits: every
+// elementwise op except transcendental functions, copies, pooling and its
+// gradients (gathered per input pixel in the CPU scatter's order, no
+// atomics), col2im, global average pooling, the solvers, BN's normalisation
+// and gradients in float32, and single-axis sums over a first or last axis.
+// Block reductions (channel_sum, bn_stats, bn_grad_sums, xent_loss) add 256
+// partial sums in a fixed tree, deterministic but not the CPU's serial
+// order: float64 results differ in the last bits. Transcendental functions
+// are ports of Go's math (oocmath.h) without libdevice; float32 exp, sin,
+// cos and expm1 follow math32's float32 algorithms or ranges, which gorgonia
+// calls, with their flaws (exp is +Inf above 88.376 and 0 below -87.683;
+// sin(710) is 8.8e-5; expm1 is NaN between about 88.7 and 89.4).
+// Deliberate departures: softmax uses each row's own maximum (tensor's
+// last-axis softmax starts from x[0] and overflows rows far from row 0:
+// TestSoftmaxLastAxisBug); Max uses tensor's last-axis NaN rule on every axis;
+// reductions over a middle axis are correct (tensor's are wrong unless the
+// axis has length 2); trig arguments of 2^29 and more are not reduced as Go
+// does; float32 log of a subnormal is right where math32's is not.
+//
+// # What the host tests prove, and what they cannot
+//
+// The same sources compile with g++ into a host library (kernelstest;
+// src/host.h emulates the grid: blockIdx and threadIdx are loop variables,
+// kernels with __syncthreads run each block's threads as ucontext fibers
+// that all reach a barrier before any passes it, __shared__ is a
+// thread-local static). Each launch is made through purego exactly as
+// cuLaunchKernel's arguments (grid, block, kernelParams from Prepare) and
+// compared with the CPU op on random inputs, odd sizes and special values
+// (NaN, ±Inf, ±0, ties): to relative 1e-5 (float32) and 1e-12 (float64),
+// elementwise for ops computed element by element and normwise (max error
+// over max magnitude) for sums. The worst errors seen are below 7e-7
+// (float32) and 6e-16 (float64); go test -v prints them per kernel. Every
+// launch also runs with blocks and threads in reverse order and must give
+// the same bits (a race shows as order dependence), guard bytes around every
+// buffer must survive, and every launch is replayed in a build with
+// AddressSanitizer and UndefinedBehaviorSanitizer on exactly sized buffers.
+// A static_assert per kernel checks its C signature against its Spec; a test
+// checks every PTX entry's parameter sizes against it, that the PTX calls no
+// external function and has no fma or approximate division, and, with clang
+// installed, that the committed PTX is what the sources give.
+//
+// So the host tests prove the kernels' arithmetic and indexing, the launch
+// ABI and the argument packing. They cannot show GPU timing, occupancy or
+// coalescing, warp-level behaviour (no warps here: threads run one at a time),
+// the GPU's memory model (no real concurrency, so no torn or reordered
+// accesses), or that the driver's JIT accepts the PTX on a given GPU (it is
+// valid PTX 5.0 for sm_60 from LLVM, not checked by ptxas here). Known
+// performance limits: channel reductions use one block per channel, which
+// underuses a GPU when C is small and planes are large; float32
+// transcendentals are computed in float64.
+//
+// # Making the PTX
+//
+// go generate ./vm/cuda/kernels/ writes src/ops.h from the Go operator
+// tables and runs Debian's clang 14 (apt-get install -y clang):
+//
+//	clang --cuda-device-only --cuda-gpu-arch=sm_60 -nocudainc -nocudalib -O3 -ffp-contract=off -Wall -Werror -S src/all.cu
+//
+// sm_60 reaches Pascal (the papers' GTX 1080 Ti, Titan X, P100); the driver
+// JIT-compiles it forward to newer GPUs.
+package kernels
