@@ -257,7 +257,7 @@ func opCases() []opCase {
 			return r
 		},
 	})
-	return cases
+	return append(cases, newOpCases()...)
 }
 
 func caseVals(c opCase, seed int64) (vals [][]float64, r []float64, outShape tensor.Shape) {
