@@ -127,6 +127,32 @@ func refResize(x nd, oh, ow int, align bool) []float64 {
 	return y.data
 }
 
+// refAvgExcl is a 3x3 stride-2 average pool padded by 1 that averages only the pixels inside.
+func refAvgExcl(x nd) []float64 {
+	N, C, H, W := x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+	OH, OW := (H-1)/2+1, (W-1)/2+1
+	y := newND(N, C, OH, OW)
+	for n := 0; n < N; n++ {
+		for c := 0; c < C; c++ {
+			for i := 0; i < OH; i++ {
+				for j := 0; j < OW; j++ {
+					var s, k float64
+					for a := 2*i - 1; a <= 2*i+1; a++ {
+						for b := 2*j - 1; b <= 2*j+1; b++ {
+							if a >= 0 && a < H && b >= 0 && b < W {
+								s += *x.at4(n, c, a, b)
+								k++
+							}
+						}
+					}
+					*y.at4(n, c, i, j) = s / k
+				}
+			}
+		}
+	}
+	return y.data
+}
+
 func sig(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
 // refLSTM evaluates one of the cell's two outputs from (pre, state) with the gates in PyTorch's order.
@@ -249,6 +275,15 @@ func newOpCases() []opCase {
 				}
 				return refConv(nd{shapes[0], v[0]}, nd{shapes[1], v[1]}, b, c.p).data
 			},
+		})
+	}
+	// Pix2PixHD's downsampling between discriminator scales: 3x3/2, padding 1, not counted.
+	for _, x := range []tensor.Shape{sh(2, 2, 7, 6), sh(1, 3, 5, 5), sh(1, 1, 2, 2)} {
+		x := x
+		cases = append(cases, opCase{
+			name: fmt.Sprintf("AvgPool2DExcludePad/x%v", x), shapes: []tensor.Shape{x},
+			build: func(ns G.Nodes) (*G.Node, error) { return AvgPool2DExcludePad(ns[0], 3, 2, 1) },
+			ref:   func(v [][]float64) []float64 { return refAvgExcl(nd{x, v[0]}) },
 		})
 	}
 	seq := sh(2, 3, 1, 4)
