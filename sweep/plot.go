@@ -25,7 +25,7 @@ func PlotBudgets(rs []Result, file string) error {
 	if rs[0].Simulated {
 		what = "simulated, " + rs[0].Device
 	}
-	p.Title.Text = fmt.Sprintf("%s %dx%d: scheduling budget and reserved memory (%s)", rs[0].Model, rs[0].Image, rs[0].Image, what)
+	p.Title.Text = fmt.Sprintf("%s %s: scheduling budget and reserved memory (%s)", rs[0].Model, rs[0].Size(), what)
 	p.X.Label.Text = "batch size"
 	p.Y.Label.Text = "GiB"
 

@@ -49,7 +49,7 @@ func WriteTable(w io.Writer, rs []Result) error {
 	case first.Simulated:
 		what = "SIMULATED on " + first.Device + " (" + vm.CalibrationNote + ")"
 	}
-	fmt.Fprintf(w, "%s %dx%d, images/s, device memory %.2f GiB; %s\n", first.Model, first.Image, first.Image, float64(first.Capacity)/(1<<30), what)
+	fmt.Fprintf(w, "%s %s, images/s, device memory %.2f GiB; %s\n", first.Model, first.Size(), float64(first.Capacity)/(1<<30), what)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"batch"}
 	for _, b := range batches {

@@ -112,7 +112,7 @@ func TestEvaluateKeepsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := buildModel("smallcnn", 4, dataShape{channels: 3, image: 16, classes: 10}, 1)
+	m, err := buildModel("smallcnn", 4, dataShape{channels: 3, height: 16, width: 16, classes: 10}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestEvaluateKeepsState(t *testing.T) {
 	if trivial {
 		t.Fatal("running means are all 0 after 3 steps: the statistics were not restored")
 	}
-	ds, err := openSplit("synthetic:n=16", datasets.Test, 16, 10, 1, false)
+	ds, err := openSplit("synthetic:n=16", datasets.Test, 16, 16, 10, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

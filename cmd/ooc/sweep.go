@@ -20,7 +20,8 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	model := fs.String("model", "resnet18", "model to sweep")
-	image := fs.Int("image", 32, "input height and width")
+	image := fs.Int("image", 32, "input height, and width unless -width is given")
+	width := fs.Int("width", 0, "input width (0: the same as -image; Pix2PixHD's Cityscapes: -image 512 -width 1024)")
 	classes := fs.Int("classes", 10, "number of classes")
 	batches := fs.String("batches", "16,64,128", "comma-separated batch sizes")
 	budget := fs.String("budget", "48MiB", "device memory (e.g. 16GiB); 0 = the profile's")
@@ -36,7 +37,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg := sweep.Config{Model: *model, Image: *image, Classes: *classes, Device: *device, Steps: *steps, UntilStop: *untilStop,
+	cfg := sweep.Config{Model: *model, Image: *image, Width: *width, Classes: *classes, Device: *device, Steps: *steps, UntilStop: *untilStop,
 		Schedulers: splitList(*schedulers), Allocators: splitList(*allocators)}
 	for _, b := range splitList(*batches) {
 		n, err := strconv.Atoi(b)
