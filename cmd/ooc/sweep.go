@@ -33,6 +33,8 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	untilStop := fs.Bool("until-stop", false, "add batch sizes until every row runs out of memory")
 	jsonFile := fs.String("json", "", "also write the results as JSON to this file")
 	plotFile := fs.String("plot", "", "draw budgets and reserved memory per batch (the paper's Fig. 3) to this file (.svg, .png)")
+	speedFile := fs.String("plot-speed", "", "draw images/s per batch (the paper's Fig. 4) to this file (.svg, .png)")
+	reservedFile := fs.String("plot-reserved", "", "draw the allocator's reserved memory per batch (the paper's Fig. 5) to this file (.svg, .png)")
 	quiet := fs.Bool("q", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -63,6 +65,14 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := sweep.WriteTable(stdout, rs); err != nil {
 		return err
 	}
+	if *reservedFile != "" {
+		if err := sweep.WriteReservedTable(stdout, rs); err != nil {
+			return err
+		}
+		if err := sweep.Summarize(rs).Write(stdout); err != nil {
+			return err
+		}
+	}
 	if *jsonFile != "" {
 		if err := writeJSON(*jsonFile, rs); err != nil {
 			return err
@@ -70,6 +80,16 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *plotFile != "" {
 		if err := sweep.PlotBudgets(rs, *plotFile); err != nil {
+			return err
+		}
+	}
+	if *speedFile != "" {
+		if err := sweep.PlotSpeed(rs, *speedFile); err != nil {
+			return err
+		}
+	}
+	if *reservedFile != "" {
+		if err := sweep.PlotReserved(rs, *reservedFile); err != nil {
 			return err
 		}
 	}
