@@ -53,15 +53,7 @@ func TestCityscapes(t *testing.T) {
 		t.Fatalf("example 2: mask %v, first pixel %v", ex.Mask, ex.Image[0])
 	}
 	// The loader turns pixels into [-1, 1] with the dataset's statistics and label maps one-hot.
-	l, err := NewLoader(ds, Options{BatchSize: 2, Epochs: 1, Mean: info.Mean, Std: info.Std, Last: DropLast})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	b, err := l.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, b := firstBatch(t, ds, Options{BatchSize: 2, Epochs: 1, Mean: info.Mean, Std: info.Std, Last: DropLast})
 	if !b.X.Shape().Eq(tensor.Shape{2, 3, 4, 8}) || !b.Y.Shape().Eq(tensor.Shape{2, 35, 4, 8}) {
 		t.Fatalf("shapes %v %v", b.X.Shape(), b.Y.Shape())
 	}
@@ -154,15 +146,7 @@ func TestText(t *testing.T) {
 	if cs.Info().Classes != 4 || cs.Info().Examples != 3 {
 		t.Fatalf("chars info %+v", cs.Info())
 	}
-	l, err := NewLoader(cs, Options{BatchSize: 3, Epochs: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	b, err := l.Next()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, b := firstBatch(t, cs, Options{BatchSize: 3, Epochs: 1})
 	if !b.X.Shape().Eq(tensor.Shape{3, 1, 1, 2}) || !b.Y.Shape().Eq(tensor.Shape{3, 4, 1, 2}) {
 		t.Fatalf("shapes %v %v", b.X.Shape(), b.Y.Shape())
 	}
@@ -204,4 +188,19 @@ func TestTextErrors(t *testing.T) {
 	if _, err := Open("text:" + odd + ",seq=3"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// firstBatch starts a loader (closed when the test ends) and returns it with its first batch.
+func firstBatch(t *testing.T, ds Dataset, opt Options) (*Loader, *Batch) {
+	t.Helper()
+	l, err := NewLoader(ds, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	b, err := l.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, b
 }

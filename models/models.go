@@ -48,12 +48,16 @@ func (c Config) String() string {
 // weights allocated. Input and Labels have no value until the caller binds one (gorgonia.Let).
 type Model struct {
 	Graph *G.ExprGraph
-	// Input is the (Batch, Channels, Height, Width) image batch.
+	// Input is the (Batch, Channels, Height, Width) image batch (pix2pixhd: the real images; lstm:
+	// (Batch, 1, 1, SeqLen) token ids).
 	Input *G.Node
 	// Labels are one-hot targets: (Batch, Classes) for the classifiers, (Batch, Classes, Height,
-	// Width) for unet (one class per pixel).
+	// Width) for unet and deeplabv3plus (one class per pixel) and for pix2pixhd (the label map the
+	// generator translates), (Batch, Vocab, 1, SeqLen) for lstm (the next tokens).
 	Labels *G.Node
-	// Loss is the scalar mean softmax cross-entropy (per image, or per pixel for unet).
+	// Loss is the scalar mean softmax cross-entropy (per image, pixel or token), plus 0.4 times
+	// the auxiliary classifier's for inceptionv3, and for pix2pixhd the sum of both players' GAN
+	// losses (see the package documentation).
 	Loss *G.Node
 	// Learnables are the nodes gorgonia.Grad differentiated, in a fixed order (solvers index their
 	// state by position): the order the layers are created, as torchvision's parameters().
@@ -64,7 +68,8 @@ type Model struct {
 	Name   string
 	Config Config
 	// Logits are the scores the loss reads: (Batch, Classes), or (Batch, Classes, Height, Width)
-	// for unet. Pass it to ooc.WithOutputs to read predictions after RunAll.
+	// for the per-pixel models (Inception: the main classifier's). Pass it to ooc.WithOutputs to
+	// read predictions after RunAll. nil for pix2pixhd.
 	Logits *G.Node
 	// BatchNorms are the model's batch-norm ops in creation order (their running statistics, for
 	// checkpoints, and their train/inference mode). Empty for vgg16, unet, pix2pixhd and lstm.

@@ -282,21 +282,23 @@ func synthetic(cfg Config, pixel bool, seed int64) (x, y *tensor.Dense) {
 			}
 		}
 	}
-	conv := func(d []float64, shape ...int) *tensor.Dense {
-		if cfg.Dtype == tensor.Float64 {
-			return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
-		}
-		f := make([]float32, len(d))
-		for i, v := range d {
-			f[i] = float32(v)
-		}
-		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
-	}
-	x = conv(xs, N, C, H, W)
+	x = denseOf(cfg.Dtype, xs, N, C, H, W)
 	if pixel {
-		return x, conv(ys, N, K, H, W)
+		return x, denseOf(cfg.Dtype, ys, N, K, H, W)
 	}
-	return x, conv(ys, N, K)
+	return x, denseOf(cfg.Dtype, ys, N, K)
+}
+
+// denseOf is a tensor of the config's dtype (float32 unless Float64) holding d.
+func denseOf(dt tensor.Dtype, d []float64, shape ...int) *tensor.Dense {
+	if dt == tensor.Float64 {
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
+	}
+	f := make([]float32, len(d))
+	for i, v := range d {
+		f[i] = float32(v)
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
 }
 
 // firstBitDiff compares two values' contents as raw bits (so NaN payloads and signed zeros count)

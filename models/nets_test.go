@@ -212,17 +212,7 @@ func tokenBatch(cfg Config, seed int64) (x, y *tensor.Dense) {
 			ys[(n*V+tok)*T+t] = 1
 		}
 	}
-	conv := func(d []float64, shape ...int) *tensor.Dense {
-		if cfg.Dtype == tensor.Float64 {
-			return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
-		}
-		f := make([]float32, len(d))
-		for i, v := range d {
-			f[i] = float32(v)
-		}
-		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
-	}
-	return conv(xs, N, 1, 1, T), conv(ys, N, V, 1, T)
+	return denseOf(cfg.Dtype, xs, N, 1, 1, T), denseOf(cfg.Dtype, ys, N, V, 1, T)
 }
 
 // netTrainCases are small enough for a 2-core CPU in seconds, yet deep enough that half the

@@ -26,11 +26,9 @@ func PlotReserved(rs []Result, file string) error {
 		func(r Result) float64 { return gib(r.Reserved) })
 }
 
-// plotPerRow draws y(r) against the batch for each scheduler+allocator row of a sweep.
-func plotPerRow(rs []Result, file, what, unit string, capacity bool, y func(Result) float64) error {
-	if len(rs) == 0 {
-		return fmt.Errorf("sweep: nothing to plot")
-	}
+// sweepPlot is a plot of a sweep against the batch size, titled with the model, its input, what
+// is drawn and where the numbers come from (simulated on which profile, or measured).
+func sweepPlot(rs []Result, what, unit string) *plot.Plot {
 	p := plot.New()
 	where := "measured on the CPU device"
 	if rs[0].Simulated {
@@ -39,6 +37,15 @@ func plotPerRow(rs []Result, file, what, unit string, capacity bool, y func(Resu
 	p.Title.Text = fmt.Sprintf("%s %s: %s (%s)", rs[0].Model, rs[0].Size(), what, where)
 	p.X.Label.Text = "batch size"
 	p.Y.Label.Text = unit
+	return p
+}
+
+// plotPerRow draws y(r) against the batch for each scheduler+allocator row of a sweep.
+func plotPerRow(rs []Result, file, what, unit string, capacity bool, y func(Result) float64) error {
+	if len(rs) == 0 {
+		return fmt.Errorf("sweep: nothing to plot")
+	}
+	p := sweepPlot(rs, what, unit)
 	lines := map[string]plotter.XYs{}
 	var names []string
 	var batches []int

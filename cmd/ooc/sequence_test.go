@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,19 +36,11 @@ func TestTrainLSTMOnText(t *testing.T) {
 	if len(res.Evals) != 2 || !res.Evals[1].HasAcc || res.Evals[1].Total != int64(((48-1)/8)*8) {
 		t.Fatalf("evaluations %+v", res.Evals)
 	}
-	o, err := parseEvalFlags([]string{"-checkpoint", path}, &bytes.Buffer{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var eout bytes.Buffer
-	got, err := evalCheckpoint(o, &eout)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, eout.String())
-	}
+	got, eout := mustEval(t, "-checkpoint", path)
 	if want := res.Evals[1]; got.Correct != want.Correct || got.Total != want.Total || got.Loss != want.Loss {
 		t.Errorf("eval %+v, training's %+v", *got, want)
 	}
-	if !strings.Contains(eout.String(), "input 1x1x8") {
-		t.Errorf("eval output:\n%s", eout.String())
+	if !strings.Contains(eout, "input 1x1x8") {
+		t.Errorf("eval output:\n%s", eout)
 	}
 }

@@ -93,20 +93,9 @@ func (s actGradSpec) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) 
 // actExec computes y = f(x) into out, or with dyv the gradient from y = xv and dy. Chunks of a
 // fixed size run in parallel; every element is independent, so the split does not matter.
 func actExec[T float](kind actKind, slope float64, out, xv, dyv G.Value) error {
-	s := xv.Shape()
-	x, err := denseData[T](xv, s)
+	x, dy, res, err := elemIO[T](out, xv, dyv)
 	if err != nil {
 		return err
-	}
-	res, err := outData[T](out, s)
-	if err != nil {
-		return err
-	}
-	var dy []T
-	if dyv != nil {
-		if dy, err = denseData[T](dyv, s); err != nil {
-			return err
-		}
 	}
 	a := T(slope)
 	const chunk = 1 << 14

@@ -82,26 +82,7 @@ func (op *frameOp) FLOPs(in []tensor.Shape) int64 {
 }
 
 // Do allocates the result: a tensor, or a gorgonia scalar for the losses.
-func (op *frameOp) Do(in ...G.Value) (G.Value, error) {
-	dt, shapes, err := checkInputs(op, in)
-	if err != nil {
-		return nil, err
-	}
-	os, err := op.outShape(shapes)
-	if err != nil {
-		return nil, err
-	}
-	var out G.Value
-	if os.IsScalar() {
-		out = newScalar(dt)
-	} else {
-		out = newDense(dt, os)
-	}
-	if err := op.s.exec(dt, out, allocWorkspace(op.wsBytes(dt, shapes)), in); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
+func (op *frameOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
 func (op *frameOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
 	return doPrealloc(op, p, in)
 }
@@ -199,8 +180,9 @@ func setScalar(out G.Value, v float64) error {
 	return nil
 }
 
-// scalarIn reads a scalar operand (an incoming gradient): a gorgonia scalar or a one-element tensor.
-func scalarIn(v G.Value) (float64, error) {
+// Scalar reads a scalar value (a loss, or the gradient a loss op is given): a gorgonia scalar or
+// a one-element tensor.
+func Scalar(v G.Value) (float64, error) {
 	switch x := v.(type) {
 	case *G.F32:
 		return float64(*x), nil
@@ -220,8 +202,34 @@ func scalarIn(v G.Value) (float64, error) {
 			}
 		}
 	}
-	return 0, fmt.Errorf("layers: expected a scalar, got %T %v", v, v.Shape())
+	if v == nil {
+		return 0, fmt.Errorf("layers: no value")
+	}
+	return 0, fmt.Errorf("layers: not a scalar: %T %v", v, v.Shape())
 }
 
 // scalarType is the hm type of a gorgonia scalar of the op's float type.
 func scalarType() hm.Type { return hm.TypeVariable('a') }
+
+// srcDst returns the data of a one-operand op's input and of its output of shape os.
+func srcDst[T float](in, out G.Value, os tensor.Shape) (src, dst []T, err error) {
+	if src, err = denseData[T](in, in.Shape()); err != nil {
+		return nil, nil, err
+	}
+	dst, err = outData[T](out, os)
+	return src, dst, err
+}
+
+// elemIO returns the data of an elementwise op's operand, of its optional second operand of the
+// same shape (nil when dyv is nil: a forward) and of its output.
+func elemIO[T float](out, xv, dyv G.Value) (x, dy, res []T, err error) {
+	if x, res, err = srcDst[T](xv, out, xv.Shape()); err != nil {
+		return nil, nil, nil, err
+	}
+	if dyv != nil {
+		if dy, err = denseData[T](dyv, xv.Shape()); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return x, dy, res, nil
+}

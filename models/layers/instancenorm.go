@@ -88,19 +88,9 @@ func (s instNormGradSpec) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Va
 // each plane's sums run serially in float64, so results do not depend on the split.
 func instNormExec[T float](eps float64, out, xv, dyv G.Value) error {
 	xs := xv.Shape()
-	x, err := denseData[T](xv, xs)
+	x, dy, res, err := elemIO[T](out, xv, dyv)
 	if err != nil {
 		return err
-	}
-	res, err := outData[T](out, xs)
-	if err != nil {
-		return err
-	}
-	var dy []T
-	if dyv != nil {
-		if dy, err = denseData[T](dyv, xs); err != nil {
-			return err
-		}
 	}
 	plane := xs[2] * xs[3]
 	cnt := float64(plane)

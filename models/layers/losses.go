@@ -191,7 +191,7 @@ func lossGrad[T float](s lossSpec, wrt int, out G.Value, in []G.Value) error {
 			return err
 		}
 	}
-	g, err := scalarIn(in[len(in)-1])
+	g, err := Scalar(in[len(in)-1])
 	if err != nil {
 		return err
 	}

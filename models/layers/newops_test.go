@@ -12,7 +12,6 @@ import (
 	"math/rand"
 	"runtime"
 	"testing"
-	"unsafe"
 
 	"github.com/stretchr/testify/require"
 	G "gorgonia.org/gorgonia"
@@ -246,37 +245,6 @@ func newOpCases() []opCase {
 			return apply(resizeSpec{ih: 3, iw: 4, oh: 7, ow: 5, align: false, adjoint: true}, ns[0])
 		},
 	})
-	// Atrous convolutions as DeepLab's ASPP uses them (padding = rate keeps the size), with rates
-	// as large as and larger than the image, where most taps fall in the padding.
-	for _, c := range []convCase{
-		{2, 3, 7, 7, 2, 3, 3, ConvParams{PadH: 6, PadW: 6, DilationH: 6, DilationW: 6}, false},
-		{1, 2, 5, 6, 3, 3, 3, ConvParams{PadH: 12, PadW: 12, DilationH: 12, DilationW: 12}, true},
-		{1, 2, 9, 8, 2, 3, 3, ConvParams{PadH: 4, PadW: 4, DilationH: 4, DilationW: 4}, false}, // multi-grid 4
-		{2, 2, 6, 5, 2, 3, 3, ConvParams{StrideH: 2, StrideW: 2, PadH: 2, PadW: 2, DilationH: 2, DilationW: 2}, false},
-	} {
-		c := c
-		shapes := []tensor.Shape{sh(c.N, c.C, c.H, c.W), sh(c.O, c.C, c.KH, c.KW)}
-		if c.bias {
-			shapes = append(shapes, sh(c.O))
-		}
-		cases = append(cases, opCase{
-			name: "DilatedConv2D/" + c.String(), shapes: shapes,
-			build: func(ns G.Nodes) (*G.Node, error) {
-				var b *G.Node
-				if c.bias {
-					b = ns[2]
-				}
-				return Conv2D(ns[0], ns[1], b, c.p)
-			},
-			ref: func(v [][]float64) []float64 {
-				var b []float64
-				if c.bias {
-					b = v[2]
-				}
-				return refConv(nd{shapes[0], v[0]}, nd{shapes[1], v[1]}, b, c.p).data
-			},
-		})
-	}
 	// Pix2PixHD's downsampling between discriminator scales: 3x3/2, padding 1, not counted.
 	for _, x := range []tensor.Shape{sh(2, 2, 7, 6), sh(1, 3, 5, 5), sh(1, 1, 2, 2)} {
 		x := x
@@ -636,28 +604,7 @@ func TestNewOpsRunPathsBitIdentical(t *testing.T) {
 					in = append(in, val)
 					shapes = append(shapes, c.Shape().Clone())
 				}
-				ref, err := op.Do(in...)
-				require.NoError(t, err)
-				if n.IsScalar() {
-					pre := newScalar(dt)
-					_, err = op.UsePreallocDo(pre, in...)
-					require.NoError(t, err)
-					require.Equal(t, ref.Data(), pre.Data())
-					return
-				}
-				pre := poisoned(dt, n.Shape())
-				got, err := op.UsePreallocDo(pre, in...)
-				require.NoError(t, err)
-				require.Same(t, pre, got.(*tensor.Dense))
-				requireSameBits(t, ref, pre, "UsePreallocDo")
-				need := op.WorkspaceBytes(dt, shapes)
-				mem := alignedNaNBytes(int64(n.Shape().TotalSize()) * int64(dt.Size()))
-				out := tensor.New(tensor.Of(dt), tensor.WithShape(n.Shape().Clone()...),
-					tensor.FromMemory(uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem))))
-				require.NoError(t, op.DoWorkspace(out, alignedNaNBytes(need), in...))
-				requireSameBits(t, ref, out, "DoWorkspace")
-				runtime.KeepAlive(mem)
-				require.Greater(t, op.FLOPs(shapes), int64(0))
+				checkRunPaths(t, n, dt, in, shapes)
 			})
 		}
 		for _, kind := range []string{"layers.padSpec", "layers.padGradSpec", "layers.instNormSpec", "layers.instNormGradSpec",

@@ -117,11 +117,7 @@ func padExec[T float](p int, adjoint bool, out, inv G.Value) error {
 	if small.Dims() != 4 || big.Dims() != 4 || big[2] != small[2]+2*p || big[3] != small[3]+2*p {
 		return fmt.Errorf("layers: reflection pad of %d between %v and %v", p, small, big)
 	}
-	src, err := denseData[T](inv, is)
-	if err != nil {
-		return err
-	}
-	dst, err := outData[T](out, os)
+	src, dst, err := srcDst[T](inv, out, os)
 	if err != nil {
 		return err
 	}

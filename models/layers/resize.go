@@ -113,11 +113,7 @@ func resizeExec[T float](s resizeSpec, out, inv G.Value) error {
 	if err != nil {
 		return err
 	}
-	src, err := denseData[T](inv, is)
-	if err != nil {
-		return err
-	}
-	dst, err := outData[T](out, os)
+	src, dst, err := srcDst[T](inv, out, os)
 	if err != nil {
 		return err
 	}

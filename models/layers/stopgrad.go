@@ -49,15 +49,9 @@ func (s stopSpec) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) err
 }
 
 func copyExec[T float](out, in G.Value) error {
-	s := in.Shape()
-	x, err := denseData[T](in, s)
-	if err != nil {
-		return err
+	x, y, err := srcDst[T](in, out, in.Shape())
+	if err == nil {
+		copy(y, x)
 	}
-	y, err := outData[T](out, s)
-	if err != nil {
-		return err
-	}
-	copy(y, x)
-	return nil
+	return err
 }
