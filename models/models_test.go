@@ -139,8 +139,18 @@ func TestTorchvisionNamesAndShapes(t *testing.T) {
 // both branches of a residual add once did, through gorgonia merging equal expressions) would share
 // one gradient tensor, which a solver zeroes after updating the first.
 func TestGradientsAreDistinct(t *testing.T) {
-	for _, name := range []string{"smallcnn", "resnet18", "resnet50", "densenet121", "vgg16", "unet"} {
-		cfg := Config{Batch: 1, Channels: 3, Height: 32, Width: 32, Classes: 4}
+	small := Config{Batch: 1, Channels: 3, Height: 32, Width: 32, Classes: 4}
+	cfgs := map[string]Config{
+		"inceptionv3":       {Batch: 1, Channels: 3, Height: 299, Width: 299, Classes: 4},
+		"inceptionv3-noaux": {Batch: 1, Channels: 3, Height: 75, Width: 75, Classes: 4},
+		"lstm":              {Batch: 2, SeqLen: 3, Vocab: 5, Hidden: 16},
+	}
+	for _, name := range []string{"smallcnn", "resnet18", "resnet50", "densenet121", "vgg16", "unet",
+		"inceptionv3", "inceptionv3-noaux", "deeplabv3plus", "pix2pixhd", "lstm"} {
+		cfg, ok := cfgs[name]
+		if !ok {
+			cfg = small
+		}
 		m, err := buildNarrow(t, name, cfg, 8)
 		require.NoError(t, err)
 		seen := map[*G.Node]string{}
