@@ -7,7 +7,8 @@ import (
 )
 
 // Specs lists the forms Open accepts, for command-line help.
-const Specs = "synthetic[:n=N,c=C,h=H,w=W,classes=K,seed=S,seg] | cifar10:DIR | folder:DIR | seg:DIR | fashion-mnist[:DIR] | mnist:DIR"
+const Specs = "synthetic[:n=N,c=C,h=H,w=W,classes=K,seed=S,seg] | cifar10:DIR | folder:DIR | seg:DIR | fashion-mnist[:DIR] | mnist:DIR" +
+	" | cityscapes:DIR | text:PATH[,seq=N][,words]"
 
 // OpenOption adjusts Open. Shape, class and size options feed the synthetic
 // source, which has no files to read them from; Classes also fixes the class
@@ -88,6 +89,16 @@ func Open(spec string, opts ...OpenOption) (Dataset, error) {
 			return nil, err
 		}
 		return MNIST(arg, cfg.split)
+	case "cityscapes":
+		if err := needDir(); err != nil {
+			return nil, err
+		}
+		return Cityscapes(arg, cfg.split, cfg.classes)
+	case "text":
+		if err := needDir(); err != nil {
+			return nil, err
+		}
+		return openText(spec, arg, cfg.split)
 	}
 	return nil, fmt.Errorf("datasets: unknown dataset spec %q (want %s)", spec, Specs)
 }
@@ -150,4 +161,33 @@ func openSynthetic(spec, arg string, cfg openConfig) (Dataset, error) {
 		}
 	}
 	return Synthetic(sc)
+}
+
+// openText reads "PATH[,seq=N][,words|chars]": options after the last commas that parse as
+// options, so a path may itself hold commas.
+func openText(spec, arg string, split Split) (Dataset, error) {
+	seq, unit := DefaultSeqLen, Chars
+	for {
+		i := strings.LastIndexByte(arg, ',')
+		if i < 0 {
+			break
+		}
+		opt := arg[i+1:]
+		switch k, v, _ := strings.Cut(opt, "="); {
+		case opt == "words":
+			unit = Words
+		case opt == "chars":
+			unit = Chars
+		case k == "seq":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1<<20 {
+				return nil, fmt.Errorf("datasets: spec %q: seq=%q is not a positive sequence length", spec, v)
+			}
+			seq = n
+		default:
+			return Text(arg, split, seq, unit)
+		}
+		arg = arg[:i]
+	}
+	return Text(arg, split, seq, unit)
 }

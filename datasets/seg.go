@@ -29,21 +29,53 @@ func Segmentation(dir string, split Split, classes int) (Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	imgDir, maskDir := filepath.Join(root, "images"), filepath.Join(root, "masks")
-	for _, d := range []string{imgDir, maskDir} {
-		if !isDir(d) {
-			return nil, fmt.Errorf("datasets: seg: missing directory %s (want %s/images and %s/masks)", d, root, root)
+	s, err := pairImages("seg", split, root, filepath.Join(root, "images"), filepath.Join(root, "masks"), nil)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case classes > 0:
+		s.info.Classes = classes
+	default:
+		if names, ok := readLines(filepath.Join(root, "classes.txt")); ok {
+			s.info.ClassNames = names
+		} else if names, ok := readLines(filepath.Join(dir, "classes.txt")); ok {
+			s.info.ClassNames = names
+		}
+		s.info.Classes = len(s.info.ClassNames)
+		if s.info.Classes == 0 {
+			for i, m := range s.masks {
+				mask, _, _, err := loadMask(m, i)
+				if err != nil {
+					return nil, err
+				}
+				for _, v := range mask {
+					s.info.Classes = max(s.info.Classes, v+1)
+				}
+			}
 		}
 	}
-	imgs, err := stems(imgDir, imageExt)
+	return s, nil
+}
+
+// pairImages pairs the images of imgDir with the masks of maskDir by file name without
+// extension, after key (nil: the name itself) maps each to what they share, and reads every
+// header: the dataset's examples, channels and size. Masks must be PNG.
+func pairImages(name string, split Split, root, imgDir, maskDir string, key func(string) string) (*segPairs, error) {
+	for _, d := range []string{imgDir, maskDir} {
+		if !isDir(d) {
+			return nil, fmt.Errorf("datasets: %s: missing directory %s (want %s and %s): %w", name, d, imgDir, maskDir, fs.ErrNotExist)
+		}
+	}
+	imgs, err := stems(name, imgDir, imageExt, key)
 	if err != nil {
 		return nil, err
 	}
-	masks, err := stems(maskDir, imageExt)
+	masks, err := stems(name, maskDir, imageExt, key)
 	if err != nil {
 		return nil, err
 	}
-	s := &segPairs{info: Info{Name: "seg", Split: split, Segmentation: true, Dir: root}}
+	s := &segPairs{info: Info{Name: name, Split: split, Segmentation: true, Dir: root}}
 	keys := make([]string, 0, len(imgs))
 	for k := range imgs {
 		keys = append(keys, k)
@@ -52,10 +84,14 @@ func Segmentation(dir string, split Split, classes int) (Dataset, error) {
 	for _, k := range keys {
 		m, ok := masks[k]
 		if !ok {
-			return nil, fmt.Errorf("datasets: seg: image %s has no mask %s", imgs[k], filepath.Join(maskDir, k+".png"))
+			want := "a mask in " + maskDir
+			if key == nil {
+				want = "mask " + filepath.Join(maskDir, k+".png")
+			}
+			return nil, fmt.Errorf("datasets: %s: image %s has no %s", name, imgs[k], want)
 		}
 		if !strings.EqualFold(filepath.Ext(m), ".png") {
-			return nil, fmt.Errorf("datasets: seg: mask %s must be PNG: lossy JPEG changes class values", m)
+			return nil, fmt.Errorf("datasets: %s: mask %s must be PNG: lossy JPEG changes class values", name, m)
 		}
 		s.images = append(s.images, imgs[k])
 		s.masks = append(s.masks, m)
@@ -67,11 +103,11 @@ func Segmentation(dir string, split Split, classes int) (Dataset, error) {
 	sort.Strings(mkeys)
 	for _, k := range mkeys {
 		if _, ok := imgs[k]; !ok {
-			return nil, fmt.Errorf("datasets: seg: mask %s has no image in %s", masks[k], imgDir)
+			return nil, fmt.Errorf("datasets: %s: mask %s has no image in %s", name, masks[k], imgDir)
 		}
 	}
 	if len(s.images) == 0 {
-		return nil, fmt.Errorf("datasets: seg: no images in %s", imgDir)
+		return nil, fmt.Errorf("datasets: %s: no images in %s", name, imgDir)
 	}
 	s.info.Examples = len(s.images)
 	s.info.Channels = 1
@@ -100,33 +136,12 @@ func Segmentation(dir string, split Split, classes int) (Dataset, error) {
 	if s.info.Height < 0 {
 		s.info.Height, s.info.Width = 0, 0
 	}
-	switch {
-	case classes > 0:
-		s.info.Classes = classes
-	default:
-		if names, ok := readLines(filepath.Join(root, "classes.txt")); ok {
-			s.info.ClassNames = names
-		} else if names, ok := readLines(filepath.Join(dir, "classes.txt")); ok {
-			s.info.ClassNames = names
-		}
-		s.info.Classes = len(s.info.ClassNames)
-		if s.info.Classes == 0 {
-			for i, m := range s.masks {
-				mask, _, _, err := loadMask(m, i)
-				if err != nil {
-					return nil, err
-				}
-				for _, v := range mask {
-					s.info.Classes = max(s.info.Classes, v+1)
-				}
-			}
-		}
-	}
 	return s, nil
 }
 
-// stems maps a file's path relative to dir, without extension, to its path.
-func stems(dir string, keep func(string) bool) (map[string]string, error) {
+// stems maps a file's path relative to dir, without extension (and through key, if not nil), to
+// its path.
+func stems(name, dir string, keep func(string) bool, key func(string) string) (map[string]string, error) {
 	out := map[string]string{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -146,6 +161,9 @@ func stems(dir string, keep func(string) bool) (map[string]string, error) {
 			return err
 		}
 		k := strings.TrimSuffix(rel, filepath.Ext(rel))
+		if key != nil {
+			k = key(k)
+		}
 		if prev, dup := out[k]; dup {
 			return fmt.Errorf("%s and %s have the same name; pairs are matched by name", prev, p)
 		}
@@ -153,7 +171,7 @@ func stems(dir string, keep func(string) bool) (map[string]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("datasets: seg: %w", err)
+		return nil, fmt.Errorf("datasets: %s: %w", name, err)
 	}
 	return out, nil
 }
@@ -201,7 +219,7 @@ func loadMask(path string, entry int) (mask []int, h, w int, err error) {
 func (s *segPairs) Info() Info { return s.info }
 
 func (s *segPairs) Load(i int) (Example, error) {
-	if err := checkIndex("seg", i, s.info.Examples); err != nil {
+	if err := checkIndex(s.info.Name, i, s.info.Examples); err != nil {
 		return Example{}, err
 	}
 	pix, c, h, w, err := loadImage(s.images[i], i)

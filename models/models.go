@@ -20,6 +20,15 @@ type Config struct {
 	Dtype tensor.Dtype
 	// Seed makes the weight initialisation reproducible: equal configs give equal weights.
 	Seed int64
+
+	// Sequence models (lstm). A sequence is held as a one-pixel-high image, so that the data
+	// loaders and the per-pixel loss serve it unchanged: Input is (Batch, 1, 1, SeqLen) token ids
+	// (as floats), Labels the one-hot next tokens (Batch, Vocab, 1, SeqLen). SeqLen is the number
+	// of steps unrolled in the graph and Vocab the vocabulary; 0 takes Width and Classes (what a
+	// loader of 1 x SeqLen sequences reports), and Channels and Height must then be 0 or 1.
+	SeqLen, Vocab int
+	// Hidden is the lstm's embedding and hidden width (0: 650, Zaremba et al.'s medium model).
+	Hidden int
 }
 
 // String is a short description, e.g. "b8-3x32x32-c10-float32".
@@ -28,19 +37,27 @@ func (c Config) String() string {
 	if c.Dtype != (tensor.Dtype{}) {
 		dt = c.Dtype.String()
 	}
-	return fmt.Sprintf("b%d-%dx%dx%d-c%d-%s", c.Batch, c.Channels, c.Height, c.Width, c.Classes, dt)
+	s := fmt.Sprintf("b%d-%dx%dx%d-c%d-%s", c.Batch, c.Channels, c.Height, c.Width, c.Classes, dt)
+	if c.SeqLen > 0 || c.Vocab > 0 || c.Hidden > 0 {
+		s += fmt.Sprintf("-t%d-v%d-h%d", c.SeqLen, c.Vocab, c.Hidden)
+	}
+	return s
 }
 
 // Model is a built training graph: forward, loss and (gorgonia.Grad) backward, with only the
 // weights allocated. Input and Labels have no value until the caller binds one (gorgonia.Let).
 type Model struct {
 	Graph *G.ExprGraph
-	// Input is the (Batch, Channels, Height, Width) image batch.
+	// Input is the (Batch, Channels, Height, Width) image batch (pix2pixhd: the real images; lstm:
+	// (Batch, 1, 1, SeqLen) token ids).
 	Input *G.Node
 	// Labels are one-hot targets: (Batch, Classes) for the classifiers, (Batch, Classes, Height,
-	// Width) for unet (one class per pixel).
+	// Width) for unet and deeplabv3plus (one class per pixel) and for pix2pixhd (the label map the
+	// generator translates), (Batch, Vocab, 1, SeqLen) for lstm (the next tokens).
 	Labels *G.Node
-	// Loss is the scalar mean softmax cross-entropy (per image, or per pixel for unet).
+	// Loss is the scalar mean softmax cross-entropy (per image, pixel or token), plus 0.4 times
+	// the auxiliary classifier's for inceptionv3, and for pix2pixhd the sum of both players' GAN
+	// losses (see the package documentation).
 	Loss *G.Node
 	// Learnables are the nodes gorgonia.Grad differentiated, in a fixed order (solvers index their
 	// state by position): the order the layers are created, as torchvision's parameters().
@@ -51,29 +68,41 @@ type Model struct {
 	Name   string
 	Config Config
 	// Logits are the scores the loss reads: (Batch, Classes), or (Batch, Classes, Height, Width)
-	// for unet. Pass it to ooc.WithOutputs to read predictions after RunAll.
+	// for the per-pixel models (Inception: the main classifier's). Pass it to ooc.WithOutputs to
+	// read predictions after RunAll. nil for pix2pixhd.
 	Logits *G.Node
 	// BatchNorms are the model's batch-norm ops in creation order (their running statistics, for
-	// checkpoints, and their train/inference mode). Empty for vgg16 and unet.
+	// checkpoints, and their train/inference mode). Empty for vgg16, unet, pix2pixhd and lstm.
 	BatchNorms []*layers.BatchNormOp
+	// Generated is pix2pixhd's generator output, (Batch, Channels, Height, Width) in [-1, 1]; nil
+	// for the other models. (pix2pixhd has no Logits: its loss reads discriminator scores.)
+	Generated *G.Node
+
+	// vocab is the range of the token ids the input holds (lstm), 0 for pixel inputs.
+	vocab int
 }
 
-// BindRandom binds a random input batch (normal, from seed) and random
-// one-hot labels (one class per image, or per pixel for unet), for runs
-// that need values but not data: timing a step, a batch-size sweep.
+// BindRandom binds a random input batch (normal, from seed; token ids for
+// lstm) and random one-hot labels (one class per image, or per pixel for
+// the per-pixel models), for runs that need values but not data: timing a
+// step, a batch-size sweep.
 func (m *Model) BindRandom(seed int64) error {
 	rng := rand.New(rand.NewSource(seed))
 	dt := m.Input.Dtype()
 	x := tensor.New(tensor.Of(dt), tensor.WithShape(m.Input.Shape()...))
 	y := tensor.New(tensor.Of(dt), tensor.WithShape(m.Labels.Shape()...))
+	draw := rng.NormFloat64
+	if m.vocab > 0 {
+		draw = func() float64 { return float64(rng.Intn(m.vocab)) }
+	}
 	switch xs := x.Data().(type) {
 	case []float32:
 		for i := range xs {
-			xs[i] = float32(rng.NormFloat64())
+			xs[i] = float32(draw())
 		}
 	case []float64:
 		for i := range xs {
-			xs[i] = rng.NormFloat64()
+			xs[i] = draw()
 		}
 	default:
 		return fmt.Errorf("models: %s has dtype %v, want float32 or float64", m.Name, dt)
@@ -125,7 +154,21 @@ type arch struct {
 	pixel bool
 	// init is the convolution initialisation (torchvision's choice for the family).
 	init layers.Init
+	// bnEps is batch norm's epsilon (0: PyTorch's default 1e-5).
+	bnEps float64
+	// normalize, if set, fills the fields a family derives from others (lstm: SeqLen and Vocab
+	// from Width and Classes) before the configuration is checked.
+	normalize func(cfg Config) (Config, error)
+	// head, if set, replaces forward and the softmax cross-entropy, for models whose loss is
+	// not one softmax over the logits (the GAN, Inception's auxiliary classifier).
+	head func(n *net, x, y *G.Node, cfg Config) outputs
+	// tokens: the input holds token ids below Classes (lstm), not pixels.
+	tokens bool
 }
+
+// outputs is what a head builds: the scalar loss, the logits (nil if none) and, for the GAN,
+// the generated images.
+type outputs struct{ loss, logits, generated *G.Node }
 
 var registry = map[string]arch{
 	"smallcnn":    {check: smallCNNCheck, forward: smallCNN},
@@ -139,6 +182,12 @@ var registry = map[string]arch{
 	"densenet201": densenet(64, 6, 12, 48, 32),
 	"vgg16":       {check: vggCheck, forward: vgg16},
 	"unet":        {check: unetCheck, forward: unet, pixel: true, init: layers.KaimingFanIn},
+
+	"inceptionv3":       inceptionV3(true),
+	"inceptionv3-noaux": inceptionV3(false),
+	"deeplabv3plus":     deeplabV3Plus(),
+	"pix2pixhd":         pix2pixHD(),
+	"lstm":              lstmLM(),
 }
 
 // Names lists the models Build knows, sorted.
@@ -166,6 +215,11 @@ func Build(name string, cfg Config) (m *Model, err error) {
 // build is Build with a width divisor: every layer's channel count is divided by div (at least 1
 // channel), which the tests use to run the real topologies quickly. div 1 is the real model.
 func build(name string, a arch, cfg Config, div int) (m *Model, err error) {
+	if a.normalize != nil {
+		if cfg, err = a.normalize(cfg); err != nil {
+			return nil, fmt.Errorf("models: %s: %w", name, err)
+		}
+	}
 	if cfg.Batch <= 0 || cfg.Channels <= 0 || cfg.Height <= 0 || cfg.Width <= 0 || cfg.Classes <= 0 {
 		return nil, fmt.Errorf("models: %s: batch, channels, height, width and classes must be positive, got batch %d, %d channels, %dx%d, %d classes",
 			name, cfg.Batch, cfg.Channels, cfg.Height, cfg.Width, cfg.Classes)
@@ -192,6 +246,9 @@ func build(name string, a arch, cfg Config, div int) (m *Model, err error) {
 		return nil, fmt.Errorf("models: %s: %w", name, err)
 	}
 	b.ConvInit = a.init
+	if a.bnEps > 0 {
+		b.BNEpsilon = a.bnEps
+	}
 	n := &net{b: b, div: max(div, 1)}
 	x := n.input("input", cfg.Batch, cfg.Channels, cfg.Height, cfg.Width)
 	var y *G.Node
@@ -200,24 +257,37 @@ func build(name string, a arch, cfg Config, div int) (m *Model, err error) {
 	} else {
 		y = n.input("labels", cfg.Batch, cfg.Classes)
 	}
-	logits := a.forward(n, x, cfg)
-	var loss *G.Node
-	if n.err == nil {
-		if a.pixel {
-			loss, n.err = layers.PixelSoftmaxCrossEntropy(logits, y)
-		} else {
-			loss, n.err = layers.SoftmaxCrossEntropy(logits, y)
-		}
+	var out outputs
+	if a.head != nil {
+		out = a.head(n, x, y, cfg)
+	} else {
+		out.logits = a.forward(n, x, cfg)
+		out.loss = n.crossEntropy(out.logits, y, a.pixel)
 	}
 	if n.err != nil {
 		return nil, fmt.Errorf("models: building %s for %v: %w", name, cfg, n.err)
 	}
 	ps := b.Learnables()
-	if _, err := G.Grad(loss, ps...); err != nil {
+	if _, err := G.Grad(out.loss, ps...); err != nil {
 		return nil, fmt.Errorf("models: %s: differentiating the loss: %w", name, err)
 	}
-	return &Model{Graph: g, Input: x, Labels: y, Loss: loss, Learnables: ps,
-		Name: name, Config: cfg, Logits: logits, BatchNorms: b.BatchNorms()}, nil
+	m = &Model{Graph: g, Input: x, Labels: y, Loss: out.loss, Learnables: ps, Name: name, Config: cfg,
+		Logits: out.logits, BatchNorms: b.BatchNorms(), Generated: out.generated}
+	if a.tokens {
+		m.vocab = cfg.Classes
+	}
+	return m, nil
+}
+
+// crossEntropy is the mean softmax cross-entropy of logits against one-hot targets, per image or
+// (pixel) per pixel.
+func (n *net) crossEntropy(logits, y *G.Node, pixel bool) *G.Node {
+	return n.do("loss", func() (*G.Node, error) {
+		if pixel {
+			return layers.PixelSoftmaxCrossEntropy(logits, y)
+		}
+		return layers.SoftmaxCrossEntropy(logits, y)
+	})
 }
 
 // net wraps a layers.Builder so architectures read as straight-line code: the first error is
@@ -346,41 +416,73 @@ func resnet(bottleneck bool, blocks ...int) arch {
 	return arch{
 		init: layers.KaimingFanOut,
 		forward: func(n *net, x *G.Node, cfg Config) *G.Node {
-			expansion := 1
-			if bottleneck {
-				expansion = 4
-			}
-			h := n.relu(n.bn(n.conv(x, 64, 7, 2, 3, "conv1"), "bn1"))
-			h = n.maxPool(h, 3, 2, 1, "maxpool")
-			in := 64
-			for stage, count := range blocks {
-				width := 64 << stage
-				for i := 0; i < count; i++ {
-					stride := 1
-					if i == 0 && stage > 0 {
-						stride = 2
-					}
-					name := fmt.Sprintf("layer%d.%d", stage+1, i)
-					var y *G.Node
-					if bottleneck {
-						y = n.relu(n.bn(n.conv(h, width, 1, 1, 0, name+".conv1"), name+".bn1"))
-						y = n.relu(n.bn(n.conv(y, width, 3, stride, 1, name+".conv2"), name+".bn2"))
-						y = n.bn(n.conv(y, width*4, 1, 1, 0, name+".conv3"), name+".bn3")
-					} else {
-						y = n.relu(n.bn(n.conv(h, width, 3, stride, 1, name+".conv1"), name+".bn1"))
-						y = n.bn(n.conv(y, width, 3, 1, 1, name+".conv2"), name+".bn2")
-					}
-					shortcut := h
-					if stride != 1 || in != width*expansion {
-						shortcut = n.bn(n.conv(h, width*expansion, 1, stride, 0, name+".downsample.0"), name+".downsample.1")
-					}
-					h = n.relu(n.add(y, shortcut, name+".add"))
-					in = width * expansion
-				}
-			}
+			h, _ := n.resnetStages(n.resnetStem(x, ""), bottleneck, blocks, "", nil)
 			return n.linear(n.globalAvgPool(h), cfg.Classes, "fc")
 		},
 	}
+}
+
+// resnetStem is torchvision's conv1, bn1, ReLU and 3x3/2 max-pool: a quarter of the input size.
+func (n *net) resnetStem(x *G.Node, prefix string) *G.Node {
+	h := n.relu(n.bn(n.conv(x, 64, 7, 2, 3, prefix+"conv1"), prefix+"bn1"))
+	return n.maxPool(h, 3, 2, 1, prefix+"maxpool")
+}
+
+// resnetStages appends torchvision's layer1, layer2, ... with the given block counts and returns
+// the last stage's output and the first's (DeepLab's low-level features). dilations, if not nil,
+// holds per stage the dilation of each block's 3x3 convolution (nil for an ordinary stage); a
+// dilated stage keeps its input's resolution (stride 1), as DeepLab's atrous backbone.
+func (n *net) resnetStages(h *G.Node, bottleneck bool, blocks []int, prefix string, dilations [][]int) (out, first *G.Node) {
+	expansion := 1
+	if bottleneck {
+		expansion = 4
+	}
+	in := 64
+	for stage, count := range blocks {
+		width := 64 << stage
+		var dil []int
+		if stage < len(dilations) {
+			dil = dilations[stage]
+		}
+		for i := 0; i < count; i++ {
+			stride, d := 1, 1
+			if i == 0 && stage > 0 && dil == nil {
+				stride = 2
+			}
+			if dil != nil {
+				d = dil[i%len(dil)]
+			}
+			name := fmt.Sprintf("%slayer%d.%d", prefix, stage+1, i)
+			var y *G.Node
+			if bottleneck {
+				y = n.relu(n.bn(n.conv(h, width, 1, 1, 0, name+".conv1"), name+".bn1"))
+				y = n.relu(n.bn(n.conv3(y, width, stride, d, name+".conv2"), name+".bn2"))
+				y = n.bn(n.conv(y, width*4, 1, 1, 0, name+".conv3"), name+".bn3")
+			} else {
+				y = n.relu(n.bn(n.conv3(h, width, stride, d, name+".conv1"), name+".bn1"))
+				y = n.bn(n.conv3(y, width, 1, d, name+".conv2"), name+".bn2")
+			}
+			shortcut := h
+			if stride != 1 || in != width*expansion {
+				shortcut = n.bn(n.conv(h, width*expansion, 1, stride, 0, name+".downsample.0"), name+".downsample.1")
+			}
+			h = n.relu(n.add(y, shortcut, name+".add"))
+			in = width * expansion
+		}
+		if stage == 0 {
+			first = h
+		}
+	}
+	return h, first
+}
+
+// conv3 is a bias-free 3x3 convolution at the given stride whose taps are dil pixels apart,
+// padded by dil so a stride-1 convolution keeps the size (dil 1: an ordinary 3x3 convolution).
+func (n *net) conv3(x *G.Node, out, stride, dil int, name string) *G.Node {
+	return n.do(name, func() (*G.Node, error) {
+		p := layers.ConvParams{StrideH: stride, StrideW: stride, PadH: dil, PadW: dil, DilationH: dil, DilationW: dil}
+		return n.b.ConvWith(x, n.ch(out), 3, 3, p, false, name)
+	})
 }
 
 // ---- DenseNet-BC (Huang et al. 2017; torchvision: growth 32, bottleneck 4x, compression 0.5) ----

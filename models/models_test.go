@@ -18,8 +18,8 @@ import (
 )
 
 func TestNames(t *testing.T) {
-	want := []string{"densenet121", "densenet169", "densenet201", "resnet101", "resnet152", "resnet18",
-		"resnet34", "resnet50", "smallcnn", "unet", "vgg16"}
+	want := []string{"deeplabv3plus", "densenet121", "densenet169", "densenet201", "inceptionv3", "inceptionv3-noaux",
+		"lstm", "pix2pixhd", "resnet101", "resnet152", "resnet18", "resnet34", "resnet50", "smallcnn", "unet", "vgg16"}
 	require.Equal(t, want, Names())
 }
 
@@ -40,9 +40,27 @@ func TestNumParamsMatchTorchvision(t *testing.T) {
 		// flattened 32 x H/4 x W/4 map, so it is checked at 32x32 (at 224x224 it has 100M weights).
 		"unet":     unetParams(3, 1000),
 		"smallcnn": smallCNNParams(3, 32, 32, 1000),
+		// torchvision's inception_v3 with and without its auxiliary classifier, at its 299x299.
+		"inceptionv3":       27_161_264,
+		"inceptionv3-noaux": 23_834_568,
+		// Not torchvision models: counted by hand from the architectures (nets_test.go).
+		"deeplabv3plus": deeplabParams(21),
+		"pix2pixhd":     pix2pixHDParams(35, 3),
+		"lstm":          lstmParams(10000, 650),
 	}
 	require.Len(t, want, len(Names()))
-	heavy := map[string]bool{"vgg16": true, "resnet101": true, "resnet152": true, "densenet169": true, "densenet201": true}
+	heavy := map[string]bool{"vgg16": true, "resnet101": true, "resnet152": true, "densenet169": true, "densenet201": true,
+		"pix2pixhd": true, "deeplabv3plus": true}
+	// Sizes the counts are published for: Inception's 299x299 (its auxiliary classifier needs
+	// it), PASCAL VOC's 21 classes, Cityscapes' 35 label ids and RGB at a small size (the weights
+	// do not depend on it), Zaremba et al.'s medium LSTM on the 10k-word Penn Treebank.
+	special := map[string]Config{
+		"inceptionv3":       {Batch: 1, Channels: 3, Height: 299, Width: 299, Classes: 1000},
+		"inceptionv3-noaux": {Batch: 1, Channels: 3, Height: 299, Width: 299, Classes: 1000},
+		"deeplabv3plus":     {Batch: 1, Channels: 3, Height: 65, Width: 65, Classes: 21},
+		"pix2pixhd":         {Batch: 1, Channels: 3, Height: 32, Width: 64, Classes: 35},
+		"lstm":              {Batch: 1, SeqLen: 2, Vocab: 10000, Hidden: 650},
+	}
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
 			if heavy[name] && testing.Short() {
@@ -51,6 +69,9 @@ func TestNumParamsMatchTorchvision(t *testing.T) {
 			cfg := Config{Batch: 1, Channels: 3, Height: 224, Width: 224, Classes: 1000, Seed: 1}
 			if name == "smallcnn" {
 				cfg.Height, cfg.Width = 32, 32
+			}
+			if c, ok := special[name]; ok {
+				cfg = c
 			}
 			m, err := Build(name, cfg)
 			require.NoError(t, err)
@@ -118,8 +139,18 @@ func TestTorchvisionNamesAndShapes(t *testing.T) {
 // both branches of a residual add once did, through gorgonia merging equal expressions) would share
 // one gradient tensor, which a solver zeroes after updating the first.
 func TestGradientsAreDistinct(t *testing.T) {
-	for _, name := range []string{"smallcnn", "resnet18", "resnet50", "densenet121", "vgg16", "unet"} {
-		cfg := Config{Batch: 1, Channels: 3, Height: 32, Width: 32, Classes: 4}
+	small := Config{Batch: 1, Channels: 3, Height: 32, Width: 32, Classes: 4}
+	cfgs := map[string]Config{
+		"inceptionv3":       {Batch: 1, Channels: 3, Height: 299, Width: 299, Classes: 4},
+		"inceptionv3-noaux": {Batch: 1, Channels: 3, Height: 75, Width: 75, Classes: 4},
+		"lstm":              {Batch: 2, SeqLen: 3, Vocab: 5, Hidden: 16},
+	}
+	for _, name := range []string{"smallcnn", "resnet18", "resnet50", "densenet121", "vgg16", "unet",
+		"inceptionv3", "inceptionv3-noaux", "deeplabv3plus", "pix2pixhd", "lstm"} {
+		cfg, ok := cfgs[name]
+		if !ok {
+			cfg = small
+		}
 		m, err := buildNarrow(t, name, cfg, 8)
 		require.NoError(t, err)
 		seen := map[*G.Node]string{}
@@ -261,21 +292,23 @@ func synthetic(cfg Config, pixel bool, seed int64) (x, y *tensor.Dense) {
 			}
 		}
 	}
-	conv := func(d []float64, shape ...int) *tensor.Dense {
-		if cfg.Dtype == tensor.Float64 {
-			return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
-		}
-		f := make([]float32, len(d))
-		for i, v := range d {
-			f[i] = float32(v)
-		}
-		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
-	}
-	x = conv(xs, N, C, H, W)
+	x = denseOf(cfg.Dtype, xs, N, C, H, W)
 	if pixel {
-		return x, conv(ys, N, K, H, W)
+		return x, denseOf(cfg.Dtype, ys, N, K, H, W)
 	}
-	return x, conv(ys, N, K)
+	return x, denseOf(cfg.Dtype, ys, N, K)
+}
+
+// denseOf is a tensor of the config's dtype (float32 unless Float64) holding d.
+func denseOf(dt tensor.Dtype, d []float64, shape ...int) *tensor.Dense {
+	if dt == tensor.Float64 {
+		return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(d))
+	}
+	f := make([]float32, len(d))
+	for i, v := range d {
+		f[i] = float32(v)
+	}
+	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(f))
 }
 
 // firstBitDiff compares two values' contents as raw bits (so NaN payloads and signed zeros count)
@@ -401,56 +434,78 @@ var trainCases = []trainCase{
 // built from the same seed, bit for bit.
 func TestTrainsBitForBitUnderHalfBudget(t *testing.T) {
 	for _, c := range trainCases {
-		t.Run(fmt.Sprintf("%s/%v/width-div%d", c.name, c.cfg, c.div), func(t *testing.T) {
-			if c.heavy && testing.Short() {
-				t.Skip("heavy: skipped with -short")
-			}
-			start := time.Now()
-			pixel := registry[c.name].pixel
-			x, y := synthetic(c.cfg, pixel, c.cfg.Seed)
-
-			ref, err := buildNarrow(t, c.name, c.cfg, c.div)
-			require.NoError(t, err)
-			require.NoError(t, G.Let(ref.Input, x))
-			require.NoError(t, G.Let(ref.Labels, y))
-			tm := G.NewTapeMachine(ref.Graph, G.BindDualValues(ref.Learnables...))
-			defer tm.Close()
-			_, want := train(t, ref, tm, c.same, c.same, c.lr)
-			tmTime := time.Since(start)
-
-			got, err := buildNarrow(t, c.name, c.cfg, c.div)
-			require.NoError(t, err)
-			require.NoError(t, G.Let(got.Input, x))
-			require.NoError(t, G.Let(got.Labels, y))
-			inCore, err := ooc.Plan(got.Graph, ooc.Baseline())
-			require.NoError(t, err)
-			budget := inCore.Peak / 2
-			machine, err := ooc.Compile(got.Graph, ooc.BindDualValues(got.Learnables...), ooc.WithBudget(budget))
-			require.NoError(t, err)
-			defer machine.Close()
-			losses, have := train(t, got, machine, c.steps, c.same, c.lr)
-
-			for s := 0; s < c.same; s++ {
-				require.Equal(t, -1, firstBitDiff(t, want[s].loss, have[s].loss), "step %d: loss %v, TapeMachine %v", s, have[s].loss, want[s].loss)
-				for i, p := range got.Learnables {
-					require.Equal(t, -1, firstBitDiff(t, want[s].grads[i], have[s].grads[i]), "step %d: gradient of %s differs at this element", s, p.Name())
-				}
-				for i, p := range got.Learnables {
-					require.Equal(t, -1, firstBitDiff(t, want[s].weights[i], have[s].weights[i]), "step %d: %s after Adam differs at this element", s, p.Name())
-				}
-			}
-			st := machine.Stats()
-			require.LessOrEqual(t, st.PeakDeviceBytes, budget)
-			require.Positive(t, st.SwapInBytes, "half the in-core peak must make it swap")
-			for _, l := range losses {
-				require.False(t, math.IsNaN(l) || math.IsInf(l, 0), "loss %v", l)
-			}
-			require.Less(t, losses[len(losses)-1], losses[0], "loss must go down: %v", losses)
-			t.Logf("%d params, in-core peak %.2f MiB, budget %.2f MiB, peak %.2f MiB, swapped in %.2f MiB/step; losses %.4f; tape %v, total %v",
-				got.NumParams(), mib(inCore.Peak), mib(budget), mib(st.PeakDeviceBytes), mib(st.SwapInBytes)/float64(st.Steps),
-				losses, tmTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-		})
+		t.Run(fmt.Sprintf("%s/%v/width-div%d", c.name, c.cfg, c.div), func(t *testing.T) { checkTrainsBitForBit(t, c) })
 	}
+}
+
+// trainData is a learnable batch for the case: synthetic images (per-pixel targets for the
+// per-pixel models), or token sequences for the sequence models.
+func trainData(t testing.TB, c trainCase) (x, y *tensor.Dense) {
+	a := registry[c.name]
+	cfg := c.cfg
+	if a.normalize != nil {
+		var err error
+		cfg, err = a.normalize(cfg)
+		require.NoError(t, err)
+	}
+	if a.tokens {
+		return tokenBatch(cfg, cfg.Seed)
+	}
+	return synthetic(cfg, a.pixel, cfg.Seed)
+}
+
+// checkTrainsBitForBit trains the case on the out-of-core machine with half its in-core
+// (Baseline) peak as budget, so it must swap; its loss goes down (for the GAN, the sum of both
+// players' losses, which does at these seeds),
+// and its first steps (loss, every gradient, every weight after Adam) equal gorgonia's
+// TapeMachine on the same graph built from the same seed, bit for bit.
+func checkTrainsBitForBit(t *testing.T, c trainCase) {
+	if c.heavy && testing.Short() {
+		t.Skip("heavy: skipped with -short")
+	}
+	start := time.Now()
+	x, y := trainData(t, c)
+
+	ref, err := buildNarrow(t, c.name, c.cfg, c.div)
+	require.NoError(t, err)
+	require.NoError(t, G.Let(ref.Input, x))
+	require.NoError(t, G.Let(ref.Labels, y))
+	tm := G.NewTapeMachine(ref.Graph, G.BindDualValues(ref.Learnables...))
+	defer tm.Close()
+	_, want := train(t, ref, tm, c.same, c.same, c.lr)
+	tmTime := time.Since(start)
+
+	got, err := buildNarrow(t, c.name, c.cfg, c.div)
+	require.NoError(t, err)
+	require.NoError(t, G.Let(got.Input, x))
+	require.NoError(t, G.Let(got.Labels, y))
+	inCore, err := ooc.Plan(got.Graph, ooc.Baseline())
+	require.NoError(t, err)
+	budget := inCore.Peak / 2
+	machine, err := ooc.Compile(got.Graph, ooc.BindDualValues(got.Learnables...), ooc.WithBudget(budget))
+	require.NoError(t, err)
+	defer machine.Close()
+	losses, have := train(t, got, machine, c.steps, c.same, c.lr)
+
+	for s := 0; s < c.same; s++ {
+		require.Equal(t, -1, firstBitDiff(t, want[s].loss, have[s].loss), "step %d: loss %v, TapeMachine %v", s, have[s].loss, want[s].loss)
+		for i, p := range got.Learnables {
+			require.Equal(t, -1, firstBitDiff(t, want[s].grads[i], have[s].grads[i]), "step %d: gradient of %s differs at this element", s, p.Name())
+		}
+		for i, p := range got.Learnables {
+			require.Equal(t, -1, firstBitDiff(t, want[s].weights[i], have[s].weights[i]), "step %d: %s after Adam differs at this element", s, p.Name())
+		}
+	}
+	st := machine.Stats()
+	require.LessOrEqual(t, st.PeakDeviceBytes, budget)
+	require.Positive(t, st.SwapInBytes, "half the in-core peak must make it swap")
+	for _, l := range losses {
+		require.False(t, math.IsNaN(l) || math.IsInf(l, 0), "loss %v", l)
+	}
+	require.Less(t, losses[len(losses)-1], losses[0], "loss must go down: %v", losses)
+	t.Logf("%d params, in-core peak %.2f MiB, budget %.2f MiB, peak %.2f MiB, swapped in %.2f MiB/step; losses %.4f; tape %v, total %v",
+		got.NumParams(), mib(inCore.Peak), mib(budget), mib(st.PeakDeviceBytes), mib(st.SwapInBytes)/float64(st.Steps),
+		losses, tmTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -20,14 +20,7 @@ func PlotBudgets(rs []Result, file string) error {
 	if len(rs) == 0 {
 		return fmt.Errorf("sweep: nothing to plot")
 	}
-	p := plot.New()
-	what := "measured on the CPU device"
-	if rs[0].Simulated {
-		what = "simulated, " + rs[0].Device
-	}
-	p.Title.Text = fmt.Sprintf("%s %dx%d: scheduling budget and reserved memory (%s)", rs[0].Model, rs[0].Image, rs[0].Image, what)
-	p.X.Label.Text = "batch size"
-	p.Y.Label.Text = "GiB"
+	p := sweepPlot(rs, "scheduling budget and reserved memory", "GiB")
 
 	rows := map[string]plotter.XYs{}
 	reserved := map[string]plotter.XYs{}

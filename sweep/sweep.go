@@ -27,7 +27,8 @@ import (
 // Config is one sweep.
 type Config struct {
 	Model   string
-	Image   int // height and width
+	Image   int // height, and width unless Width is set
+	Width   int // width (0: Image)
 	Classes int
 	Batches []int
 	// Device is "cpu" or "sim:PROFILE".
@@ -52,6 +53,7 @@ type Config struct {
 type Result struct {
 	Model     string  `json:"model"`
 	Image     int     `json:"image"`
+	Width     int     `json:"width,omitempty"` // when not Image
 	Batch     int     `json:"batch"`
 	Scheduler string  `json:"scheduler"`
 	Allocator string  `json:"allocator"`
@@ -74,6 +76,23 @@ func (c *Config) logf(format string, args ...interface{}) {
 	if c.Log != nil {
 		fmt.Fprintf(c.Log, format+"\n", args...)
 	}
+}
+
+// width is the input width.
+func (c *Config) width() int {
+	if c.Width > 0 {
+		return c.Width
+	}
+	return c.Image
+}
+
+// Size is the input size as HxW.
+func (r Result) Size() string {
+	w := r.Width
+	if w == 0 {
+		w = r.Image
+	}
+	return fmt.Sprintf("%dx%d", r.Image, w)
 }
 
 func (c *Config) defaults() error {
@@ -141,7 +160,7 @@ func Run(cfg Config) ([]Result, error) {
 	batches := append([]int(nil), cfg.Batches...)
 	for bi := 0; bi < len(batches); bi++ {
 		batch := batches[bi]
-		m, err := models.Build(cfg.Model, models.Config{Batch: batch, Channels: 3, Height: cfg.Image, Width: cfg.Image, Classes: cfg.Classes, Dtype: tensor.Float32, Seed: 1})
+		m, err := models.Build(cfg.Model, models.Config{Batch: batch, Channels: 3, Height: cfg.Image, Width: cfg.width(), Classes: cfg.Classes, Dtype: tensor.Float32, Seed: 1})
 		if err != nil {
 			return out, err
 		}
@@ -197,6 +216,9 @@ func firstLine(s string) string {
 // bisect between that and the last budget that failed.
 func (c *Config) point(m *models.Model, batch int, sched, allocName string) Result {
 	res := Result{Model: c.Model, Image: c.Image, Batch: batch, Scheduler: sched, Allocator: allocName, Device: c.Device}
+	if c.width() != c.Image {
+		res.Width = c.width()
+	}
 	dev, err := c.newDevice()
 	if err != nil {
 		res.Error = err.Error()

@@ -15,6 +15,16 @@ import (
 // memory, and each row's largest batch. The header says whether the
 // figures are simulated (and with which profile) or measured here.
 func WriteTable(w io.Writer, rs []Result) error {
+	return writeGrid(w, rs, "images/s", func(r Result) string { return fmt.Sprintf("%.0f", r.IPS) })
+}
+
+// WriteReservedTable prints, in the same layout, the GiB the allocator
+// reserved at each point that trained (the paper's Fig. 5 as numbers).
+func WriteReservedTable(w io.Writer, rs []Result) error {
+	return writeGrid(w, rs, "GiB reserved by the allocator", func(r Result) string { return fmt.Sprintf("%.2f", gib(r.Reserved)) })
+}
+
+func writeGrid(w io.Writer, rs []Result, what string, cell func(Result) string) error {
 	if len(rs) == 0 {
 		_, err := fmt.Fprintln(w, "no results")
 		return err
@@ -42,14 +52,14 @@ func WriteTable(w io.Writer, rs []Result) error {
 	}
 	sort.Ints(batches)
 	first := rs[0]
-	what := "measured on the CPU device of this machine"
+	where := "measured on the CPU device of this machine"
 	switch {
 	case first.Simulated && strings.Contains(first.Device, "measured:"):
-		what = "SIMULATED on " + first.Device + " (per-op times measured on a real device)"
+		where = "SIMULATED on " + first.Device + " (per-op times measured on a real device)"
 	case first.Simulated:
-		what = "SIMULATED on " + first.Device + " (" + vm.CalibrationNote + ")"
+		where = "SIMULATED on " + first.Device + " (" + vm.CalibrationNote + ")"
 	}
-	fmt.Fprintf(w, "%s %dx%d, images/s, device memory %.2f GiB; %s\n", first.Model, first.Image, first.Image, float64(first.Capacity)/(1<<30), what)
+	fmt.Fprintf(w, "%s %s, %s, device memory %.2f GiB; %s\n", first.Model, first.Size(), what, float64(first.Capacity)/(1<<30), where)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"batch"}
 	for _, b := range batches {
@@ -66,7 +76,7 @@ func WriteTable(w io.Writer, rs []Result) error {
 			case !ok:
 				line = append(line, "")
 			case r.OK:
-				line = append(line, fmt.Sprintf("%.0f", r.IPS))
+				line = append(line, cell(r))
 				largest = max(largest, b)
 			default:
 				line = append(line, "x")

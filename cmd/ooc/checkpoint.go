@@ -64,6 +64,8 @@ type ckptMeta struct {
 	Batch    int    `json:"batch"`
 	Channels int    `json:"channels"`
 	Image    int    `json:"image"`
+	Width    int    `json:"width,omitempty"`  // when not Image (0: square)
+	Hidden   int    `json:"hidden,omitempty"` // lstm's width (0: its default)
 	Classes  int    `json:"classes"`
 	Dtype    string `json:"dtype"`
 	Params   int64  `json:"params"`
@@ -451,4 +453,22 @@ func syncDir(dir string) error {
 		return fmt.Errorf("fsync %s: %w", dir, err)
 	}
 	return nil
+}
+
+// ckptWidth is the width a checkpoint records: 0 for a square input, as
+// checkpoints written before non-square inputs have it.
+func ckptWidth(s dataShape) int {
+	if s.width == s.height {
+		return 0
+	}
+	return s.width
+}
+
+// shape is the input a checkpoint's model was trained on.
+func (m ckptMeta) shape() dataShape {
+	w := m.Width
+	if w == 0 {
+		w = m.Image
+	}
+	return dataShape{channels: m.Channels, height: m.Image, width: w, classes: m.Classes, hidden: m.Hidden}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/gorgonia-ooc/outofcore/datasets"
 	"github.com/gorgonia-ooc/outofcore/models"
+	"github.com/gorgonia-ooc/outofcore/models/layers"
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/vm"
 )
@@ -283,27 +283,4 @@ func countCorrect(v G.Value, labels []int) (correct, total int64, err error) {
 }
 
 // scalarOf reads a scalar value (the loss).
-func scalarOf(v G.Value) (float64, error) {
-	switch x := v.(type) {
-	case *G.F32:
-		return float64(*x), nil
-	case *G.F64:
-		return float64(*x), nil
-	case tensor.Tensor:
-		if x.Shape().TotalSize() == 1 {
-			switch d := x.Data().(type) {
-			case []float32:
-				return float64(d[0]), nil
-			case []float64:
-				return d[0], nil
-			case float32:
-				return float64(d), nil
-			case float64:
-				return d, nil
-			}
-		}
-	case nil:
-		return 0, errors.New("no value")
-	}
-	return 0, fmt.Errorf("not a scalar: %T %v", v, v)
-}
+func scalarOf(v G.Value) (float64, error) { return layers.Scalar(v) }

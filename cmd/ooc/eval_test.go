@@ -31,24 +31,16 @@ func TestEvalCheckpoint(t *testing.T) {
 		{"window", []string{"-window", "2MiB"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o, err := parseEvalFlags(append([]string{"-checkpoint", path}, tc.args...), &bytes.Buffer{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var out bytes.Buffer
-			got, err := evalCheckpoint(o, &out)
-			if err != nil {
-				t.Fatalf("%v\n%s", err, out.String())
-			}
+			got, out := mustEval(t, append([]string{"-checkpoint", path}, tc.args...)...)
 			if got.Correct != want.Correct || got.Total != want.Total || got.Loss != want.Loss || got.Examples != want.Examples {
 				t.Errorf("eval %+v, training's %+v", *got, want)
 			}
-			m := evalLine.FindStringSubmatch(out.String())
+			m := evalLine.FindStringSubmatch(out)
 			if m == nil || m[5] != "16" {
-				t.Errorf("output:\n%s", out.String())
+				t.Errorf("output:\n%s", out)
 			}
-			if !strings.Contains(out.String(), "measured on the CPU device of this machine") {
-				t.Errorf("output:\n%s", out.String())
+			if !strings.Contains(out, "measured on the CPU device of this machine") {
+				t.Errorf("output:\n%s", out)
 			}
 		})
 	}
@@ -112,7 +104,7 @@ func TestEvaluateKeepsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := buildModel("smallcnn", 4, dataShape{channels: 3, image: 16, classes: 10}, 1)
+	m, err := buildModel("smallcnn", 4, dataShape{channels: 3, height: 16, width: 16, classes: 10}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +133,7 @@ func TestEvaluateKeepsState(t *testing.T) {
 	if trivial {
 		t.Fatal("running means are all 0 after 3 steps: the statistics were not restored")
 	}
-	ds, err := openSplit("synthetic:n=16", datasets.Test, 16, 10, 1, false)
+	ds, err := openSplit("synthetic:n=16", datasets.Test, 16, 16, 10, 1, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,13 +42,13 @@ func evalCheckpoint(o *evalOptions, out io.Writer) (*evalResult, error) {
 		batch = meta.Batch
 	}
 	split, _ := datasets.ParseSplit(o.Split)
-	shape := dataShape{channels: meta.Channels, image: meta.Image, classes: meta.Classes}
+	shape := meta.shape()
 	m, err := buildModel(meta.Model, batch, shape, meta.Seed)
 	if err != nil {
 		return nil, err
 	}
 	shape.seg = wantsSegmentation(m)
-	ds, err := openSplit(spec, split, meta.Image, meta.Classes, meta.Seed, shape.seg && isSynthetic(spec))
+	ds, err := openSplit(spec, split, shape.height, shape.width, meta.Classes, meta.Seed, shape.seg && isSynthetic(spec))
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func evalCheckpoint(o *evalOptions, out io.Writer) (*evalResult, error) {
 		return nil, fmt.Errorf("-data %s has %d classes, the checkpoint's model %d", spec, info.Classes, meta.Classes)
 	}
 	// Normalise as training did (the statistics are the training split's).
-	lo := datasets.Options{BatchSize: batch, Channels: meta.Channels, Height: meta.Image, Width: meta.Image,
+	lo := datasets.Options{BatchSize: batch, Channels: meta.Channels, Height: shape.height, Width: shape.width,
 		Dtype: tensor.Float32, Mean: meta.Mean, Std: meta.Std}
 	probe, err := datasets.NewLoader(ds, lo)
 	if err != nil {
@@ -103,8 +103,8 @@ func evalCheckpoint(o *evalOptions, out io.Writer) (*evalResult, error) {
 	}
 
 	prog := ev.machine.Program()
-	fmt.Fprintf(out, "checkpoint %s: model %s (%s parameters), input %dx%dx%d, %d classes; trained %d steps with %s (lr %g)\n",
-		o.Checkpoint, meta.Model, withCommas(m.NumParams()), meta.Channels, meta.Image, meta.Image, meta.Classes, meta.Step, meta.Optimizer, meta.LR)
+	fmt.Fprintf(out, "checkpoint %s: model %s (%s parameters), input %dx%s, %d classes; trained %d steps with %s (lr %g)\n",
+		o.Checkpoint, meta.Model, withCommas(m.NumParams()), meta.Channels, shape.size(), meta.Classes, meta.Step, meta.Optimizer, meta.LR)
 	fmt.Fprintf(out, "data %s, %s split: %d examples, batch %d\n", spec, split, info.Examples, batch)
 	fmt.Fprintf(out, "evaluation: forward pass only, batch norm in inference mode; logits: %s\n", ev.Note)
 	fmt.Fprintf(out, "memory: in-core peak %s; scheduler %s, %s, allocator %s\n",

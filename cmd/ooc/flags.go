@@ -76,7 +76,8 @@ func (m *memoryOptions) options(budget int64) []ooc.Option {
 // trainOptions are the flags of "ooc train".
 type trainOptions struct {
 	Model, Data, Optimizer string
-	Batch, Image, Classes  int
+	Batch, Image, Width    int
+	Classes, Hidden        int
 	Epochs, Steps          int
 	LR                     float64
 	LRDropText             string
@@ -109,8 +110,10 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.StringVar(&o.Model, "model", "smallcnn", "model to train: "+strings.Join(models.Names(), ", "))
 	fs.StringVar(&o.Data, "data", "synthetic", "training data: "+datasets.Specs)
 	fs.IntVar(&o.Batch, "batch", 32, "batch size")
-	fs.IntVar(&o.Image, "image", 0, "input height and width (0: the data's native size; 32 for synthetic data)")
+	fs.IntVar(&o.Image, "image", 0, "input height, and width unless -width is given (0: the data's native size; 32 for synthetic data; a text corpus's 1 x sequence length)")
+	fs.IntVar(&o.Width, "width", 0, "input width (0: the same as -image), e.g. -image 512 -width 1024 for Pix2PixHD on Cityscapes")
 	fs.IntVar(&o.Classes, "classes", 0, "number of classes (0: the data's; 10 for synthetic data)")
+	fs.IntVar(&o.Hidden, "hidden", 0, "lstm: embedding and hidden width (0: 650)")
 	fs.IntVar(&o.Epochs, "epochs", 1, "epochs to train (in all, counting those a resumed checkpoint has done)")
 	fs.IntVar(&o.Steps, "steps", 0, "stop after this many steps in all (0: no cap)")
 	fs.Float64Var(&o.LR, "lr", 0, "learning rate (0: 0.001 for adam, 0.01 for sgd and momentum)")
@@ -155,6 +158,10 @@ func (o *trainOptions) check() error {
 		return usagef("-batch %d: must be positive", o.Batch)
 	case o.Image < 0:
 		return usagef("-image %d: must be positive (or 0 for the data's size)", o.Image)
+	case o.Hidden < 0:
+		return usagef("-hidden %d: must be positive (or 0 for the model's default)", o.Hidden)
+	case o.Width < 0:
+		return usagef("-width %d: must be positive (or 0 for the same as -image)", o.Width)
 	case o.Classes < 0:
 		return usagef("-classes %d: must be positive (or 0 for the data's)", o.Classes)
 	case o.Epochs <= 0:
@@ -228,6 +235,8 @@ func (o *trainOptions) adopt(file string, m ckptMeta) error {
 	str("optimizer", &o.Optimizer, m.Optimizer)
 	num("batch", &o.Batch, m.Batch)
 	num("image", &o.Image, m.Image)
+	num("width", &o.Width, m.Width)
+	num("hidden", &o.Hidden, m.Hidden)
 	num("classes", &o.Classes, m.Classes)
 	if o.set["seed"] && o.Seed != m.Seed {
 		errs = append(errs, fmt.Sprintf("-seed %d (the checkpoint has %d)", o.Seed, m.Seed))

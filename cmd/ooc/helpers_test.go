@@ -28,6 +28,21 @@ func trainArgs(t *testing.T, args ...string) (*trainResult, string, error) {
 	return res, out.String(), err
 }
 
+// mustEval parses args as "ooc eval" does and evaluates the checkpoint.
+func mustEval(t *testing.T, args ...string) (*evalResult, string) {
+	t.Helper()
+	o, err := parseEvalFlags(args, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	got, err := evalCheckpoint(o, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	return got, out.String()
+}
+
 func mustTrain(t *testing.T, args ...string) (*trainResult, string) {
 	t.Helper()
 	res, out, err := trainArgs(t, args...)

@@ -20,7 +20,8 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	model := fs.String("model", "resnet18", "model to sweep")
-	image := fs.Int("image", 32, "input height and width")
+	image := fs.Int("image", 32, "input height, and width unless -width is given")
+	width := fs.Int("width", 0, "input width (0: the same as -image; Pix2PixHD's Cityscapes: -image 512 -width 1024)")
 	classes := fs.Int("classes", 10, "number of classes")
 	batches := fs.String("batches", "16,64,128", "comma-separated batch sizes")
 	budget := fs.String("budget", "48MiB", "device memory (e.g. 16GiB); 0 = the profile's")
@@ -32,11 +33,13 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	untilStop := fs.Bool("until-stop", false, "add batch sizes until every row runs out of memory")
 	jsonFile := fs.String("json", "", "also write the results as JSON to this file")
 	plotFile := fs.String("plot", "", "draw budgets and reserved memory per batch (the paper's Fig. 3) to this file (.svg, .png)")
+	speedFile := fs.String("plot-speed", "", "draw images/s per batch (the paper's Fig. 4) to this file (.svg, .png)")
+	reservedFile := fs.String("plot-reserved", "", "draw the allocator's reserved memory per batch (the paper's Fig. 5) to this file (.svg, .png)")
 	quiet := fs.Bool("q", false, "no progress lines")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg := sweep.Config{Model: *model, Image: *image, Classes: *classes, Device: *device, Steps: *steps, UntilStop: *untilStop,
+	cfg := sweep.Config{Model: *model, Image: *image, Width: *width, Classes: *classes, Device: *device, Steps: *steps, UntilStop: *untilStop,
 		Schedulers: splitList(*schedulers), Allocators: splitList(*allocators)}
 	for _, b := range splitList(*batches) {
 		n, err := strconv.Atoi(b)
@@ -62,6 +65,14 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := sweep.WriteTable(stdout, rs); err != nil {
 		return err
 	}
+	if *reservedFile != "" {
+		if err := sweep.WriteReservedTable(stdout, rs); err != nil {
+			return err
+		}
+		if err := sweep.Summarize(rs).Write(stdout); err != nil {
+			return err
+		}
+	}
 	if *jsonFile != "" {
 		if err := writeJSON(*jsonFile, rs); err != nil {
 			return err
@@ -69,6 +80,16 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *plotFile != "" {
 		if err := sweep.PlotBudgets(rs, *plotFile); err != nil {
+			return err
+		}
+	}
+	if *speedFile != "" {
+		if err := sweep.PlotSpeed(rs, *speedFile); err != nil {
+			return err
+		}
+	}
+	if *reservedFile != "" {
+		if err := sweep.PlotReserved(rs, *reservedFile); err != nil {
 			return err
 		}
 	}

@@ -42,17 +42,24 @@ type trainResult struct {
 
 // dataShape is what a model is built for and a loader produces.
 type dataShape struct {
-	channels, image, classes int
-	seg                      bool
+	channels, height, width, classes int
+	seg                              bool
+	hidden                           int // lstm's width (-hidden)
 }
+
+// size is the input size as HxW.
+func (s dataShape) size() string { return fmt.Sprintf("%dx%d", s.height, s.width) }
 
 // openSplit opens one split of a data spec. Synthetic data takes its shape,
 // classes and seed from the run; files have their own.
-func openSplit(spec string, split datasets.Split, image, classes int, seed int64, seg bool) (datasets.Dataset, error) {
-	if image == 0 {
-		image = 32
+func openSplit(spec string, split datasets.Split, height, width, classes int, seed int64, seg bool) (datasets.Dataset, error) {
+	if height == 0 {
+		height = 32
 	}
-	opts := []datasets.OpenOption{datasets.WithSplit(split), datasets.WithShape(3, image, image), datasets.WithSeed(seed)}
+	if width == 0 {
+		width = height
+	}
+	opts := []datasets.OpenOption{datasets.WithSplit(split), datasets.WithShape(3, height, width), datasets.WithSeed(seed)}
 	if classes > 0 {
 		opts = append(opts, datasets.WithClasses(classes))
 	}
@@ -71,16 +78,21 @@ func isSynthetic(spec string) bool {
 	return strings.EqualFold(name, "synthetic")
 }
 
-// resolveShape picks the model input for a dataset and the -image/-classes flags.
-func resolveShape(info datasets.Info, spec string, image, classes int) (dataShape, error) {
-	s := dataShape{channels: info.Channels, image: image, classes: info.Classes, seg: info.Segmentation}
-	if s.image == 0 {
-		switch {
-		case info.Height > 0 && info.Width > 0:
-			s.image = min(info.Height, info.Width)
-		default:
-			s.image = 32
-		}
+// resolveShape picks the model input for a dataset and the -image, -width and
+// -classes flags: by default a square of the data's shorter side, or for
+// sequences (one pixel high, as text data) their native 1 x length.
+func resolveShape(info datasets.Info, spec string, image, width, classes int) (dataShape, error) {
+	s := dataShape{channels: info.Channels, height: image, width: width, classes: info.Classes, seg: info.Segmentation}
+	switch {
+	case image == 0 && width == 0 && info.Height == 1 && info.Width > 0:
+		s.height, s.width = 1, info.Width
+	case image == 0 && info.Height > 0 && info.Width > 0:
+		s.height = min(info.Height, info.Width)
+	case image == 0:
+		s.height = 32
+	}
+	if s.width == 0 {
+		s.width = s.height
 	}
 	if classes > 0 && classes != info.Classes {
 		return s, usagef("-classes %d: -data %s has %d classes", classes, spec, info.Classes)
@@ -90,8 +102,8 @@ func resolveShape(info datasets.Info, spec string, image, classes int) (dataShap
 
 // buildModel builds the model for the data and checks they fit each other.
 func buildModel(name string, batch int, s dataShape, seed int64) (*models.Model, error) {
-	m, err := models.Build(name, models.Config{Batch: batch, Channels: s.channels, Height: s.image, Width: s.image,
-		Classes: s.classes, Dtype: tensor.Float32, Seed: seed})
+	m, err := models.Build(name, models.Config{Batch: batch, Channels: s.channels, Height: s.height, Width: s.width,
+		Classes: s.classes, Hidden: s.hidden, Dtype: tensor.Float32, Seed: seed})
 	if err != nil {
 		return nil, err
 	}
@@ -135,33 +147,35 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 	}
 
 	// Data and model.
-	trainDS, err := openSplit(o.Data, datasets.Train, o.Image, o.Classes, o.Seed, false)
+	trainDS, err := openSplit(o.Data, datasets.Train, o.Image, o.Width, o.Classes, o.Seed, false)
 	if err != nil {
 		return nil, err
 	}
-	shape, err := resolveShape(trainDS.Info(), o.Data, o.Image, o.Classes)
+	shape, err := resolveShape(trainDS.Info(), o.Data, o.Image, o.Width, o.Classes)
 	if err != nil {
 		return nil, err
 	}
+	shape.hidden = o.Hidden
 	m, err := buildModel(o.Model, o.Batch, shape, o.Seed)
 	if err != nil {
 		return nil, err
 	}
 	if wantsSegmentation(m) && !shape.seg && isSynthetic(o.Data) {
 		// Synthetic data can carry masks; reopen it so.
-		if trainDS, err = openSplit(o.Data, datasets.Train, shape.image, o.Classes, o.Seed, true); err != nil {
+		if trainDS, err = openSplit(o.Data, datasets.Train, shape.height, shape.width, o.Classes, o.Seed, true); err != nil {
 			return nil, err
 		}
-		if shape, err = resolveShape(trainDS.Info(), o.Data, shape.image, o.Classes); err != nil {
+		if shape, err = resolveShape(trainDS.Info(), o.Data, shape.height, shape.width, o.Classes); err != nil {
 			return nil, err
 		}
+		shape.hidden = o.Hidden
 		if m, err = buildModel(o.Model, o.Batch, shape, o.Seed); err != nil {
 			return nil, err
 		}
 	}
 	info := trainDS.Info()
 	lo := datasets.Options{
-		BatchSize: o.Batch, Channels: shape.channels, Height: shape.image, Width: shape.image,
+		BatchSize: o.Batch, Channels: shape.channels, Height: shape.height, Width: shape.width,
 		Dtype: tensor.Float32, Shuffle: true, Seed: o.Seed, Last: datasets.DropLast,
 		Mean: info.Mean, Std: info.Std, Epochs: o.Epochs,
 	}
@@ -186,7 +200,7 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 	}
 	var testDS datasets.Dataset
 	testNote := ""
-	if testDS, err = openSplit(o.Data, datasets.Test, shape.image, shape.classes, o.Seed, shape.seg); err != nil {
+	if testDS, err = openSplit(o.Data, datasets.Test, shape.height, shape.width, shape.classes, o.Seed, shape.seg); err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
@@ -251,8 +265,8 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 	// What is about to happen.
 	prog := machine.Program()
 	swapIns, _ := prog.Count(vm.SwapIn)
-	fmt.Fprintf(out, "model %s: %s learnable parameters; input %dx%dx%d, batch %d, %d classes\n",
-		o.Model, withCommas(m.NumParams()), shape.channels, shape.image, shape.image, o.Batch, shape.classes)
+	fmt.Fprintf(out, "model %s: %s learnable parameters; input %dx%s, batch %d, %d classes\n",
+		o.Model, withCommas(m.NumParams()), shape.channels, shape.size(), o.Batch, shape.classes)
 	fmt.Fprintf(out, "data %s: %d training examples, %d batches per epoch", o.Data, info.Examples, bpe)
 	if testDS != nil {
 		fmt.Fprintf(out, "; %d test examples", testDS.Info().Examples)
@@ -299,7 +313,7 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 		}
 		c := &checkpoint{Meta: ckptMeta{
 			Program: "ooc train", Saved: time.Now().UTC().Format(time.RFC3339),
-			Model: o.Model, Batch: o.Batch, Channels: shape.channels, Image: shape.image, Classes: shape.classes,
+			Model: o.Model, Batch: o.Batch, Channels: shape.channels, Image: shape.height, Width: ckptWidth(shape), Hidden: shape.hidden, Classes: shape.classes,
 			Dtype: "float32", Params: m.NumParams(),
 			Data: o.Data, Seed: o.Seed, Augment: o.Augment, Mean: lo.Mean, Std: lo.Std, Optimizer: o.Optimizer, LR: o.LR, LRDrop: o.LRDrop, OptimizerIter: iter, Budget: trainBudget,
 			Step: step, NextEpoch: nextEpoch, NextBatch: nextBatch, EpochLossSum: epochLoss, EpochSteps: epochSteps,

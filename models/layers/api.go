@@ -99,6 +99,16 @@ func AvgPool2D(x *G.Node, k, stride, pad int) (*G.Node, error) {
 	return G.ApplyOp(&avgPoolOp{g: g}, x)
 }
 
+// AvgPool2DExcludePad is AvgPool2D dividing each window by the number of its pixels inside the
+// image (PyTorch's count_include_pad=False), as Pix2PixHD downsamples between discriminator scales.
+func AvgPool2DExcludePad(x *G.Node, k, stride, pad int) (*G.Node, error) {
+	g := poolGeom{k, k, stride, stride, pad, pad}
+	if err := g.validate(); err != nil {
+		return nil, err
+	}
+	return G.ApplyOp(&avgPoolOp{g: g, exclude: true}, x)
+}
+
 // GlobalAvgPool2D averages each channel over H and W: (N,C,H,W) -> (N,C).
 func GlobalAvgPool2D(x *G.Node) (*G.Node, error) { return G.ApplyOp(&globalAvgPoolOp{}, x) }
 

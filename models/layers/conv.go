@@ -527,7 +527,9 @@ func im2col[T float](x, col []T, ld int, d convDims, p ConvParams) {
 						clear(dst[:lo])
 						clear(dst[hi:])
 						if p.StrideW == 1 {
-							copy(dst[lo:hi], src[lo+offW:hi+offW])
+							if lo < hi { // an atrous tap wider than the image may see none of it
+								copy(dst[lo:hi], src[lo+offW:hi+offW])
+							}
 						} else {
 							for ow := lo; ow < hi; ow++ {
 								dst[ow] = src[ow*p.StrideW+offW]
@@ -562,7 +564,7 @@ func col2im[T float](col []T, ld int, x []T, d convDims, p ConvParams) {
 						}
 						src := row[oh*d.OW : (oh+1)*d.OW]
 						dst := xc[ih*d.W : (ih+1)*d.W]
-						if p.StrideW == 1 {
+						if p.StrideW == 1 && lo < hi {
 							dst := dst[lo+offW : hi+offW]
 							for k, v := range src[lo:hi] {
 								dst[k] += v

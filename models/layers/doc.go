@@ -32,6 +32,17 @@
 //     and its backward finds the argmax again from x.
 //   - Rectify is x ⊙ (x ≥ 0): a mask node and a product node, and its gradient needs x. ReLU here is
 //     one node whose gradient reads its own output, which the next layer keeps anyway.
+//   - For the segmentation, GAN and sequence models gorgonia lacks instance norm, a leaky ReLU, a
+//     pad op (Pix2PixHD's reflection padding), bilinear resizing (DeepLab's upsampling), an average
+//     pool that does not count its padding, a stop-gradient (one-graph GAN steps), an embedding
+//     lookup and the LSTM cell; its Tanh has no path into caller-owned memory. InstanceNorm,
+//     LeakyReLU, Tanh, ReflectionPad2D, ResizeBilinear, AvgPool2DExcludePad, StopGradient,
+//     MSEToConstant and L1Loss (the LSGAN and feature-matching losses as one scalar node each),
+//     Embedding, SequenceStep and StackSequence, and LSTMGates, LSTMCell and LSTMHidden are here.
+//     Each is one node; each backward reads only what it needs (the activations' gradients their
+//     outputs, instance norm and the LSTM cell their inputs, the linear ops only dy). Dilated
+//     (atrous) convolution is Conv2D with ConvParams.Dilation. These ops are specs on one frame
+//     (frame.go) that supplies the contracts below, so each file is only the op's semantics.
 //
 // # Contracts every op here meets
 //

@@ -202,38 +202,7 @@ func TestDoPreallocWorkspaceBitIdentical(t *testing.T) {
 					in = append(in, denseAs(dt, c.Shape(), randData(rng, c.Shape().TotalSize())))
 					shapes = append(shapes, c.Shape().Clone())
 				}
-				ref, err := op.Do(in...)
-				require.NoError(t, err)
-				require.True(t, ref.Shape().Eq(n.Shape()), "Do gives %v, node says %v", ref.Shape(), n.Shape())
-				again, err := op.Do(in...)
-				require.NoError(t, err)
-				requireSameBits(t, ref, again, "Do twice")
-
-				pd, ok := op.(G.UsePreallocDoer)
-				require.True(t, ok, "%T is not a UsePreallocDoer", op)
-				pre := poisoned(dt, n.Shape())
-				got, err := pd.UsePreallocDo(pre, in...)
-				require.NoError(t, err)
-				require.Same(t, pre, got.(*tensor.Dense))
-				requireSameBits(t, ref, pre, "UsePreallocDo")
-
-				wo, ok := op.(WorkspaceOp)
-				require.True(t, ok, "%T is not a WorkspaceOp", op)
-				need := wo.WorkspaceBytes(dt, shapes)
-				// As the VM does: the output lives in memory the VM owns, here NaN bytes.
-				mem := alignedNaNBytes(int64(n.Shape().TotalSize()) * int64(dt.Size()))
-				out := tensor.New(tensor.Of(dt), tensor.WithShape(n.Shape().Clone()...),
-					tensor.FromMemory(uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem))))
-				require.NoError(t, wo.DoWorkspace(out, alignedNaNBytes(need), in...))
-				requireSameBits(t, ref, out, "DoWorkspace")
-				runtime.KeepAlive(mem)
-				if need > 0 {
-					require.Error(t, wo.DoWorkspace(out, alignedNaNBytes(need-1), in...), "short workspace accepted")
-				}
-
-				f, ok := op.(FLOPser)
-				require.True(t, ok, "%T has no FLOPs", op)
-				require.Greater(t, f.FLOPs(shapes), int64(0))
+				checkRunPaths(t, n, dt, in, shapes)
 			})
 		}
 		for _, typ := range []string{"*layers.convOp", "*layers.BatchNormOp", "*layers.bnGradOp", "layers.channelSumOp",
@@ -242,6 +211,55 @@ func TestDoPreallocWorkspaceBitIdentical(t *testing.T) {
 			require.True(t, seen[typ], "zoo graph has no %s", typ)
 		}
 	}
+}
+
+// checkRunPaths runs node n's op on in: Do twice, UsePreallocDo into poisoned memory and
+// DoWorkspace into NaN bytes the caller owns with exactly the declared workspace agree bit for bit
+// (a scalar result: Do and UsePreallocDo), a short workspace is refused, and FLOPs are positive.
+func checkRunPaths(t *testing.T, n *G.Node, dt tensor.Dtype, in []G.Value, shapes []tensor.Shape) {
+	t.Helper()
+	op := n.Op()
+	if n.IsScalar() {
+		ref, err := op.Do(in...)
+		require.NoError(t, err)
+		pre := newScalar(dt)
+		_, err = op.(G.UsePreallocDoer).UsePreallocDo(pre, in...)
+		require.NoError(t, err)
+		require.Equal(t, ref.Data(), pre.Data())
+		return
+	}
+	ref, err := op.Do(in...)
+	require.NoError(t, err)
+	require.True(t, ref.Shape().Eq(n.Shape()), "Do gives %v, node says %v", ref.Shape(), n.Shape())
+	again, err := op.Do(in...)
+	require.NoError(t, err)
+	requireSameBits(t, ref, again, "Do twice")
+
+	pd, ok := op.(G.UsePreallocDoer)
+	require.True(t, ok, "%T is not a UsePreallocDoer", op)
+	pre := poisoned(dt, n.Shape())
+	got, err := pd.UsePreallocDo(pre, in...)
+	require.NoError(t, err)
+	require.Same(t, pre, got.(*tensor.Dense))
+	requireSameBits(t, ref, pre, "UsePreallocDo")
+
+	wo, ok := op.(WorkspaceOp)
+	require.True(t, ok, "%T is not a WorkspaceOp", op)
+	need := wo.WorkspaceBytes(dt, shapes)
+	// As the VM does: the output lives in memory the VM owns, here NaN bytes.
+	mem := alignedNaNBytes(int64(n.Shape().TotalSize()) * int64(dt.Size()))
+	out := tensor.New(tensor.Of(dt), tensor.WithShape(n.Shape().Clone()...),
+		tensor.FromMemory(uintptr(unsafe.Pointer(&mem[0])), uintptr(len(mem))))
+	require.NoError(t, wo.DoWorkspace(out, alignedNaNBytes(need), in...))
+	requireSameBits(t, ref, out, "DoWorkspace")
+	runtime.KeepAlive(mem)
+	if need > 0 {
+		require.Error(t, wo.DoWorkspace(out, alignedNaNBytes(need-1), in...), "short workspace accepted")
+	}
+
+	f, ok := op.(FLOPser)
+	require.True(t, ok, "%T has no FLOPs", op)
+	require.Greater(t, f.FLOPs(shapes), int64(0))
 }
 
 func TestConvWorkspaceIsPerImage(t *testing.T) {

@@ -39,7 +39,10 @@ func doAlloc(k kernel, in []G.Value) (G.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := newDense(dt, os)
+	var out G.Value = newDense(dt, os)
+	if os.IsScalar() { // the losses
+		out = newScalar(dt)
+	}
 	if err := k.exec(dt, out, allocWorkspace(k.wsBytes(dt, shapes)), in); err != nil {
 		return nil, err
 	}

@@ -57,6 +57,12 @@ func opCases() []opCase {
 		{5, 2, 8, 8, 3, 3, 3, Square(1, 1), true},
 		{5, 3, 8, 8, 2, 1, 1, Square(1, 0), false},   // direct kernel, but chunked
 		{3, 2, 16, 16, 2, 3, 3, Square(1, 1), false}, // 256 pixels: one image per GEMM
+		// Atrous convolutions as DeepLab's ASPP uses them (padding = rate keeps the size), with
+		// rates as large as and larger than the image, where most taps fall in the padding.
+		{2, 3, 7, 7, 2, 3, 3, ConvParams{PadH: 6, PadW: 6, DilationH: 6, DilationW: 6}, false},
+		{1, 2, 5, 6, 3, 3, 3, ConvParams{PadH: 12, PadW: 12, DilationH: 12, DilationW: 12}, true},
+		{1, 2, 9, 8, 2, 3, 3, ConvParams{PadH: 4, PadW: 4, DilationH: 4, DilationW: 4}, false}, // multi-grid 4
+		{2, 2, 6, 5, 2, 3, 3, ConvParams{StrideH: 2, StrideW: 2, PadH: 2, PadW: 2, DilationH: 2, DilationW: 2}, false},
 	}
 	for _, c := range convs {
 		c := c
@@ -257,7 +263,7 @@ func opCases() []opCase {
 			return r
 		},
 	})
-	return cases
+	return append(cases, newOpCases()...)
 }
 
 func caseVals(c opCase, seed int64) (vals [][]float64, r []float64, outShape tensor.Shape) {

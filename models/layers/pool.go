@@ -226,11 +226,21 @@ func maxPoolExec[T float](g poolGeom, out, xv, dyv G.Value) error {
 
 // ---- average pooling ----
 
-// avgPoolOp averages each window, counting padding as zeros (PyTorch's count_include_pad=True).
+// avgPoolOp averages each window, counting padding as zeros (PyTorch's count_include_pad=True),
+// or with exclude over the window's pixels inside the image only (count_include_pad=False).
 // gorgonia's AveragePool2D gives wrong values forward and backward.
 type avgPoolOp struct {
 	pure
-	g poolGeom
+	g       poolGeom
+	exclude bool
+}
+
+// excl names the padding rule in hashes and strings (nothing for the default).
+func excl(exclude bool) string {
+	if exclude {
+		return " excl"
+	}
+	return ""
 }
 
 func (op *avgPoolOp) Arity() int    { return 1 }
@@ -266,17 +276,19 @@ func (op *avgPoolOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
 }
 func (op *avgPoolOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) error {
 	if dt == tensor.Float32 {
-		return avgPoolExec[float32](op.g, out, in[0], nil)
+		return avgPoolExec[float32](op.g, op.exclude, out, in[0], nil)
 	}
-	return avgPoolExec[float64](op.g, out, in[0], nil)
+	return avgPoolExec[float64](op.g, op.exclude, out, in[0], nil)
 }
-func (op *avgPoolOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "layers.AvgPool2D{%v}", op.g) }
-func (op *avgPoolOp) Hashcode() uint32      { return hashOf(op) }
-func (op *avgPoolOp) String() string        { return fmt.Sprintf("AvgPool2D{%v}", op.g) }
-func (op *avgPoolOp) DiffWRT(int) []bool    { return []bool{true} }
+func (op *avgPoolOp) WriteHash(h hash.Hash) {
+	fmt.Fprintf(h, "layers.AvgPool2D{%v%s}", op.g, excl(op.exclude))
+}
+func (op *avgPoolOp) Hashcode() uint32   { return hashOf(op) }
+func (op *avgPoolOp) String() string     { return fmt.Sprintf("AvgPool2D{%v%s}", op.g, excl(op.exclude)) }
+func (op *avgPoolOp) DiffWRT(int) []bool { return []bool{true} }
 func (op *avgPoolOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error) {
 	xs := inputs[0].Shape()
-	dx, err := G.ApplyOp(&avgPoolGradOp{g: op.g, h: xs[2], w: xs[3]}, grad)
+	dx, err := G.ApplyOp(&avgPoolGradOp{g: op.g, h: xs[2], w: xs[3], exclude: op.exclude}, grad)
 	if err != nil {
 		return nil, err
 	}
@@ -288,8 +300,9 @@ func (op *avgPoolOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, err
 type avgPoolGradOp struct {
 	pure
 	noDiff
-	g    poolGeom
-	h, w int
+	g       poolGeom
+	h, w    int
+	exclude bool
 }
 
 func (op *avgPoolGradOp) Arity() int    { return 1 }
@@ -335,20 +348,21 @@ func (op *avgPoolGradOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) erro
 }
 func (op *avgPoolGradOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) error {
 	if dt == tensor.Float32 {
-		return avgPoolExec[float32](op.g, out, nil, in[0])
+		return avgPoolExec[float32](op.g, op.exclude, out, nil, in[0])
 	}
-	return avgPoolExec[float64](op.g, out, nil, in[0])
+	return avgPoolExec[float64](op.g, op.exclude, out, nil, in[0])
 }
 func (op *avgPoolGradOp) WriteHash(h hash.Hash) {
-	fmt.Fprintf(h, "layers.AvgPool2DGrad{%v %dx%d}", op.g, op.h, op.w)
+	fmt.Fprintf(h, "layers.AvgPool2DGrad{%v %dx%d%s}", op.g, op.h, op.w, excl(op.exclude))
 }
 func (op *avgPoolGradOp) Hashcode() uint32 { return hashOf(op) }
 func (op *avgPoolGradOp) String() string {
-	return fmt.Sprintf("AvgPool2DGrad{%v out(%d,%d)}", op.g, op.h, op.w)
+	return fmt.Sprintf("AvgPool2DGrad{%v out(%d,%d)%s}", op.g, op.h, op.w, excl(op.exclude))
 }
 
 // avgPoolExec averages x into out, or, with xv == nil, spreads dy back over out (x's shape).
-func avgPoolExec[T float](g poolGeom, out, xv, dyv G.Value) error {
+// With exclude a window is divided by its pixels inside the image instead of by k*k.
+func avgPoolExec[T float](g poolGeom, exclude bool, out, xv, dyv G.Value) error {
 	var xs, ys tensor.Shape
 	var x, dy, res []T
 	var err error
@@ -390,6 +404,10 @@ func avgPoolExec[T float](g poolGeom, out, xv, dyv G.Value) error {
 				for ow := 0; ow < OW; ow++ {
 					h0, h1, w0, w1 := g.window(oh, ow, H, W)
 					o := p*OH*OW + oh*OW + ow
+					count := count
+					if exclude {
+						count = T((h1 - h0) * (w1 - w0))
+					}
 					if x != nil {
 						var s T
 						for h := h0; h < h1; h++ {

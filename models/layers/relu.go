@@ -116,20 +116,9 @@ func (op *reluGradOp) Hashcode() uint32      { return hashOf(op) }
 func (op *reluGradOp) String() string        { return "ReLUGrad" }
 
 func reluExec[T float](out, xv, dyv G.Value) error {
-	s := xv.Shape()
-	x, err := denseData[T](xv, s)
+	x, dy, res, err := elemIO[T](out, xv, dyv)
 	if err != nil {
 		return err
-	}
-	res, err := outData[T](out, s)
-	if err != nil {
-		return err
-	}
-	var dy []T
-	if dyv != nil {
-		if dy, err = denseData[T](dyv, s); err != nil {
-			return err
-		}
 	}
 	const chunk = 1 << 14
 	parallelFor((len(x)+chunk-1)/chunk, int64(len(x)), func(c0, c1 int) {
