@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/chewxy/hm v1.0.0
 	github.com/chewxy/math32 v1.10.1
+	github.com/ebitengine/purego v0.8.4
 	github.com/schollz/progressbar/v3 v3.14.6
 	github.com/stretchr/testify v1.9.0
 	golang.org/x/sys v0.28.0
