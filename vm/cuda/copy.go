@@ -58,18 +58,41 @@ type stepState struct {
 // completes with the copy. dst should come from the device's PinnedPool: from pageable
 // memory the driver copies synchronously, without overlap.
 func (d *Device) CopyOut(dst []byte, src uintptr) (*Event, error) {
-	return d.copy(DeviceToHost, len(dst), func(drv *driver, s *Stream) error {
-		return drv.check(fnMemcpyDtoHAsync, drv.call(fnMemcpyDtoHAsync, uintptr(unsafe.Pointer(&dst[0])), src, uintptr(len(dst)), s.h))
-	}, true)
+	return d.copy(DeviceToHost, len(dst), memcpyOut(dst, src), true)
 }
 
 // CopyIn starts copying src into device memory at dst, on the host-to-device stream, after
 // all compute work issued so far. It returns the event that completes with the copy; src
 // must stay unchanged until then.
 func (d *Device) CopyIn(dst uintptr, src []byte) (*Event, error) {
-	return d.copy(HostToDevice, len(src), func(drv *driver, s *Stream) error {
+	return d.copy(HostToDevice, len(src), memcpyIn(dst, src), true)
+}
+
+// memcpyOut and memcpyIn are the asynchronous copies each way, on a given stream.
+func memcpyOut(dst []byte, src uintptr) func(*driver, *Stream) error {
+	return func(drv *driver, s *Stream) error {
+		return drv.check(fnMemcpyDtoHAsync, drv.call(fnMemcpyDtoHAsync, uintptr(unsafe.Pointer(&dst[0])), src, uintptr(len(dst)), s.h))
+	}
+}
+
+func memcpyIn(dst uintptr, src []byte) func(*driver, *Stream) error {
+	return func(drv *driver, s *Stream) error {
 		return drv.check(fnMemcpyHtoDAsync, drv.call(fnMemcpyHtoDAsync, dst, uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)), s.h))
-	}, true)
+	}
+}
+
+// copySync copies src into device memory at dst and returns when it has landed
+// (cuMemcpyHtoD, outside the streams), and readSync the other way.
+func (d *Device) copySync(dst uintptr, src []byte) error {
+	return d.do(func(drv *driver) error {
+		return drv.check(fnMemcpyHtoD, drv.call(fnMemcpyHtoD, dst, uintptr(unsafe.Pointer(&src[0])), uintptr(len(src))))
+	})
+}
+
+func (d *Device) readSync(dst []byte, src uintptr) error {
+	return d.do(func(drv *driver) error {
+		return drv.check(fnMemcpyDtoH, drv.call(fnMemcpyDtoH, uintptr(unsafe.Pointer(&dst[0])), src, uintptr(len(dst))))
+	})
 }
 
 // copy queues a copy of n bytes on stream k, after compute's work so far if afterCompute

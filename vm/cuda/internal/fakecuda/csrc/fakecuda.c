@@ -234,6 +234,8 @@ static int initialized;
 static long long used;  /* device bytes in use, contexts' overhead included */
 static long long pinned_used;
 static long long launches, modules_loaded, image_bytes;
+static long long host_syncs; /* calls that make the host wait for the device */
+static long long freed_by_destroy; /* objects a context destroy had to free: what the caller left */
 static unsigned long long next_handle = 0x100000;
 static int memfd = -1;
 static off_t memfd_end;
@@ -546,6 +548,10 @@ long long fakecuda_get(const char *key) {
 		v = launches;
 	else if (strcmp(key, "contexts") == 0)
 		v = ctxs.n;
+	else if (strcmp(key, "host_syncs") == 0)
+		v = host_syncs;
+	else if (strcmp(key, "freed_by_destroy") == 0)
+		v = freed_by_destroy;
 	pthread_mutex_unlock(&mu);
 	return v;
 }
@@ -729,6 +735,7 @@ static void free_where(vec *a, ctx_t *c, void (*release)(void *)) {
 		if (*(ctx_t **)a->v[i] == c) {
 			void *x = a->v[i];
 			vdel(a, i);
+			freed_by_destroy++;
 			if (release)
 				release(x);
 			free(x);
@@ -779,6 +786,7 @@ CUresult cuCtxDestroy_v2(ctx_t *c) {
 	for (int j = streams.n - 1; j >= 0; j--) {
 		stream_t *s = streams.v[j];
 		if (s->ctx == c) {
+			freed_by_destroy++;
 			stop_stream(s);
 			j = streams.n; /* the list changed while mu was released */
 		}
@@ -820,6 +828,7 @@ CUresult cuCtxGetCurrent(ctx_t **pc) {
 
 CUresult cuCtxSynchronize(void) {
 	ENTER("cuCtxSynchronize", 1);
+	host_syncs++;
 	drain(current);
 	return leave(current->lost);
 }
@@ -1232,6 +1241,7 @@ CUresult cuStreamDestroy_v2(uintptr_t h) {
 
 CUresult cuStreamSynchronize(uintptr_t h) {
 	ENTER("cuStreamSynchronize", 1);
+	host_syncs++;
 	stream_t *s = stream_of(h);
 	if (h && !s)
 		return leave(CUDA_ERROR_INVALID_HANDLE);
@@ -1321,6 +1331,7 @@ CUresult cuEventQuery(uintptr_t h) {
 
 CUresult cuEventSynchronize(uintptr_t h) {
 	ENTER("cuEventSynchronize", 1);
+	host_syncs++;
 	event_t *e = event_of(h);
 	if (!e)
 		return leave(CUDA_ERROR_INVALID_HANDLE);
