@@ -300,6 +300,18 @@ func (d *Device) Info() Info { return d.info }
 // Pinned is the device's pool of pinned host buffers for swapped-out data.
 func (d *Device) Pinned() *PinnedPool { return d.pinned }
 
+// MemoryStats counts the driver calls of the device's memory.
+func (d *Device) MemoryStats() MemoryStats { return d.mem.Stats() }
+
+// FreeMemory asks the driver how much device memory is free now, and how much there is.
+func (d *Device) FreeMemory() (free, total int64, err error) {
+	var f, t uint64
+	err = d.do(func(drv *driver) error {
+		return drv.check(fnMemGetInfo, drv.call(fnMemGetInfo, uintptr(unsafe.Pointer(&f)), uintptr(unsafe.Pointer(&t))))
+	})
+	return int64(f), int64(t), err
+}
+
 // Lost reports the error that lost the device's context, or nil.
 func (d *Device) Lost() error { return d.lostError() }
 

@@ -110,10 +110,7 @@ func (m *memory) driverOOM(err error, what string, size int64) error {
 	if !isOOM(err) {
 		return err
 	}
-	var free, total uint64
-	_ = m.d.do(func(drv *driver) error {
-		return drv.check(fnMemGetInfo, drv.call(fnMemGetInfo, uintptr(unsafe.Pointer(&free)), uintptr(unsafe.Pointer(&total))))
-	})
+	free, total, _ := m.d.FreeMemory()
 	return fmt.Errorf("cuda: %w: %s: the driver refused a %s of %d bytes with %d of the capacity free by this memory's count "+
 		"(unusable: the driver reports %d of %d bytes free): %w", alloc.ErrOutOfMemory, m, what, size, m.capacity-m.used, free, total, err)
 }

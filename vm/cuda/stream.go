@@ -41,8 +41,13 @@ type Stream struct {
 	h    uintptr // CUstream
 }
 
-// Stream returns one of the device's streams.
-func (d *Device) Stream(k StreamKind) *Stream { return d.streams[k] }
+// Stream returns one of the device's streams (nil for a kind that is not one).
+func (d *Device) Stream(k StreamKind) *Stream {
+	if k < 0 || k >= numStreams {
+		return nil
+	}
+	return d.streams[k]
+}
 
 // Kind says which stream it is.
 func (s *Stream) Kind() StreamKind { return s.kind }
