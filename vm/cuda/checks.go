@@ -102,12 +102,13 @@ func randomTrace(seed int64, steps int, target, largest int64) []traceOp {
 // written into it, through the driver, until it is freed. Bytes are sampled: both ends of
 // a block and 64 bytes in every MiB, so every chunk of a VA block is seen.
 type traceCheck struct {
-	d    *Device
-	mem  alloc.Memory
-	a    alloc.Allocator
-	live map[int]*alloc.Block
-	ooms int
-	buf  []byte
+	d         *Device
+	mem       alloc.Memory
+	a         alloc.Allocator
+	live      map[int]*alloc.Block
+	requested int64 // the live blocks' bytes
+	ooms      int
+	buf       []byte
 }
 
 func newTraceCheck(d *Device, a alloc.Allocator) *traceCheck {
@@ -157,6 +158,7 @@ func (c *traceCheck) step(o traceOp) error {
 			return err
 		}
 		delete(c.live, o.id)
+		c.requested -= b.Size()
 		if err := c.a.Free(b); err != nil {
 			return err
 		}
@@ -181,6 +183,7 @@ func (c *traceCheck) step(o traceOp) error {
 		return fmt.Errorf("trace allocates tensor %d twice", o.id)
 	}
 	c.live[o.id] = b
+	c.requested += b.Size()
 	if err := c.checkDisjoint(); err != nil {
 		return err
 	}
@@ -241,20 +244,16 @@ func (c *traceCheck) checkDisjoint() error {
 }
 
 func (c *traceCheck) checkStats() error {
-	s := c.a.Stats()
-	var req int64
-	for _, b := range c.live {
-		req += b.Size()
-	}
-	switch {
-	case s.Requested != req:
-		return fmt.Errorf("Requested = %d, live blocks hold %d", s.Requested, req)
+	switch s := c.a.Stats(); {
+	case s.Requested != c.requested:
+		return fmt.Errorf("Requested = %d, live blocks hold %d", s.Requested, c.requested)
 	case s.Mapped < s.Requested || s.Reserved < s.Mapped || s.Reserved > s.Capacity:
 		return fmt.Errorf("want requested <= mapped <= reserved <= capacity: %v", s)
 	case s.Reserved != c.mem.Used():
 		return fmt.Errorf("Reserved = %d but the memory has %d in use", s.Reserved, c.mem.Used())
+	default:
+		return nil
 	}
-	return nil
 }
 
 // finish checks and frees every live block, closes the allocator and checks the memory got
@@ -263,6 +262,7 @@ func (c *traceCheck) finish() (alloc.Stats, error) {
 	err := c.verifyAll()
 	for id, b := range c.live {
 		delete(c.live, id)
+		c.requested -= b.Size()
 		err = errors.Join(err, c.a.Free(b))
 	}
 	s := c.a.Stats()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"testing"
 )
 
@@ -60,21 +59,7 @@ func TestGPURandomTraces(t *testing.T) {
 // TestGPUConcurrent is TestConcurrent on the GPU: goroutines on any threads, one context.
 func TestGPUConcurrent(t *testing.T) {
 	for _, k := range allocKinds {
-		t.Run(k.name, func(t *testing.T) {
-			d := openGPU(t, WithCapacity(256*mib))
-			a := k.new(t, d.Memory())
-			var wg sync.WaitGroup
-			errs := make([]error, 4)
-			for g := range 4 {
-				wg.Add(1)
-				go func() { defer wg.Done(); errs[g] = churn(d, a, g) }()
-			}
-			wg.Wait()
-			for _, err := range errs {
-				must(t, err)
-			}
-			must(t, a.Close())
-		})
+		t.Run(k.name, func(t *testing.T) { concurrently(t, openGPU(t, WithCapacity(256*mib)), k) })
 	}
 }
 

@@ -17,9 +17,6 @@ import (
 func (m *memory) Map(r alloc.Range, offset int64, chunks []alloc.Chunk) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.vmm("maps"); err != nil {
-		return err
-	}
 	rs, err := m.rangeOf(r)
 	if err != nil {
 		return err
@@ -88,9 +85,6 @@ func (m *memory) unmapSpan(drv *driver, at, size uintptr) error {
 func (m *memory) Unmap(r alloc.Range, offset, size int64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.vmm("maps"); err != nil {
-		return err
-	}
 	rs, err := m.rangeOf(r)
 	if err != nil {
 		return err

@@ -137,7 +137,11 @@ func (m *memory) vmm(what string) error {
 	return nil
 }
 
+// granular checks a chunk or range size, on a device with VMM.
 func (m *memory) granular(what string, size int64) error {
+	if err := m.vmm(what + "s"); err != nil {
+		return err
+	}
 	if size <= 0 || size%m.gran != 0 {
 		return fmt.Errorf("%w: %s: %s of %d bytes is not a positive multiple of the device's %d-byte granularity",
 			alloc.ErrInvalidSize, m, what, size, m.gran)
@@ -183,18 +187,12 @@ func (m *memory) FreeSegment(s alloc.Segment) error {
 	}
 	delete(m.segments, s.Handle)
 	m.used -= held.Size
-	return m.d.do(func(drv *driver) error {
-		m.stats.Frees++
-		return drv.check(fnMemFree, drv.call(fnMemFree, held.Addr))
-	})
+	return m.call(&m.stats.Frees, fnMemFree, held.Addr)
 }
 
 func (m *memory) CreateChunk(size int64) (alloc.Chunk, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.vmm("chunks"); err != nil {
-		return alloc.Chunk{}, err
-	}
 	if err := m.granular("chunk", size); err != nil {
 		return alloc.Chunk{}, err
 	}
@@ -216,7 +214,11 @@ func (m *memory) CreateChunk(size int64) (alloc.Chunk, error) {
 	return c.Chunk, nil
 }
 
+// chunk and rangeOf look up what a caller hands back: a device without VMM has none.
 func (m *memory) chunk(c alloc.Chunk) (*chunk, error) {
+	if err := m.vmm("chunks"); err != nil {
+		return nil, err
+	}
 	held, ok := m.chunks[c.Handle]
 	if !ok {
 		return nil, fmt.Errorf("cuda: %s: chunk %d is not held", m, c.Handle)
@@ -229,9 +231,6 @@ func (m *memory) chunk(c alloc.Chunk) (*chunk, error) {
 func (m *memory) ReleaseChunk(c alloc.Chunk) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.vmm("chunks"); err != nil {
-		return err
-	}
 	held, err := m.chunk(c)
 	if err != nil {
 		return err
@@ -241,18 +240,12 @@ func (m *memory) ReleaseChunk(c alloc.Chunk) error {
 	}
 	delete(m.chunks, c.Handle)
 	m.used -= held.Size
-	return m.d.do(func(drv *driver) error {
-		m.stats.Releases++
-		return drv.check(fnMemRelease, drv.call(fnMemRelease, uintptr(held.h)))
-	})
+	return m.call(&m.stats.Releases, fnMemRelease, uintptr(held.h))
 }
 
 func (m *memory) ReserveRange(size int64) (alloc.Range, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.vmm("ranges"); err != nil {
-		return alloc.Range{}, err
-	}
 	if err := m.granular("range", size); err != nil {
 		return alloc.Range{}, err
 	}
@@ -270,6 +263,9 @@ func (m *memory) ReserveRange(size int64) (alloc.Range, error) {
 }
 
 func (m *memory) rangeOf(r alloc.Range) (*vrange, error) {
+	if err := m.vmm("ranges"); err != nil {
+		return nil, err
+	}
 	held, ok := m.ranges[r.Handle]
 	if !ok || held.Addr != r.Addr {
 		return nil, fmt.Errorf("cuda: %s: range %d at %#x is not held", m, r.Handle, r.Addr)
@@ -280,9 +276,6 @@ func (m *memory) rangeOf(r alloc.Range) (*vrange, error) {
 func (m *memory) ReleaseRange(r alloc.Range) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.vmm("ranges"); err != nil {
-		return err
-	}
 	held, err := m.rangeOf(r)
 	if err != nil {
 		return err
@@ -291,8 +284,14 @@ func (m *memory) ReleaseRange(r alloc.Range) error {
 		return fmt.Errorf("cuda: %s: range %d released with %d chunks mapped", m, r.Handle, len(held.maps))
 	}
 	delete(m.ranges, r.Handle)
+	return m.call(&m.stats.AddressFrees, fnMemAddressFree, held.Addr, uintptr(held.Size))
+}
+
+// call makes one driver call, counted in *count. Its arguments are integers, never
+// pointers to Go memory (see driver.call).
+func (m *memory) call(count *int64, f fn, args ...uintptr) error {
 	return m.d.do(func(drv *driver) error {
-		m.stats.AddressFrees++
-		return drv.check(fnMemAddressFree, drv.call(fnMemAddressFree, held.Addr, uintptr(held.Size)))
+		*count++
+		return drv.check(f, drv.call(f, args...))
 	})
 }

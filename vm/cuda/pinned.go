@@ -231,13 +231,10 @@ func (m *hostMemory) Unmap(alloc.Range, int64, int64) error       { return errNo
 func (m *hostMemory) Close() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed {
-		return nil
-	}
-	m.closed = true
-	var errs []error
-	for h, s := range m.segs {
-		delete(m.segs, h)
+	segs := m.segs
+	m.segs, m.closed = map[uint64]*hostSegment{}, true
+	errs := make([]error, 0, len(segs))
+	for _, s := range segs {
 		errs = append(errs, closeError(m.free(s)))
 	}
 	return errors.Join(errs...)

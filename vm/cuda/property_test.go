@@ -67,28 +67,28 @@ func TestConcurrent(t *testing.T) {
 	for _, k := range allocKinds {
 		t.Run(k.name, func(t *testing.T) {
 			d := openFake(t, nil, WithCapacity(256*mib))
-			a := k.new(t, d.Memory())
-			var wg sync.WaitGroup
-			errs := make(chan error, 4)
-			for g := range 4 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					errs <- churn(d.Device, a, g)
-				}()
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				if err != nil {
-					t.Error(err)
-				}
-			}
-			must(t, a.Close())
-			if used := d.Memory().Used(); used != 0 {
-				t.Errorf("Used = %d after Close", used)
-			}
+			concurrently(t, d.Device, k)
 		})
+	}
+}
+
+// concurrently runs four churns on one allocator of kind k, then closes it.
+func concurrently(t *testing.T, d *Device, k allocKind) {
+	a := k.new(t, d.Memory())
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for g := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[g] = churn(d, a, g)
+		}()
+	}
+	wg.Wait()
+	must(t, errors.Join(errs...))
+	must(t, a.Close())
+	if used := d.Memory().Used(); used != 0 {
+		t.Errorf("Used = %d after Close", used)
 	}
 }
 

@@ -1,24 +1,27 @@
 // Package fakecuda builds and controls a fake CUDA driver for tests: a small C library
-// (csrc/fakecuda.c) exporting the driver-API symbols package vm/cuda binds, compiled by the
-// system C compiler at test time, so the real binding code runs end to end on machines
-// with no GPU. What it proves and what it cannot is said in package cuda's documentation.
+// (csrc/; fakecuda.h says how it works) exporting the driver-API symbols package vm/cuda
+// binds, compiled by the system C compiler at test time, so the real binding code runs end
+// to end on machines with no GPU. What it proves and what it cannot is said in package cuda's documentation.
 package fakecuda
 
 import (
-	"bytes"
 	"crypto/sha256"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
 
-//go:embed csrc/fakecuda.c
-var source []byte
+//go:embed csrc/*.h csrc/*.c
+var sources embed.FS
 
 // LibraryName is the file name of a built fake driver, the real driver's soname.
 const LibraryName = "libcuda.so.1"
@@ -31,7 +34,17 @@ const LibraryName = "libcuda.so.1"
 // install, when there is no C compiler.
 func Build(t testing.TB) string {
 	t.Helper()
-	built := compile(t, "driver", "c", source)
+	files := map[string][]byte{}
+	err := fs.WalkDir(sources, "csrc", func(path string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			files[e.Name()], err = sources.ReadFile(path)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := compile(t, "driver", files)
 	lib := filepath.Join(t.TempDir(), LibraryName)
 	copyFile(t, built, lib)
 	return lib
@@ -47,7 +60,7 @@ func Build(t testing.TB) string {
 // where params[i] points to argument i, as cuLaunchKernel's kernelParams.
 func BuildKernels(t testing.TB, csource string) string {
 	t.Helper()
-	return compile(t, "kernels", "c", []byte(csource))
+	return compile(t, "kernels", map[string][]byte{"kernels.c": []byte(csource)})
 }
 
 var (
@@ -55,16 +68,29 @@ var (
 	built   = map[[32]byte]string{}
 )
 
-// compile builds src into a shared library, once per process and source.
-func compile(t testing.TB, what, lang string, src []byte) string {
+// compile builds C sources (by file name) into a shared library, once per process and
+// sources.
+func compile(t testing.TB, what string, files map[string][]byte) string {
 	t.Helper()
 	cc := compiler()
 	if cc == "" {
 		t.Skipf("no C compiler ($CC, cc, gcc or clang) on PATH: the fake CUDA driver is built from C at test time; install one (e.g. apt-get install gcc) to run this test")
 	}
+	names := slices.Sorted(maps.Keys(files))
 	version, _ := exec.Command(cc, "--version").Output()
-	flags := []string{"-shared", "-fPIC", "-O2", "-Wall", "-pthread", "-x", lang}
-	key := sha256.Sum256(bytes.Join([][]byte{src, []byte(cc), version, []byte(fmt.Sprint(flags))}, []byte{0}))
+	// -Bsymbolic binds the library's references to its own definitions, so that every
+	// copy loaded from its own path keeps its own state.
+	flags := []string{"-shared", "-fPIC", "-O2", "-Wall", "-pthread", "-Wl,-Bsymbolic"}
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(cc), version, []byte(fmt.Sprint(flags))} {
+		h.Write(append(part, 0))
+	}
+	for _, n := range names {
+		h.Write(append([]byte(n), 0))
+		h.Write(append(files[n], 0))
+	}
+	var key [32]byte
+	copy(key[:], h.Sum(nil))
 	builtMu.Lock()
 	defer builtMu.Unlock()
 	if p, ok := built[key]; ok {
@@ -73,21 +99,27 @@ func compile(t testing.TB, what, lang string, src []byte) string {
 	dir, persistent := cacheDir(t, key)
 	out := filepath.Join(dir, what+".so")
 	if _, err := os.Stat(out); err != nil {
-		srcFile := filepath.Join(t.TempDir(), what+"."+lang)
-		if err := os.WriteFile(srcFile, src, 0o644); err != nil {
-			t.Fatal(err)
+		src := t.TempDir()
+		args := append([]string{}, flags...)
+		for _, n := range names {
+			if err := os.WriteFile(filepath.Join(src, n), files[n], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if strings.HasSuffix(n, ".c") {
+				args = append(args, filepath.Join(src, n))
+			}
 		}
 		tmp, err := os.CreateTemp(dir, what+"-*.so")
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = tmp.Close()
-		args := append(append([]string{}, flags...), "-o", tmp.Name(), srcFile, "-ldl")
+		args = append(args, "-o", tmp.Name(), "-ldl")
 		if msg, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 			_ = os.Remove(tmp.Name())
 			t.Fatalf("building the fake CUDA %s with %s: %v\n%s", what, cc, err, msg)
 		}
-		// Rename is atomic: test processes building the same source at once all end up
+		// Rename is atomic: test processes building the same sources at once all end up
 		// with a complete library.
 		if err := os.Rename(tmp.Name(), out); err != nil {
 			t.Fatal(err)

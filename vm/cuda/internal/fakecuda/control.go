@@ -16,7 +16,7 @@ type Fake struct {
 // and returns its controls.
 func Open(t testing.TB, lib string) *Fake {
 	t.Helper()
-	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_GLOBAL)
+	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		t.Fatalf("fakecuda: %v", err)
 	}
@@ -31,7 +31,7 @@ func Open(t testing.TB, lib string) *Fake {
 
 func cstring(s string) []byte { return append([]byte(s), 0) }
 
-// Set sets a knob of csrc/fakecuda.c: devices, driver_version, memory, vmm, granularity,
+// Set sets a knob of the fake (csrc/state.c): devices, driver_version, memory, vmm, granularity,
 // pinned, pinned_limit, copy_delay_us, kernel_delay_us, ctx_overhead, cc_major, cc_minor;
 // or "lose", which loses every context with the given sticky result.
 func (f *Fake) Set(t testing.TB, key string, v int64) {
