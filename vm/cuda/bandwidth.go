@@ -35,7 +35,6 @@ func (d *Device) MeasureBandwidth(size int64, copies int) (Bandwidth, error) {
 	if err != nil {
 		return bw, errors.Join(err, d.mem.FreeSegment(seg))
 	}
-	defer d.events.recycle()
 	for _, dir := range []struct {
 		k      StreamKind
 		copy   func(*driver, *Stream) error
@@ -62,6 +61,7 @@ func (d *Device) timeCopies(k StreamKind, copy func(*driver, *Stream) error, siz
 	if err != nil {
 		return 0, err
 	}
+	defer d.events.put(start, end) // waited for below, or unused: no step holds them
 	s := d.streams[k]
 	var rate float64
 	err = d.do(func(drv *driver) error {

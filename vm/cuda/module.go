@@ -22,6 +22,8 @@ type Function struct {
 	name string
 }
 
+var errNoModule = errors.New("cuda: no module (LoadModule makes them)")
+
 // Dim3 is a grid or block shape; a zero Y or Z counts as 1.
 type Dim3 struct{ X, Y, Z uint32 }
 
@@ -61,6 +63,9 @@ func (d *Device) LoadModule(image []byte) (*Module, error) {
 
 // Function looks a kernel up by name (its extern "C" name).
 func (m *Module) Function(name string) (*Function, error) {
+	if m == nil || m.d == nil {
+		return nil, errNoModule
+	}
 	f := &Function{m: m, name: name}
 	cname := append([]byte(name), 0)
 	err := m.d.do(func(drv *driver) error {
@@ -77,6 +82,9 @@ func (f *Function) Name() string { return f.name }
 
 // Unload unloads the module; its functions must not be launched again.
 func (m *Module) Unload() error {
+	if m == nil || m.d == nil {
+		return errNoModule
+	}
 	ms := &m.d.modules
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
@@ -112,7 +120,7 @@ func (ms *moduleSet) close() error {
 // needs, since it cannot read parameter sizes from a kernel image: each argument sits in
 // an 8-byte slot, and the array ends with a NULL.
 func (d *Device) Launch(f *Function, grid, block Dim3, sharedBytes uint32, args ...any) error {
-	if f == nil || f.m.d != d {
+	if f == nil || f.m == nil || f.m.d != d {
 		return fmt.Errorf("cuda: %s: launch of a kernel of another device, or none", d.name)
 	}
 	grid, block = grid.norm(), block.norm()

@@ -71,3 +71,21 @@ func TestNoKernelLibrary(t *testing.T) {
 		t.Errorf("add_one with no kernel library: %v, want CUDA_ERROR_NOT_FOUND", err)
 	}
 }
+
+// TestZeroValues: values not made by the device give errors, not panics.
+func TestZeroValues(t *testing.T) {
+	d := openFake(t, nil)
+	var m *Module
+	_, err1 := m.Function("x")
+	err2 := (&Module{}).Unload()
+	err3 := d.Launch(&Function{}, Dim3{X: 1}, Dim3{X: 1}, 0)
+	err4 := d.Stream(numStreams).Synchronize()
+	_, err5 := d.Stream(-1).Record()
+	err6 := d.Stream(Compute).Wait(&Event{})
+	err7 := d.Pinned().Put(&HostBuffer{})
+	for i, err := range []error{err1, err2, err3, err4, err5, err6, err7} {
+		if err == nil {
+			t.Errorf("case %d: no error", i+1)
+		}
+	}
+}

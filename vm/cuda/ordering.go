@@ -23,13 +23,13 @@ func (d *Device) checkKernel() (*Function, error) {
 	return m.Function("add_one")
 }
 
-// ordering runs the swap protocol around a kernel once: in (n float32s) is copied into
-// block on the host-to-device stream, compute waits for that copy (if waitIn) and runs
-// add_one over the block, and the block is copied into out on the device-to-host stream
-// after compute's work (if waitOut). Before all that the block is set to -1000 with a
-// synchronous copy, so a kernel that runs before its input lands, or a copy out that runs
-// before the kernel, shows. It returns how many floats of out are not in+1.
-func (d *Device) ordering(f *Function, block uintptr, in, out *HostBuffer, n int, waitIn, waitOut bool) (int, error) {
+// orderingStart queues one round of the swap protocol around a kernel: in (n float32s)
+// is copied into block on the host-to-device stream, compute waits for that copy (if
+// waitIn) and runs add_one over the block, and the block is copied into out on the
+// device-to-host stream after compute's work (if waitOut). Before all that the block is
+// set to -1000 with a synchronous copy, so a kernel that runs before its input lands, or a
+// copy out that runs before the kernel, shows. It returns the copy out's event.
+func (d *Device) orderingStart(f *Function, block uintptr, in, out *HostBuffer, n int, waitIn, waitOut bool) (*Event, error) {
 	bytes := 4 * n
 	stale := make([]byte, bytes)
 	for i := 0; i < n; i++ {
@@ -38,26 +38,28 @@ func (d *Device) ordering(f *Function, block uintptr, in, out *HostBuffer, n int
 		binary.LittleEndian.PutUint32(out.Bytes[4*i:], math.Float32bits(float32(math.NaN())))
 	}
 	if err := d.copySync(block, stale); err != nil {
-		return 0, err
+		return nil, err
 	}
 	evIn, err := d.copy(HostToDevice, bytes, memcpyIn(block, in.Bytes[:bytes]), true)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if waitIn {
 		if err := d.WaitFor(evIn); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	const threads = 256
 	grid := Dim3{X: uint32((n + threads - 1) / threads)}
 	if err := d.Launch(f, grid, Dim3{X: threads}, 0, block, uint32(n)); err != nil {
-		return 0, err
+		return nil, err
 	}
-	evOut, err := d.copy(DeviceToHost, bytes, memcpyOut(out.Bytes[:bytes], block), waitOut)
-	if err != nil {
-		return 0, err
-	}
+	return d.copy(DeviceToHost, bytes, memcpyOut(out.Bytes[:bytes], block), waitOut)
+}
+
+// orderingEnd waits for the round's copy out, ends the step, and returns how many floats
+// of out are not in+1.
+func (d *Device) orderingEnd(evOut *Event, out *HostBuffer, n int) (int, error) {
 	if err := evOut.Wait(); err != nil {
 		return 0, err
 	}
@@ -97,7 +99,11 @@ func (d *Device) checkOrdering(n, rounds int) error {
 	}
 	defer d.pinned.Put(out)
 	for r := 0; r < rounds; r++ {
-		wrong, err := d.ordering(f, seg.Addr, in, out, n, true, true)
+		ev, err := d.orderingStart(f, seg.Addr, in, out, n, true, true)
+		if err != nil {
+			return err
+		}
+		wrong, err := d.orderingEnd(ev, out, n)
 		if err != nil {
 			return err
 		}

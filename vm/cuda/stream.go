@@ -3,6 +3,7 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -52,13 +53,21 @@ func (d *Device) Stream(k StreamKind) *Stream {
 // Kind says which stream it is.
 func (s *Stream) Kind() StreamKind { return s.kind }
 
+var errNoStream = errors.New("cuda: no such stream")
+
 // Synchronize makes the host wait until everything queued on the stream has run.
 func (s *Stream) Synchronize() error {
+	if s == nil || s.d == nil {
+		return errNoStream
+	}
 	return s.d.do(func(drv *driver) error { return drv.check(fnStreamSynchronize, drv.call(fnStreamSynchronize, s.h)) })
 }
 
 // Record records a new event on the stream: it completes when the stream reaches it.
 func (s *Stream) Record() (*Event, error) {
+	if s == nil || s.d == nil {
+		return nil, errNoStream
+	}
 	e, err := s.d.events.get(false)
 	if err != nil {
 		return nil, err
@@ -73,6 +82,9 @@ func (s *Stream) Record() (*Event, error) {
 // Wait makes the stream wait, on the device, until e has completed: work queued on it
 // afterwards runs only then. The host does not block (cuStreamWaitEvent).
 func (s *Stream) Wait(e *Event) error {
+	if s == nil || s.d == nil {
+		return errNoStream
+	}
 	if err := e.valid(); err != nil {
 		return err
 	}
@@ -186,14 +198,30 @@ func (p *eventPool) recycle() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, e := range p.lent {
-		e.gen++
-		t := 0
-		if e.timing {
-			t = 1
-		}
-		p.free[t] = append(p.free[t], e)
+		p.putLocked(e)
 	}
 	p.lent = p.lent[:0]
+}
+
+// put takes back events whose work the caller has waited for, ahead of the step's end.
+func (p *eventPool) put(es ...*event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range es {
+		if i := slices.Index(p.lent, e); i >= 0 {
+			p.lent = slices.Delete(p.lent, i, i+1)
+			p.putLocked(e)
+		}
+	}
+}
+
+func (p *eventPool) putLocked(e *event) {
+	e.gen++
+	t := 0
+	if e.timing {
+		t = 1
+	}
+	p.free[t] = append(p.free[t], e)
 }
 
 func (p *eventPool) close() error {

@@ -22,28 +22,60 @@ func orderingSetup(t *testing.T, d *fakeDevice, n int) (*Function, uintptr, *Hos
 	return f, seg.Addr, in, out
 }
 
+// hold stops the fake's worker of stream k until release: nothing queued on it runs.
+func (d *fakeDevice) hold(t *testing.T, k StreamKind) { d.fake.Set(t, "hold", int64(d.Stream(k).h)) }
+func (d *fakeDevice) release(t *testing.T)            { d.fake.Set(t, "hold", 0) }
+
+// doneWhileHeld waits until ev has completed, which it must while a stream is held: what
+// it waits for does not include that stream.
+func doneWhileHeld(t *testing.T, ev *Event, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		done, err := ev.Done()
+		must(t, err)
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has not completed while the other stream is held: it waits for that stream", what)
+		}
+	}
+}
+
 // TestOrdering copies n floats in on the host-to-device stream, runs add_one on compute and
-// copies the result out on the device-to-host stream. With the fake's streams as threads
-// and a copy or the kernel slowed down, leaving out either event wait makes the result
-// wrong every time: the ordering comes from the waits, not from luck.
+// copies the result out on the device-to-host stream, with one stream held (its worker
+// runs nothing) while the round is queued. With every event wait in place the result is
+// right. Without compute's wait for the copy in, the copy out completes while the copy in
+// is still held, so the kernel read the stale block; without the copy out's wait for
+// compute, it completes while the kernel is held: either way every float is wrong, every
+// time, whatever the timing.
 func TestOrdering(t *testing.T) {
 	withKernels(t)
 	const n = 1 << 16
 	for _, c := range []struct {
 		name            string
 		waitIn, waitOut bool
-		slow            string // the knob that slows a copy or the kernel down
+		held            StreamKind
 		wrong           int
 	}{
-		{"both waits, slow copies", true, true, "copy_delay_us", 0},
-		{"both waits, slow kernel", true, true, "kernel_delay_us", 0},
-		{"compute does not wait for the copy in", false, true, "copy_delay_us", n},
-		{"the copy out does not wait for compute", true, false, "kernel_delay_us", n},
+		{"both waits, copy in held", true, true, HostToDevice, 0},
+		{"both waits, kernel held", true, true, Compute, 0},
+		{"compute does not wait for the copy in", false, true, HostToDevice, n},
+		{"the copy out does not wait for compute", true, false, Compute, n},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := openFake(t, map[string]int64{c.slow: 30000})
+			d := openFake(t, nil)
 			f, block, in, out := orderingSetup(t, d, n)
-			wrong, err := d.ordering(f, block, in, out, n, c.waitIn, c.waitOut)
+			d.hold(t, c.held)
+			ev, err := d.orderingStart(f, block, in, out, n, c.waitIn, c.waitOut)
+			must(t, err)
+			if c.wrong > 0 {
+				doneWhileHeld(t, ev, "the copy out")
+			} else if done, err := ev.Done(); err != nil || done {
+				t.Fatalf("the copy out completed (%v, %v) while a stream it waits for is held", done, err)
+			}
+			d.release(t)
+			wrong, err := d.orderingEnd(ev, out, n)
 			must(t, err)
 			if wrong != c.wrong {
 				t.Errorf("%d of %d floats wrong, want %d", wrong, n, c.wrong)
@@ -55,33 +87,49 @@ func TestOrdering(t *testing.T) {
 	}
 }
 
-// TestStepTimes slows copies down and checks the stall compute spent waiting for a swap-in
-// is measured, that WaitFor does not make the host wait, and that a step ends with one host
-// synchronization however many copies it made.
-func TestStepTimes(t *testing.T) {
-	withKernels(t)
-	const n, delay = 1 << 12, 40 * time.Millisecond
-	d := openFake(t, map[string]int64{"copy_delay_us": delay.Microseconds()})
-	f, block, in, out := orderingSetup(t, d, n)
-	syncs := d.fake.Get(t, "host_syncs")
-	start := time.Now()
+// swapRounds queues three rounds of copy in, wait, add_one, copy out on one block.
+// (They reuse the block without waiting for its copy out, which a VM must not do; the
+// tests using them check times and waits, not data.)
+func swapRounds(t *testing.T, d *fakeDevice, f *Function, block uintptr, in, out *HostBuffer, n int) []*Event {
+	t.Helper()
 	var evs []*Event
 	for range 3 {
 		ev, err := d.CopyIn(block, in.Bytes)
 		must(t, err)
+		evs = append(evs, ev)
 		must(t, d.WaitFor(ev))
-		must(t, d.Launch(f, Dim3{X: n / 256}, Dim3{X: 256}, 0, block, uint32(n)))
+		must(t, d.Launch(f, Dim3{X: uint32(n / 256)}, Dim3{X: 256}, 0, block, uint32(n)))
 		ev, err = d.CopyOut(out.Bytes, block)
 		must(t, err)
 		evs = append(evs, ev)
 	}
-	if issued := time.Since(start); issued > delay {
-		t.Errorf("issuing the step took %v: something waited on the host", issued)
+	return evs
+}
+
+// TestWaitsStayOnTheDevice holds the host-to-device stream while a step is queued: no
+// call blocks the host (a WaitFor that did would wait for the release, which comes only
+// after a while), no event completes, and the step ends with one host synchronization.
+func TestWaitsStayOnTheDevice(t *testing.T) {
+	withKernels(t)
+	const n, watchdog = 1 << 12, 3 * time.Second
+	d := openFake(t, nil)
+	f, block, in, out := orderingSetup(t, d, n)
+	syncs := d.fake.Get(t, "host_syncs")
+	d.hold(t, HostToDevice)
+	released := time.AfterFunc(watchdog, func() { d.release(t) })
+	start := time.Now()
+	evs := swapRounds(t, d, f, block, in, out, n)
+	if issued := time.Since(start); issued >= watchdog {
+		t.Errorf("queuing the step took %v: a call waited on the host", issued)
 	}
-	if done, err := evs[2].Done(); err != nil || done {
-		t.Errorf("the last copy out is done (%v, %v) before a copy of %v could have run", done, err, delay)
+	for i, ev := range evs {
+		if done, err := ev.Done(); err != nil || done {
+			t.Errorf("copy %d is done (%v, %v) while the copy in it depends on is held", i, done, err)
+		}
 	}
-	step, err := d.EndStep()
+	released.Stop()
+	d.release(t)
+	_, err := d.EndStep()
 	must(t, err)
 	if got := d.fake.Get(t, "host_syncs") - syncs; got != 1 {
 		t.Errorf("the step made %d host synchronizations, want 1", got)
@@ -91,15 +139,27 @@ func TestStepTimes(t *testing.T) {
 			t.Errorf("an event of an ended step: %v, want it refused", err)
 		}
 	}
+}
+
+// TestStallTime slows copies down and checks the time compute spent waiting for swap-ins
+// is measured with events, and that a copy out overlaps the next copy in.
+func TestStallTime(t *testing.T) {
+	withKernels(t)
+	const n, delay = 1 << 12, 80 * time.Millisecond
+	d := openFake(t, map[string]int64{"copy_delay_us": delay.Microseconds()})
+	f, block, in, out := orderingSetup(t, d, n)
+	swapRounds(t, d, f, block, in, out, n)
+	step, err := d.EndStep()
+	must(t, err)
 	want := Step{CopiesIn: 3, CopiesOut: 3, BytesIn: 3 * 4 * n, BytesOut: 3 * 4 * n}
 	if step.CopiesIn != want.CopiesIn || step.CopiesOut != want.CopiesOut || step.BytesIn != want.BytesIn || step.BytesOut != want.BytesOut {
 		t.Errorf("step %+v, want the counts of %+v", step, want)
 	}
-	// Compute waits for each copy in (one delay each). A copy out waits for compute, and
-	// the next copy in for compute too but not for the copy out, so the two overlap on
-	// their streams: about 3 delays of stall in a step of about 4. (This test reuses the
-	// block without waiting for its copy out, which a VM must not do; it checks no data.)
-	if step.Stall < 3*delay*9/10 || step.Elapsed < 4*delay*9/10 || step.Elapsed > 5*delay || step.Stall > step.Elapsed {
+	// Compute waits for each copy in: three delays of stall. A copy out waits for compute,
+	// and so does the next copy in, but not for the copy out: the two run at once on their
+	// streams, so the step takes about four delays, not six. (Sleeps overrun under load,
+	// never underrun: the upper bound has slack.)
+	if step.Stall < 3*delay*9/10 || step.Elapsed < 4*delay*9/10 || step.Elapsed > 11*delay/2 || step.Stall > step.Elapsed {
 		t.Errorf("step %+v: want a stall of about %v in a step of about %v", step, 3*delay, 4*delay)
 	}
 	if s := d.Stats(); s.Steps != 1 || s.StallTime != step.Stall || d.StallTime() != step.Stall || s.BytesIn != want.BytesIn {
@@ -112,7 +172,7 @@ func TestStepTimes(t *testing.T) {
 
 // TestEvents records and waits on events directly on the streams.
 func TestEvents(t *testing.T) {
-	d := openFake(t, map[string]int64{"copy_delay_us": 20000})
+	d := openFake(t, nil)
 	seg, err := d.mem.AllocSegment(mib)
 	must(t, err)
 	defer d.mem.FreeSegment(seg)
@@ -123,15 +183,19 @@ func TestEvents(t *testing.T) {
 	if h2d.Kind() != HostToDevice || compute.Kind().String() != "compute" {
 		t.Errorf("kinds %v, %v", h2d.Kind(), compute.Kind())
 	}
+	d.hold(t, HostToDevice)
 	must(t, memcpyInOn(d, seg.Addr, buf.Bytes))
 	ev, err := h2d.Record()
 	must(t, err)
-	if done, err := ev.Done(); err != nil || done {
-		t.Errorf("Done before a slowed copy ran: %v, %v", done, err)
-	}
 	must(t, compute.Wait(ev))
 	after, err := compute.Record()
 	must(t, err)
+	for _, e := range []*Event{ev, after} {
+		if done, err := e.Done(); err != nil || done {
+			t.Errorf("an event is done (%v, %v) behind a held copy", done, err)
+		}
+	}
+	d.release(t)
 	must(t, after.Wait())
 	if done, err := ev.Done(); err != nil || !done {
 		t.Errorf("the copy's event is not done once compute got past its wait: %v, %v", done, err)
@@ -143,6 +207,15 @@ func TestEvents(t *testing.T) {
 	}
 	if _, err := d.CopyOut(nil, seg.Addr); err == nil {
 		t.Errorf("an empty copy: no error")
+	}
+	// Measuring the bandwidth mid-step gives back its own events only.
+	bw, err := d.MeasureBandwidth(mib, 2)
+	must(t, err)
+	if bw.HostToDevice <= 0 || bw.DeviceToHost <= 0 || !strings.Contains(bw.String(), "(2 copies of 1 MiB each way)") {
+		t.Errorf("bandwidth %v", bw)
+	}
+	if _, err := ev.Done(); err != nil {
+		t.Errorf("an event of the step after a bandwidth measurement: %v", err)
 	}
 	d.events.recycle()
 }

@@ -32,8 +32,9 @@ func Open(t testing.TB, lib string) *Fake {
 func cstring(s string) []byte { return append([]byte(s), 0) }
 
 // Set sets a knob of the fake (csrc/state.c): devices, driver_version, memory, vmm, granularity,
-// pinned, pinned_limit, copy_delay_us, kernel_delay_us, ctx_overhead, cc_major, cc_minor;
-// or "lose", which loses every context with the given sticky result.
+// pinned, pinned_limit, copy_delay_us, kernel_delay_us, ctx_overhead, cc_major, cc_minor,
+// hold (a stream's handle: its worker runs nothing until hold changes); or "lose", which
+// loses every context with the given sticky result.
 func (f *Fake) Set(t testing.TB, key string, v int64) {
 	t.Helper()
 	k := cstring(key)

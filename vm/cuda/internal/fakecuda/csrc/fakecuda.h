@@ -18,8 +18,9 @@
  *     cuts a mapping, copies to or from device addresses that are not mapped with access;
  *   - each stream is a worker thread running its queue in order; events record when the
  *     worker reaches them; cuStreamWaitEvent makes a worker block until the event's
- *     record has run. Knobs delay copies and kernels, so that a missing wait shows up as
- *     a wrong result rather than being saved by luck;
+ *     record has run. Knobs delay copies and kernels, or hold a stream's queue until
+ *     released, so that a missing wait shows up as a wrong result rather than being
+ *     saved by luck;
  *   - cuModuleGetFunction(mod, "K") looks up ooc_host_K in the shared library named by
  *     OOC_FAKECUDA_KERNELS; cuLaunchKernel queues a call of it on the stream's worker.
  *
@@ -221,6 +222,7 @@ extern pthread_cond_t cv; /* broadcast on every change of queues and events */
 extern struct knobs {
 	long long devices, driver_version, memory, vmm, granularity, pinned, pinned_limit;
 	long long copy_delay_us, kernel_delay_us, ctx_overhead, cc_major, cc_minor;
+	long long hold; /* a stream (its handle) whose worker runs nothing until this changes */
 } knob;
 
 extern int initialized;

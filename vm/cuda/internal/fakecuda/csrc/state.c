@@ -5,7 +5,7 @@
 pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 
-struct knobs knob = {1, 12060, 4LL << 30, 1, 2 << 20, 1, 1LL << 30, 0, 0, 64 << 20, 8, 0};
+struct knobs knob = {1, 12060, 4LL << 30, 1, 2 << 20, 1, 1LL << 30, 0, 0, 64 << 20, 8, 0, 0};
 
 int initialized;
 long long used, pinned_used, launches, modules_loaded, image_bytes, host_syncs, freed_by_destroy;
@@ -90,7 +90,7 @@ static long long *knob_named(const char *key) {
 		{"vmm", &knob.vmm}, {"granularity", &knob.granularity}, {"pinned", &knob.pinned},
 		{"pinned_limit", &knob.pinned_limit}, {"copy_delay_us", &knob.copy_delay_us},
 		{"kernel_delay_us", &knob.kernel_delay_us}, {"ctx_overhead", &knob.ctx_overhead},
-		{"cc_major", &knob.cc_major}, {"cc_minor", &knob.cc_minor},
+		{"cc_major", &knob.cc_major}, {"cc_minor", &knob.cc_minor}, {"hold", &knob.hold},
 	};
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		if (strcmp(all[i].name, key) == 0)

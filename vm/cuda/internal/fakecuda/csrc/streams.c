@@ -39,7 +39,7 @@ static void *worker(void *arg) {
 	stream_t *s = arg;
 	pthread_mutex_lock(&mu);
 	for (;;) {
-		while (!s->head && !s->quit)
+		while ((!s->head || knob.hold == (long long)(uintptr_t)s) && !s->quit)
 			pthread_cond_wait(&cv, &mu);
 		if (!s->head)
 			break;
