@@ -1,7 +1,9 @@
 package vm
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -108,8 +110,9 @@ type LinkMeasurer interface {
 }
 
 // NewDevice makes a device from its command-line name: "cpu" (real memory
-// of the given capacity; 0: DefaultCPUCapacity) or "sim:PROFILE" (capacity
-// 0: the profile's own).
+// of the given capacity; 0: DefaultCPUCapacity), "sim:PROFILE" (capacity
+// 0: the profile's own), or a name a device package registered (vm/cuda:
+// "cuda", "cuda:N"). An unknown name wraps ErrUnknownDevice.
 func NewDevice(spec string, capacity int64) (Device, error) {
 	if name, ok := strings.CutPrefix(spec, "sim:"); ok {
 		p, err := LookupProfile(name)
@@ -124,5 +127,53 @@ func NewDevice(spec string, capacity int64) (Device, error) {
 	if spec == "cpu" || spec == "" {
 		return NewCPU(capacity)
 	}
-	return nil, fmt.Errorf("vm: unknown device %q (want cpu or sim:PROFILE)", spec)
+	prefix, _, _ := strings.Cut(spec, ":")
+	devicesMu.RLock()
+	open, ok := devices[prefix]
+	devicesMu.RUnlock()
+	if ok {
+		return open(spec, capacity)
+	}
+	return nil, fmt.Errorf("vm: %w %q (want %s)", ErrUnknownDevice, spec, knownDevices())
+}
+
+// ErrUnknownDevice is wrapped by NewDevice for a name no device answers to.
+var ErrUnknownDevice = errors.New("unknown device")
+
+// An Opener opens a device from its full command-line name (e.g. "cuda:1") and a
+// capacity in bytes (0: the device's own).
+type Opener func(spec string, capacity int64) (Device, error)
+
+var (
+	devicesMu sync.RWMutex
+	devices   = map[string]Opener{}
+)
+
+// RegisterDevice makes NewDevice open the names prefix and prefix:ARG with open. Device
+// packages register themselves in an init function (vm/cuda registers "cuda"), so that
+// package vm need not import them: a program gets a device by importing its package,
+// if only for effect. It panics if the prefix is taken, or is cpu or sim: that is a
+// programming error, found at init.
+func RegisterDevice(prefix string, open Opener) {
+	devicesMu.Lock()
+	defer devicesMu.Unlock()
+	if _, taken := devices[prefix]; taken || prefix == "cpu" || prefix == "sim" || prefix == "" || strings.Contains(prefix, ":") || open == nil {
+		panic(fmt.Sprintf("vm: RegisterDevice(%q): the name is taken or not a plain name", prefix))
+	}
+	devices[prefix] = open
+}
+
+// knownDevices lists the device names NewDevice takes, for error messages.
+func knownDevices() string {
+	devicesMu.RLock()
+	defer devicesMu.RUnlock()
+	names := []string{"cpu", "sim:PROFILE"}
+	for p := range devices {
+		names = append(names, p, p+":N")
+	}
+	slices.Sort(names[2:])
+	if _, ok := devices["cuda"]; !ok {
+		names = append(names, "or cuda with github.com/gorgonia-ooc/outofcore/vm/cuda linked in")
+	}
+	return strings.Join(names, ", ")
 }

@@ -30,6 +30,17 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if !strings.HasPrefix(*device, "sim:") && *device != "cpu" {
+		// Not simulated, so Compare will refuse it; but a device that cannot even open
+		// here says why first.
+		d, err := openDevice(*device, 0)
+		if err != nil {
+			return err
+		}
+		if err := d.Close(); err != nil {
+			return err
+		}
+	}
 	cfg := sweep.CompareConfig{Model: *model, Image: *image, Classes: *classes, Batch: *batch, Device: *device, Schedulers: splitList(*schedulers)}
 	for _, b := range splitList(*budgets) {
 		n, err := strconv.Atoi(strings.TrimSuffix(b, "%"))

@@ -29,6 +29,7 @@ func usagef(format string, args ...any) error {
 
 // memoryOptions are the flags train and eval share: how the step is run.
 type memoryOptions struct {
+	Device     string
 	BudgetText string
 	Budget     budgetSpec
 	WindowText string
@@ -38,6 +39,7 @@ type memoryOptions struct {
 }
 
 func (m *memoryOptions) define(fs *flag.FlagSet, def, of string) {
+	fs.StringVar(&m.Device, "device", "cpu", deviceHelp)
 	fs.StringVar(&m.BudgetText, "budget", def, "device-memory budget: bytes (1048576, 64MiB, 1.5GiB) or N% of "+of+"; 0 = the device's capacity")
 	fs.StringVar(&m.WindowText, "window", "0", "schedule-window in bytes for the window scheduler (0: automatic)")
 	fs.StringVar(&m.Scheduler, "scheduler", "window", "swap scheduler: window (swap under the budget) or baseline (in core, no swapping)")
@@ -138,6 +140,9 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected arguments %q (flags only)", fs.Args())
+	}
+	if err := checkRunDevice(o.Device); err != nil {
+		return nil, err
 	}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
 	return o, o.check()
@@ -293,6 +298,9 @@ func parseEvalFlags(args []string, stderr io.Writer) (*evalOptions, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected arguments %q (flags only)", fs.Args())
+	}
+	if err := checkRunDevice(o.Device); err != nil {
+		return nil, err
 	}
 	if o.Checkpoint == "" {
 		return nil, usagef("-checkpoint FILE is required")

@@ -7,6 +7,7 @@
 //	ooc sweep [flags]   batch-size sweep per scheduler and allocator
 //	ooc plan  [flags]   plan one step and show its tape and memory
 //	ooc compare [flags] makespan / lower bound of the schedulers across budgets
+//	ooc doctor [flags]  check a GPU: driver, device, memory, VMM, bandwidth, allocators, streams
 //
 // Run "ooc <command> -h" for a command's flags.
 package main
@@ -32,6 +33,7 @@ var commands = []command{
 	{"sweep", "batch-size sweep: images/s per scheduler, allocator and batch (the paper's Table 1)", runSweep},
 	{"plan", "plan one step: the tape, a summary, and memory over the step", runPlan},
 	{"compare", "makespan / lower bound of every scheduler across budgets (simulated)", runCompare},
+	{"doctor", "check a GPU: driver, device, memory, VMM, pinned bandwidth, allocators and streams", runDoctor},
 }
 
 func usage(w io.Writer) {

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gorgonia-ooc/outofcore/vm"
+	_ "github.com/gorgonia-ooc/outofcore/vm/cuda" // -device cuda and cuda:N
+)
+
+// deviceHelp describes -device for the commands that run real steps.
+const deviceHelp = "device: cpu, or cuda / cuda:N (opened and checked: training steps on CUDA come with part 2 of issue 14; ooc doctor checks a GPU)"
+
+// openDevice opens the device a -device flag names. A name no device answers to, or an
+// unknown simulated profile, is a usage error; a device that exists by name but cannot be
+// opened here (no NVIDIA driver, no GPU) is not: the command fails with the driver's words
+// and exit code 1, at once, before any model or data is built.
+func openDevice(spec string, capacity int64) (vm.Device, error) {
+	d, err := vm.NewDevice(spec, capacity)
+	switch {
+	case err == nil:
+		return d, nil
+	case errors.Is(err, vm.ErrUnknownDevice) || strings.HasPrefix(spec, "sim:"):
+		return nil, usagef("-device %s: %v", spec, err)
+	}
+	return nil, fmt.Errorf("-device %s: %w", spec, err)
+}
+
+// checkRunDevice checks the -device of a command that runs training steps for real. The
+// CPU runs them. Any other device is opened, so that a machine without its driver or
+// hardware fails at once, and is then refused: the VM does not launch ops on a GPU before
+// part 2 of issue 14, and a simulated device would run no real step.
+func checkRunDevice(spec string) error {
+	if spec == "cpu" || spec == "" {
+		return nil
+	}
+	d, err := openDevice(spec, 0)
+	if err != nil {
+		return err
+	}
+	name, simulated := d.Name(), d.Simulated()
+	if err := d.Close(); err != nil {
+		return fmt.Errorf("-device %s: %w", spec, err)
+	}
+	if simulated {
+		return usagef("-device %s: this command runs real steps: use cpu (sweep, plan and compare take sim:PROFILE)", spec)
+	}
+	return fmt.Errorf("-device %s: %s opened, but training steps do not run on CUDA yet: the VM launches no ops on a GPU "+
+		"before part 2 of issue 14 (ooc doctor checks this GPU meanwhile)", spec, name)
+}

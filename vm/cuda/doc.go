@@ -1,0 +1,84 @@
+// Package cuda is the CUDA device of the out-of-core VM: an NVIDIA GPU reached through the
+// CUDA driver API, with its memory carved by package alloc's allocators, pinned host
+// buffers for swapped-out data, and three streams that let swaps overlap compute.
+//
+// It loads libcuda.so.1 at run time with purego's dlopen, so one pure-Go binary (it builds
+// with CGO_ENABLED=0) runs on CPU-only machines, where opening a device fails with a clear
+// error, and on GPU machines. Nothing of the CUDA toolkit is needed to build or test it.
+// Linking the package in (package ooc and cmd/ooc do) registers the device names "cuda"
+// and "cuda:N" with vm.NewDevice.
+//
+// # Use
+//
+//	d, err := cuda.Open(0)              // or vm.NewDevice("cuda:0", budget)
+//	a, err := d.NewVA(40 << 20)         // VA over cuMemCreate/cuMemMap; best-fit without VMM
+//	b, err := a.Alloc(n)                // b.Addr() is a device pointer; b.Bytes() is nil
+//	buf, err := d.Pinned().Get(n)       // a pinned host buffer, reused across steps
+//	in, err := d.CopyIn(b.Addr(), buf.Bytes)   // swap-in on the host-to-device stream
+//	err = d.WaitFor(in)                        // compute waits, on the device, where it reads b
+//	err = d.Launch(f, grid, block, 0, b.Addr(), uint32(n))
+//	out, err := d.CopyOut(buf.Bytes, b.Addr()) // swap-out on the device-to-host stream
+//	err = out.Wait()                           // only then may b's memory be reused
+//	step, err := d.EndStep()                   // one host synchronization; stall time from events
+//
+// The swap protocol a VM follows is spelled out in copy.go: a swap-out's block is reused
+// only after its copy's event completed; compute waits on a swap-in's event only at the
+// instruction that reads it; a step ends with one synchronization.
+//
+// # Driver, errors
+//
+// The driver's functions are bound by their ABI names (cuCtxCreate_v2, cuMemAlloc_v2,
+// cuMemcpyHtoDAsync_v2, ...), after checking cuDriverGetVersion against MinDriverVersion
+// (CUDA 10.2, for the virtual memory management API) and that each function is there.
+// Struct layouts and enum values are written from NVIDIA's cuda.h (12.6) and checked
+// against a C compiler's layout in the tests. A failed call is an *Error carrying the call,
+// the CUresult and the driver's cuGetErrorName and cuGetErrorString. The errors a GPU user
+// meets each wrap a sentinel: ErrNoDriver ("no NVIDIA driver: libcuda.so.1 not found"),
+// ErrDriverTooOld, ErrNoDevice (none, or a bad ordinal), alloc.ErrOutOfMemory (with the free
+// and unusable bytes), and ErrContextLost after a sticky error (a kernel's illegal address,
+// an uncorrectable ECC error): every later call fails with it, and the device still closes.
+//
+// # Contexts and goroutines
+//
+// A CUDA context is current per OS thread, and Go moves goroutines between threads. Every
+// call path locks its goroutine to its thread and makes the device's context current there
+// (cuCtxSetCurrent, a thread-local store) before its driver calls; see Device.do. This
+// keeps the driver's own thread safety: concurrent allocations, copies and a host wait on
+// an event do not queue behind each other, as they would behind one driver goroutine. The
+// context is the device's own (cuCtxCreate_v2), created with blocking synchronization so a
+// host wait sleeps rather than spins. Capacity is cuMemGetInfo's free memory once that
+// context exists, minus DefaultReserve (256 MiB or 1/32 of the device, for module code,
+// kernels' local memory and library workspaces), or the budget given (WithCapacity).
+//
+// # Memory
+//
+// Device.Memory is an alloc.Memory, so both allocators of package alloc run on it
+// unchanged: segments are cuMemAlloc_v2 allocations (best-fit); chunks are cuMemCreate
+// handles, ranges cuMemAddressReserve reservations, and a batched Map of n chunks is n
+// cuMemMap calls and one cuMemSetAccess (VA). Chunk sizes must be multiples of the device's
+// granularity (cuMemGetAllocationGranularity); Device.ChunkSize rounds to it. A device
+// without virtual memory management (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
+// refuses chunks with ErrNoVMM, and Device.NewVA gives best-fit there and says so. Device
+// memory is not host-addressable: Segment and Range Data are nil, Addr is the device pointer.
+// One difference from the driver: cuda.h allows cuMemRelease of a mapped handle (the memory
+// goes at the last unmap); alloc.Memory's contract refuses it, and so does this package.
+//
+// # The fake driver, and what it proves
+//
+// The tests run against internal/fakecuda: a C library exporting the same symbols, built
+// by the system C compiler inside the test (a test skips, saying what to install, without
+// one). Device memory there is host memory: VMM reservations, chunks and maps are real
+// mmaps of a memfd with real bookkeeping that refuses what the header says the driver
+// refuses; each stream is a worker thread running its queue in order, with knobs that slow
+// copies and kernels down, so a missing event wait gives a wrong result, not a lucky one;
+// kernels are host builds of the CUDA C sources loaded from OOC_FAKECUDA_KERNELS.
+//
+// The fake proves the bindings (symbol names, argument order, struct layouts, enum
+// values), the Go logic (contexts per call path, bookkeeping, the allocators on device
+// memory, event ordering across streams, stall accounting, error paths) and that bytes
+// survive remapping. It cannot prove the real driver's semantics where the header is
+// silent, its timing or bandwidth, kernels' behaviour on a GPU, or what a real fault does.
+// For that, on a machine with a GPU: "ooc doctor" (Doctor), or go test -tags gpu
+// ./vm/cuda/..., runs the same allocator and ordering checks against the real driver. Neither
+// has run on a GPU yet: no machine of this project has one.
+package cuda

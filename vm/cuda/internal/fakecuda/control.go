@@ -1,0 +1,74 @@
+package fakecuda
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/ebitengine/purego"
+)
+
+// Fake controls one instance of the fake driver, the one loaded from a given path.
+type Fake struct {
+	set, get, fail, layout uintptr
+}
+
+// Open loads the fake driver at lib (the same instance package cuda loads from that path)
+// and returns its controls.
+func Open(t testing.TB, lib string) *Fake {
+	t.Helper()
+	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		t.Fatalf("fakecuda: %v", err)
+	}
+	f := &Fake{}
+	for name, p := range map[string]*uintptr{"fakecuda_set": &f.set, "fakecuda_get": &f.get, "fakecuda_fail": &f.fail, "fakecuda_layout": &f.layout} {
+		if *p, err = purego.Dlsym(h, name); err != nil {
+			t.Fatalf("fakecuda: %v", err)
+		}
+	}
+	return f
+}
+
+func cstring(s string) []byte { return append([]byte(s), 0) }
+
+// Set sets a knob of the fake (csrc/state.c): devices, driver_version, memory, vmm, granularity,
+// pinned, pinned_limit, copy_delay_us, kernel_delay_us, ctx_overhead, cc_major, cc_minor,
+// hold (a stream's handle: its worker runs nothing until hold changes); or "lose", which
+// loses every context with the given sticky result.
+func (f *Fake) Set(t testing.TB, key string, v int64) {
+	t.Helper()
+	k := cstring(key)
+	if r, _, _ := purego.SyscallN(f.set, uintptr(unsafe.Pointer(&k[0])), uintptr(v)); int32(r) != 0 {
+		t.Fatalf("fakecuda: no knob %q", key)
+	}
+}
+
+// Get returns a knob or a count of live objects: used (device bytes), allocs, handles,
+// handles_held, mappings, reservations, pinned_bytes, pinned_allocs, streams, events,
+// modules, modules_loaded, image_bytes, launches, contexts, host_syncs (calls that make
+// the host wait for the device), and freed_by_destroy: the
+// objects context destroys had to free because their owner had not.
+func (f *Fake) Get(t testing.TB, key string) int64 {
+	t.Helper()
+	k := cstring(key)
+	r, _, _ := purego.SyscallN(f.get, uintptr(unsafe.Pointer(&k[0])))
+	if int64(r) == -1 {
+		t.Fatalf("fakecuda: no counter %q", key)
+	}
+	return int64(r)
+}
+
+// Fail makes the next call of the named driver function (its ABI name, e.g.
+// "cuMemCreate") return result and do nothing; a sticky result also loses the context.
+func (f *Fake) Fail(call string, result int) {
+	c := cstring(call)
+	purego.SyscallN(f.fail, uintptr(unsafe.Pointer(&c[0])), uintptr(result))
+}
+
+// Layout returns the size or offset the C compiler gives an ABI struct or field, e.g.
+// "CUmemAllocationProp" or "CUmemAccessDesc.flags"; -1 if unknown.
+func (f *Fake) Layout(what string) int64 {
+	w := cstring(what)
+	r, _, _ := purego.SyscallN(f.layout, uintptr(unsafe.Pointer(&w[0])))
+	return int64(r)
+}
