@@ -58,7 +58,8 @@
 // taken in an order fixed by the shapes alone, and the convolution weight gradient adds images
 // (or chunks of small images) one after another.
 // Reductions over activations (BN statistics, channel sums, plane means) accumulate in float64.
-// gonum's pure-Go BLAS is called directly, not through the swappable blas32/blas64 globals.
+// GEMMs go through package blas, which importing this package also makes gorgonia's BLAS, so a
+// TapeMachine running these ops and gorgonia's matmuls agrees with any other engine bit for bit.
 //
 // # Semantics worth knowing
 //
