@@ -16,6 +16,12 @@ type float = Float
 // kernFunc computes an MR x NR block of C from kc packed steps (see kernel_amd64.s).
 type kernFunc[T float] func(kc int, a, b, c *T, ldc int, alpha, beta T)
 
+// KBlock is where every kernel cuts a k sum: each element of C gets the products of each block of
+// KBlock consecutive k in order, the blocks added to C one after another. A product over k split
+// into calls whose k are multiples of KBlock (all but the last), the later ones with beta = 1,
+// therefore gives the same bits as one call: that is how a caller can tile the k dimension.
+const KBlock = 256
+
 // config is one kernel with its blocking. kc fixes where the k sum is cut (and so the rounding);
 // mc and nc only size the packed panels. None of them depends on the thread count.
 type config[T float] struct {

@@ -177,3 +177,34 @@ func TestGemmErrors(t *testing.T) {
 		t.Error("SetKernel accepted an unknown name")
 	}
 }
+
+// TestGemmTilingSameBits checks the two promises callers tile on: a product over k split at
+// multiples of KBlock (later parts with beta = 1), or over columns of C, gives the bits of one call.
+func TestGemmTilingSameBits(t *testing.T) {
+	const m, n, k = 29, 700, 3*KBlock + 77
+	r := rand.New(rand.NewPCG(9, 9))
+	a, b := randSlice[float32](r, m*k), randSlice[float32](r, n*k)
+	whole := make([]float32, m*n)
+	if err := Gemm(false, true, m, n, k, 1, a, k, b, k, 0, whole, n); err != nil {
+		t.Fatal(err)
+	}
+	kTiled := make([]float32, m*n)
+	for p0, i := 0, 0; p0 < k; p0, i = p0+2*KBlock, i+1 {
+		kk := min(2*KBlock, k-p0)
+		if err := Gemm(false, true, m, n, kk, 1, a[p0:], k, b[p0:], k, float32(min(i, 1)), kTiled, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nTiled := make([]float32, m*n)
+	for j0 := 0; j0 < n; j0 += 93 {
+		nn := min(93, n-j0)
+		if err := Gemm(false, true, m, nn, k, 1, a, k, b[j0*k:], k, 0, nTiled[j0:], n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range whole {
+		if math.Float32bits(whole[i]) != math.Float32bits(kTiled[i]) || math.Float32bits(whole[i]) != math.Float32bits(nTiled[i]) {
+			t.Fatalf("element %d: one call %v, k tiled %v, n tiled %v", i, whole[i], kTiled[i], nTiled[i])
+		}
+	}
+}

@@ -17,8 +17,8 @@ func archKernels() []kernelSet {
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		ks = append(ks, kernelSet{
 			name: "avx2",
-			s:    config[float32]{mr: 6, nr: 16, kc: 256, mc: 96, nc: 4096, kern: sgemmKernAVX2},
-			d:    config[float64]{mr: 6, nr: 8, kc: 256, mc: 48, nc: 2048, kern: dgemmKernAVX2},
+			s:    config[float32]{mr: 6, nr: 16, kc: KBlock, mc: 96, nc: 4096, kern: sgemmKernAVX2},
+			d:    config[float64]{mr: 6, nr: 8, kc: KBlock, mc: 48, nc: 2048, kern: dgemmKernAVX2},
 		})
 	}
 	return ks

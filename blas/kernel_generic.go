@@ -37,6 +37,6 @@ func goKern[T float](kc int, a, b, c *T, ldc int, alpha, beta T) {
 
 var goKernels = kernelSet{
 	name: "go",
-	s:    config[float32]{mr: goMR, nr: goNR, kc: 256, mc: 64, nc: 4096, kern: goKern[float32]},
-	d:    config[float64]{mr: goMR, nr: goNR, kc: 256, mc: 64, nc: 2048, kern: goKern[float64]},
+	s:    config[float32]{mr: goMR, nr: goNR, kc: KBlock, mc: 64, nc: 4096, kern: goKern[float32]},
+	d:    config[float64]{mr: goMR, nr: goNR, kc: KBlock, mc: 64, nc: 2048, kern: goKern[float64]},
 }
