@@ -575,26 +575,33 @@ func im2col[T float](x, col []T, ld int, d convDims, p ConvParams, p0, p1 int) {
 				for j := 0; j < d.KW; j++ {
 					r := (c*d.KH+i)*d.KW + j
 					row := col[r*ld : r*ld+p1-p0]
-					forTapRows(d, p, i, j, p0, p1, func(ih, a, b, lo, hi, at int) {
+					offW := j*p.DilationW - p.PadW
+					vlo, vhi := validRange(offW, p.StrideW, d.W, d.OW)
+					// Output row oh covers columns [a,b) of the range, starting at row[at].
+					for oh, at := p0/d.OW, 0; oh*d.OW < p1; oh++ {
+						a, b := max(0, p0-oh*d.OW), min(d.OW, p1-oh*d.OW)
 						dst := row[at : at+b-a]
-						if ih < 0 {
+						at += b - a
+						ih := oh*p.StrideH - p.PadH + i*p.DilationH
+						if ih < 0 || ih >= d.H {
 							clear(dst)
-							return
+							continue
 						}
+						lo, hi := min(max(vlo, a), b), min(max(vhi, a), b)
 						src := xc[ih*d.W : (ih+1)*d.W]
 						clear(dst[:lo-a])
 						clear(dst[hi-a:])
-						offW := j*p.DilationW - p.PadW
+						if lo >= hi { // an atrous tap wider than the image may see none of it
+							continue
+						}
 						if p.StrideW == 1 {
-							if lo < hi { // an atrous tap wider than the image may see none of it
-								copy(dst[lo-a:hi-a], src[lo+offW:hi+offW])
-							}
+							copy(dst[lo-a:hi-a], src[lo+offW:hi+offW])
 						} else {
 							for ow := lo; ow < hi; ow++ {
 								dst[ow-a] = src[ow*p.StrideW+offW]
 							}
 						}
-					})
+					}
 				}
 			}
 		}
@@ -615,12 +622,18 @@ func col2im[T float](col []T, ld int, x []T, d convDims, p ConvParams, p0, p1 in
 				for j := 0; j < d.KW; j++ {
 					r := (c*d.KH+i)*d.KW + j
 					row := col[r*ld : r*ld+p1-p0]
-					forTapRows(d, p, i, j, p0, p1, func(ih, a, b, lo, hi, at int) {
-						if ih < 0 || lo >= hi {
-							return
+					offW := j*p.DilationW - p.PadW
+					vlo, vhi := validRange(offW, p.StrideW, d.W, d.OW)
+					for oh, at := p0/d.OW, 0; oh*d.OW < p1; oh++ {
+						a, b := max(0, p0-oh*d.OW), min(d.OW, p1-oh*d.OW)
+						seg := at - a // row[seg+ow] is output column ow of this row
+						at += b - a
+						ih := oh*p.StrideH - p.PadH + i*p.DilationH
+						lo, hi := min(max(vlo, a), b), min(max(vhi, a), b)
+						if ih < 0 || ih >= d.H || lo >= hi {
+							continue
 						}
-						src := row[at+lo-a : at+hi-a] // output columns [lo,hi)
-						offW := j*p.DilationW - p.PadW
+						src := row[seg+lo : seg+hi]
 						dst := xc[ih*d.W : (ih+1)*d.W]
 						if p.StrideW == 1 {
 							dst := dst[lo+offW : hi+offW]
@@ -632,27 +645,11 @@ func col2im[T float](col []T, ld int, x []T, d convDims, p ConvParams, p0, p1 in
 								dst[(lo+k)*p.StrideW+offW] += v
 							}
 						}
-					})
+					}
 				}
 			}
 		}
 	})
-}
-
-// forTapRows walks the output rows that pixels [p0,p1) cover, in ascending order, for kernel tap
-// (i,j): fn gets the input row ih (-1 in the padding), the row's output columns [a,b) in the range,
-// the columns [lo,hi) within them whose input column is in the image, and the offset of column a
-// in the range.
-func forTapRows(d convDims, p ConvParams, i, j, p0, p1 int, fn func(ih, a, b, lo, hi, at int)) {
-	lo, hi := validRange(j*p.DilationW-p.PadW, p.StrideW, d.W, d.OW)
-	for oh := p0 / d.OW; oh*d.OW < p1; oh++ {
-		a, b := max(0, p0-oh*d.OW), min(d.OW, p1-oh*d.OW)
-		ih := oh*p.StrideH - p.PadH + i*p.DilationH
-		if ih >= d.H {
-			ih = -1
-		}
-		fn(max(ih, -1), a, b, min(max(lo, a), b), min(max(hi, a), b), oh*d.OW+a-p0)
-	}
 }
 
 // channelSumOp sums an (N,C,…) tensor to (C,): the gradient of a per-channel bias or BN shift.
