@@ -208,3 +208,48 @@ func TestGemmTilingSameBits(t *testing.T) {
 		}
 	}
 }
+
+// TestAssemblyKernelsAgree: the AVX-512 kernels do per lane what the AVX2 ones do, so a machine
+// with AVX-512 gives the bits of one with AVX2 only.
+func TestAssemblyKernelsAgree(t *testing.T) {
+	have := map[string]bool{}
+	for _, k := range Kernels() {
+		have[k] = true
+	}
+	if !have["avx512"] || !have["avx2"] {
+		t.Skipf("needs a CPU with both AVX2 and AVX-512 kernels; this one has %v", Kernels())
+	}
+	defer SetKernel(Kernel())
+	for _, g := range gemmCases {
+		r := rand.New(rand.NewPCG(uint64(g.m), uint64(g.k)))
+		ar, ac := g.m, g.k
+		if g.tA {
+			ar, ac = g.k, g.m
+		}
+		br, bc := g.k, g.n
+		if g.tB {
+			br, bc = g.n, g.k
+		}
+		lda, ldb := max(1, ac), max(1, bc)
+		a32, b32, c32 := randSlice[float32](r, ar*lda), randSlice[float32](r, br*ldb), randSlice[float32](r, g.m*g.n)
+		a64, b64, c64 := randSlice[float64](r, ar*lda), randSlice[float64](r, br*ldb), randSlice[float64](r, g.m*g.n)
+		var out32 [2][]float32
+		var out64 [2][]float64
+		for i, kn := range []string{"avx2", "avx512"} {
+			SetKernel(kn)
+			out32[i] = append([]float32(nil), c32...)
+			out64[i] = append([]float64(nil), c64...)
+			if err := Gemm(g.tA, g.tB, g.m, g.n, g.k, float32(g.alpha), a32, lda, b32, ldb, float32(g.beta), out32[i], g.n); err != nil {
+				t.Fatal(err)
+			}
+			if err := Gemm(g.tA, g.tB, g.m, g.n, g.k, g.alpha, a64, lda, b64, ldb, g.beta, out64[i], g.n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range out32[0] {
+			if math.Float32bits(out32[0][i]) != math.Float32bits(out32[1][i]) || math.Float64bits(out64[0][i]) != math.Float64bits(out64[1][i]) {
+				t.Fatalf("%v: element %d differs between avx2 and avx512", g, i)
+			}
+		}
+	}
+}

@@ -10,18 +10,19 @@ const goMR, goNR = 4, 4
 func goKern[T float](kc int, a, b, c *T, ldc int, alpha, beta T) {
 	ap := unsafeSlice(a, kc*goMR)
 	bp := unsafeSlice(b, kc*goNR)
-	var acc [goMR * goNR]T
+	// Sixteen named accumulators stay in registers, where an array would live in memory.
+	var c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33 T
 	for p := 0; p < kc; p++ {
 		av := ap[p*goMR : p*goMR+goMR : p*goMR+goMR]
 		bv := bp[p*goNR : p*goNR+goNR : p*goNR+goNR]
-		for i, x := range av {
-			row := acc[i*goNR : i*goNR+goNR : i*goNR+goNR]
-			row[0] = row[0] + T(x*bv[0])
-			row[1] = row[1] + T(x*bv[1])
-			row[2] = row[2] + T(x*bv[2])
-			row[3] = row[3] + T(x*bv[3])
-		}
+		b0, b1, b2, b3 := bv[0], bv[1], bv[2], bv[3]
+		a0, a1, a2, a3 := av[0], av[1], av[2], av[3]
+		c00, c01, c02, c03 = c00+T(a0*b0), c01+T(a0*b1), c02+T(a0*b2), c03+T(a0*b3)
+		c10, c11, c12, c13 = c10+T(a1*b0), c11+T(a1*b1), c12+T(a1*b2), c13+T(a1*b3)
+		c20, c21, c22, c23 = c20+T(a2*b0), c21+T(a2*b1), c22+T(a2*b2), c23+T(a2*b3)
+		c30, c31, c32, c33 = c30+T(a3*b0), c31+T(a3*b1), c32+T(a3*b2), c33+T(a3*b3)
 	}
+	acc := [goMR * goNR]T{c00, c01, c02, c03, c10, c11, c12, c13, c20, c21, c22, c23, c30, c31, c32, c33}
 	cs := unsafeSlice(c, (goMR-1)*ldc+goNR)
 	for i := 0; i < goMR; i++ {
 		row := cs[i*ldc : i*ldc+goNR]
