@@ -129,6 +129,20 @@ func gemm[T float](cfg *config[T], tA, tB bool, m, n, k int, alpha T, a []T, lda
 	if m*n*k < serialBelow {
 		workers = 1
 	}
+	// Row panels bound the packed A; re-packing B per panel costs 1/rowPanel of the work.
+	for i0 := 0; i0 < m; i0 += rowPanel {
+		aOff := i0 * lda
+		if tA {
+			aOff = i0
+		}
+		gemmPanel(cfg, workers, tA, tB, min(rowPanel, m-i0), n, k, alpha, a[aOff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+	}
+}
+
+// rowPanel is how many rows of op(A) are packed at once (a multiple of every kernel's MR).
+const rowPanel = 1536
+
+func gemmPanel[T float](cfg *config[T], workers int, tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
 	mr, nr := cfg.mr, cfg.nr
 	mp := roundUp(m, mr)
 	kcMax := min(cfg.kc, k)
@@ -303,21 +317,48 @@ func roundUp(x, m int) int { return (x + m - 1) / m * m }
 func unsafeSlice[T float](p *T, n int) []T { return unsafe.Slice(p, n) }
 
 // Packed panels are reused across calls: one GEMM of a training step would otherwise allocate
-// megabytes that the next one frees.
-var pools [2]sync.Pool
+// megabytes that the next one frees. Unlike a sync.Pool, the cache keeps its buffers over garbage
+// collections, so the live heap stays flat: it holds one buffer per GEMM that ever ran
+// concurrently, each at most (rowPanel + nc) * KBlock elements.
+type bufCache[T float] struct {
+	mu   sync.Mutex
+	free []*[]T
+}
+
+var (
+	cache32 bufCache[float32]
+	cache64 bufCache[float64]
+)
+
+func cacheOf[T float]() *bufCache[T] {
+	if c, ok := any(&cache32).(*bufCache[T]); ok {
+		return c
+	}
+	return any(&cache64).(*bufCache[T])
+}
 
 func getBuf[T float](n int) *[]T {
-	var z T
-	pool := &pools[unsafe.Sizeof(z)/8]
-	if v, ok := pool.Get().(*[]T); ok && cap(*v) >= n {
-		*v = (*v)[:n]
-		return v
+	c := cacheOf[T]()
+	c.mu.Lock()
+	var p *[]T
+	if len(c.free) > 0 {
+		p = c.free[len(c.free)-1]
+		c.free = c.free[:len(c.free)-1]
 	}
-	s := make([]T, n)
-	return &s
+	c.mu.Unlock()
+	if p == nil {
+		p = new([]T)
+	}
+	if cap(*p) < n {
+		*p = make([]T, n)
+	}
+	*p = (*p)[:n]
+	return p
 }
 
 func putBuf[T float](p *[]T) {
-	var z T
-	pools[unsafe.Sizeof(z)/8].Put(p)
+	c := cacheOf[T]()
+	c.mu.Lock()
+	c.free = append(c.free, p)
+	c.mu.Unlock()
 }

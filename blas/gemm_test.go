@@ -57,7 +57,7 @@ func (g gemmCase) String() string {
 
 var gemmCases = func() []gemmCase {
 	var cs []gemmCase
-	for _, sz := range [][3]int{{1, 1, 1}, {7, 5, 3}, {6, 16, 256}, {13, 17, 300}, {97, 65, 513}, {50, 1, 70}, {1, 40, 600}, {130, 260, 31}} {
+	for _, sz := range [][3]int{{1, 1, 1}, {7, 5, 3}, {6, 16, 256}, {13, 17, 300}, {97, 65, 513}, {50, 1, 70}, {1, 40, 600}, {130, 260, 31}, {rowPanel + 70, 20, 30}} {
 		for _, t := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
 			cs = append(cs, gemmCase{t[0], t[1], sz[0], sz[1], sz[2], 1, 0, 0})
 		}
