@@ -204,9 +204,9 @@ func (op *convOp) direct(d convDims) bool {
 	return d.KH == 1 && d.KW == 1 && op.p.StrideH == 1 && op.p.StrideW == 1 && op.p.PadH == 0 && op.p.PadW == 0
 }
 
-// minGemmCols is the fewest columns (output pixels) a GEMM should have. gonum's kernels work row
-// by row with a call per row segment, so a product over one small image degenerates: ResNet's last
-// stage on 32x32 inputs has 1x1 outputs, where a per-image product is a GEMV at under 0.1 GFLOP/s.
+// minGemmCols is the fewest columns (output pixels) a GEMM should have: a product over one small
+// image degenerates (ResNet's last stage on 32x32 inputs has 1x1 outputs, where a per-image
+// product is a GEMV whose packing costs as much as its arithmetic).
 const minGemmCols = 256
 
 // chunk is how many images share one GEMM: one for ordinary images, enough small ones to reach
@@ -278,7 +278,7 @@ func (op *convOp) wsBytes(dt tensor.Dtype, in []tensor.Shape) int64 {
 
 // WorkspaceBytes is the im2col matrix of one image, C*KH*KW*OH*OW elements (0 for a 1x1 stride-1
 // kernel); for images under 256 output pixels, of as many images as make 256 pixels, plus a
-// staging matrix of O rows.
+// staging matrix of O rows. DoWorkspace also runs in less, down to MinWorkspaceBytes.
 func (op *convOp) WorkspaceBytes(dt tensor.Dtype, in []tensor.Shape) int64 { return op.wsBytes(dt, in) }
 
 // FLOPs counts the matrix products (2 per multiply-add) plus one add per output for a bias.
