@@ -159,7 +159,7 @@ func planGraph(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, error) 
 	if g == nil {
 		return nil, nil, errors.New("ooc: nil graph")
 	}
-	t, err := newTrace(g, traceConfig{outputs: s.outputs, inference: s.inference, device: s.device})
+	t, err := newTrace(g, traceConfig{outputs: s.outputs, inference: s.inference, device: s.device, wsLimit: s.wsLimit})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -51,6 +51,7 @@ type settings struct {
 	scheduler Scheduler
 	allocator AllocatorKind
 	chunk     int64
+	wsLimit   int64
 	device    vm.Device
 	bindAll   bool
 	bind      []*gorgonia.Node
@@ -76,6 +77,22 @@ func WithBudget(bytes int64) Option {
 			return
 		}
 		s.budget = bytes
+	}
+}
+
+// WithWorkspaceLimit caps the scratch memory of ops that can work in tiles
+// (vm.TiledWorkspaceOp: the convolutions of models/layers) at bytes, never
+// below the op's least workspace. Results are the same bits at any limit; a
+// smaller one lowers each convolution's resident need, and with it the least
+// feasible budget, for a little speed. 0 (the default) gives every op its full
+// workspace.
+func WithWorkspaceLimit(bytes int64) Option {
+	return func(s *settings) {
+		if bytes < 0 {
+			s.fail("WithWorkspaceLimit(%d): the limit must not be negative", bytes)
+			return
+		}
+		s.wsLimit = bytes
 	}
 }
 

@@ -171,6 +171,7 @@ type traceConfig struct {
 	outputs   []*gorgonia.Node
 	inference bool
 	device    vm.Device // where the trace will run (nil: a CPU device)
+	wsLimit   int64     // most workspace a tiling op gets (0: its full need)
 }
 
 // NewTrace walks a graph into a trace, pruned to what the cost, the
@@ -401,6 +402,9 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 				shapes[k] = t.Vars[ci].Shape
 			}
 			f.Workspace = w.WorkspaceBytes(v.Dtype, shapes)
+			if tw, ok := w.(vm.TiledWorkspaceOp); ok && cfg.wsLimit > 0 && f.Workspace > cfg.wsLimit {
+				f.Workspace = max(cfg.wsLimit, tw.MinWorkspaceBytes(v.Dtype, shapes))
+			}
 		}
 		f.HostBytes = vm.HostBytes(cfg.device, &f, &v)
 		v.Producer = len(t.Funcs)

@@ -25,6 +25,15 @@ type WorkspaceOp interface {
 	DoWorkspace(out gorgonia.Value, ws []byte, inputs ...gorgonia.Value) error
 }
 
+// TiledWorkspaceOp is a WorkspaceOp that also runs in less scratch, down to
+// MinWorkspaceBytes, giving the same bits with any workspace from that to
+// WorkspaceBytes (a convolution runs its im2col in tiles of what it is given).
+// A scheduler sizes Func.Workspace between the two.
+type TiledWorkspaceOp interface {
+	WorkspaceOp
+	MinWorkspaceBytes(dt tensor.Dtype, inputs []tensor.Shape) int64
+}
+
 // Stats is what a Machine measured, summed over the steps it ran.
 type Stats struct {
 	Steps int

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"hash"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/chewxy/hm"
+	"github.com/gorgonia-ooc/outofcore/blas"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -202,9 +204,9 @@ func (op *convOp) direct(d convDims) bool {
 	return d.KH == 1 && d.KW == 1 && op.p.StrideH == 1 && op.p.StrideW == 1 && op.p.PadH == 0 && op.p.PadW == 0
 }
 
-// minGemmCols is the fewest columns (output pixels) a GEMM should have. gonum's kernels work row
-// by row with a call per row segment, so a product over one small image degenerates: ResNet's last
-// stage on 32x32 inputs has 1x1 outputs, where a per-image product is a GEMV at under 0.1 GFLOP/s.
+// minGemmCols is the fewest columns (output pixels) a GEMM should have: a product over one small
+// image degenerates (ResNet's last stage on 32x32 inputs has 1x1 outputs, where a per-image
+// product is a GEMV whose packing costs as much as its arithmetic).
 const minGemmCols = 256
 
 // chunk is how many images share one GEMM: one for ordinary images, enough small ones to reach
@@ -229,6 +231,42 @@ func (op *convOp) workspace(d convDims) (col, stage int) {
 	return col, stage
 }
 
+// convTile is the fewest output pixels an im2col tile holds: the GEMM's k block, so that the
+// weight gradient's sum over pixels is cut at the same places whatever the tile size.
+const convTile = blas.KBlock
+
+// tilePixels is how many output pixels of one image an im2col tile holds in a workspace of wsElems
+// elements: the whole image when its matrix fits, else as many multiples of convTile as fit (at
+// least one: doWorkspace has checked the minimum). Results do not depend on it.
+func (op *convOp) tilePixels(d convDims, wsElems int) int {
+	P, K := d.outPix(), d.colRows()
+	if K*P <= wsElems || P <= convTile {
+		return P
+	}
+	return max(convTile, wsElems/K/convTile*convTile)
+}
+
+// minWsBytes is the least workspace the op runs in: one tile of convTile output pixels when a
+// chunk is one image, else the same as wsBytes.
+func (op *convOp) minWsBytes(dt tensor.Dtype, in []tensor.Shape) int64 {
+	d, err := op.dims(in)
+	if err != nil {
+		return 0
+	}
+	col, stage := op.workspace(d)
+	if op.chunk(d) == 1 && col > 0 {
+		col = d.colRows() * min(d.outPix(), convTile)
+	}
+	return wsBytes(dt, col, stage)
+}
+
+// MinWorkspaceBytes is the least workspace DoWorkspace accepts: the im2col matrix of 256 output
+// pixels rather than of a whole image. Any workspace from this to WorkspaceBytes gives the same
+// bits; a smaller one runs the image in more, smaller tiles.
+func (op *convOp) MinWorkspaceBytes(dt tensor.Dtype, in []tensor.Shape) int64 {
+	return op.minWsBytes(dt, in)
+}
+
 func (op *convOp) wsBytes(dt tensor.Dtype, in []tensor.Shape) int64 {
 	d, err := op.dims(in)
 	if err != nil {
@@ -240,7 +278,7 @@ func (op *convOp) wsBytes(dt tensor.Dtype, in []tensor.Shape) int64 {
 
 // WorkspaceBytes is the im2col matrix of one image, C*KH*KW*OH*OW elements (0 for a 1x1 stride-1
 // kernel); for images under 256 output pixels, of as many images as make 256 pixels, plus a
-// staging matrix of O rows.
+// staging matrix of O rows. DoWorkspace also runs in less, down to MinWorkspaceBytes.
 func (op *convOp) WorkspaceBytes(dt tensor.Dtype, in []tensor.Shape) int64 { return op.wsBytes(dt, in) }
 
 // FLOPs counts the matrix products (2 per multiply-add) plus one add per output for a bias.
@@ -377,6 +415,14 @@ func convExec[T float](op *convOp, d convDims, out G.Value, ws []byte, in []G.Va
 		return err
 	}
 	nCol, nStage := op.workspace(d)
+	xSize, ySize, P, K, O := d.C*d.H*d.W, d.O*d.OH*d.OW, d.outPix(), d.colRows(), d.O
+	B := op.chunk(d)
+	tile := P // output pixels per im2col tile when a chunk is one image
+	if B == 1 && nCol > 0 {
+		var zero T
+		tile = op.tilePixels(d, len(ws)/int(unsafe.Sizeof(zero)))
+		nCol = K * tile
+	}
 	c := carver{buf: ws}
 	col, err := carve[T](&c, nCol)
 	if err != nil {
@@ -386,26 +432,28 @@ func convExec[T float](op *convOp, d convDims, out G.Value, ws []byte, in []G.Va
 	if err != nil {
 		return err
 	}
-	xSize, ySize, P, K, O := d.C*d.H*d.W, d.O*d.OH*d.OW, d.outPix(), d.colRows(), d.O
-	B := op.chunk(d)
 	for n0 := 0; n0 < d.N; n0 += B {
 		nb := min(B, d.N-n0)
 		cols := nb * P // this chunk's images side by side: image i owns columns [i*P, (i+1)*P)
 		switch op.kind {
 		case convForward:
 			x, w := a, b
-			m := x[n0*xSize : (n0+1)*xSize]
-			if col != nil {
-				for i := 0; i < nb; i++ {
-					im2col(x[(n0+i)*xSize:(n0+i+1)*xSize], col[i*P:], cols, d, op.p)
+			yn := y[n0*ySize : (n0+nb)*ySize]
+			switch {
+			case col == nil: // a 1x1 stride-1 kernel on one image: the image is its own matrix
+				gemm(false, false, O, P, K, 1, w, K, x[n0*xSize:(n0+1)*xSize], P, 0, yn, P)
+			case nb == 1: // tiles of output pixels; a column of y does not depend on the others
+				for p0 := 0; p0 < P; p0 += tile {
+					t := min(tile, P-p0)
+					im2col(x[n0*xSize:(n0+1)*xSize], col, t, d, op.p, p0, p0+t)
+					gemm(false, false, O, t, K, 1, w, K, col, t, 0, yn[p0:], P)
 				}
-				m = col
-			}
-			if nb == 1 {
-				gemm(false, false, O, P, K, 1, w, K, m, P, 0, y[n0*ySize:(n0+1)*ySize], P)
-			} else {
-				gemm(false, false, O, cols, K, 1, w, K, m, cols, 0, stage, cols)
-				unstage(stage, y[n0*ySize:(n0+nb)*ySize], O, P, nb)
+			default:
+				for i := 0; i < nb; i++ {
+					im2col(x[(n0+i)*xSize:(n0+i+1)*xSize], col[i*P:], cols, d, op.p, 0, P)
+				}
+				gemm(false, false, O, cols, K, 1, w, K, col, cols, 0, stage, cols)
+				unstage(stage, yn, O, P, nb)
 			}
 			for i := 0; i < nb; i++ {
 				addChannelBias(y[(n0+i)*ySize:(n0+i+1)*ySize], bias, P)
@@ -413,16 +461,23 @@ func convExec[T float](op *convOp, d convDims, out G.Value, ws []byte, in []G.Va
 		case convData:
 			w, dy := a, b
 			g := dy[n0*ySize : (n0+nb)*ySize]
-			if nb > 1 {
+			dx := y[n0*xSize : (n0+nb)*xSize]
+			switch {
+			case col == nil:
+				gemm(true, false, K, P, O, 1, w, K, g, P, 0, dx, P)
+			case nb == 1: // tiles from the last: see col2im
+				clear(dx)
+				for p0 := (P - 1) / tile * tile; p0 >= 0; p0 -= tile {
+					t := min(tile, P-p0)
+					gemm(true, false, K, t, O, 1, w, K, g[p0:], P, 0, col, t)
+					col2im(col, t, dx, d, op.p, p0, p0+t)
+				}
+			default:
 				restage(g, stage, O, P, nb)
-				g = stage
-			}
-			if col == nil {
-				gemm(true, false, K, P, O, 1, w, K, g, P, 0, y[n0*xSize:(n0+1)*xSize], P)
-			} else {
-				gemm(true, false, K, cols, O, 1, w, K, g, cols, 0, col, cols)
+				gemm(true, false, K, cols, O, 1, w, K, stage, cols, 0, col, cols)
+				clear(dx)
 				for i := 0; i < nb; i++ {
-					col2im(col[i*P:], cols, y[(n0+i)*xSize:(n0+i+1)*xSize], d, op.p)
+					col2im(col[i*P:], cols, dx[i*xSize:(i+1)*xSize], d, op.p, 0, P)
 				}
 			}
 			for i := 0; i < nb; i++ {
@@ -431,24 +486,30 @@ func convExec[T float](op *convOp, d convDims, out G.Value, ws []byte, in []G.Va
 		case convFilter:
 			x, dy := a, b
 			g := dy[n0*ySize : (n0+nb)*ySize]
-			if nb > 1 {
-				restage(g, stage, O, P, nb)
-				g = stage
-			}
-			m := x[n0*xSize : (n0+1)*xSize]
-			if col != nil {
-				for i := 0; i < nb; i++ {
-					im2col(x[(n0+i)*xSize:(n0+i+1)*xSize], col[i*P:], cols, d, op.p)
-				}
-				m = col
-			}
-			// Chunks are summed into dw one after another: a fixed order, so the weight gradient is
-			// reproducible, and only one chunk's columns exist at once.
+			// Images (or chunks) and tiles are summed into dw one after another: a fixed order, so
+			// the weight gradient is reproducible. Tiles are multiples of the GEMM's k block, so
+			// tiling does not move where the sum is cut: any tile size gives the same bits.
 			var beta T
 			if n0 > 0 {
 				beta = 1
 			}
-			gemm(false, true, O, K, cols, 1, g, cols, m, cols, beta, y, K)
+			switch {
+			case col == nil:
+				gemm(false, true, O, K, P, 1, g, P, x[n0*xSize:(n0+1)*xSize], P, beta, y, K)
+			case nb == 1:
+				for p0 := 0; p0 < P; p0 += tile {
+					t := min(tile, P-p0)
+					im2col(x[n0*xSize:(n0+1)*xSize], col, t, d, op.p, p0, p0+t)
+					gemm(false, true, O, K, t, 1, g[p0:], P, col, t, beta, y, K)
+					beta = 1
+				}
+			default:
+				restage(g, stage, O, P, nb)
+				for i := 0; i < nb; i++ {
+					im2col(x[(n0+i)*xSize:(n0+i+1)*xSize], col[i*P:], cols, d, op.p, 0, P)
+				}
+				gemm(false, true, O, K, cols, 1, stage, cols, col, cols, beta, y, K)
+			}
 		}
 	}
 	return nil
@@ -501,38 +562,43 @@ func validRange(off, stride, size, outSize int) (lo, hi int) {
 	return lo, hi
 }
 
-// im2col lays one image out as a (C*KH*KW) x (OH*OW) matrix with row stride ld: row (c,i,j)
-// holds the input pixel each output position sees through kernel tap (i,j) of channel c, or 0 in
-// the padding. A stride above OH*OW leaves room for other images of the same chunk.
-func im2col[T float](x, col []T, ld int, d convDims, p ConvParams) {
-	P := d.outPix()
+// im2col lays output pixels [p0,p1) of one image out as a (C*KH*KW) x (p1-p0) matrix with row
+// stride ld: row (c,i,j) holds the input pixel each output position sees through kernel tap (i,j)
+// of channel c, or 0 in the padding. A stride above p1-p0 leaves room for other images of the
+// same chunk; a range short of the whole image is one tile of a bounded workspace.
+func im2col[T float](x, col []T, ld int, d convDims, p ConvParams, p0, p1 int) {
 	plane := d.H * d.W
-	parallelFor(d.C, int64(d.colRows()*P), func(c0, c1 int) {
+	parallelFor(d.C, int64(d.colRows()*(p1-p0)), func(c0, c1 int) {
 		for c := c0; c < c1; c++ {
 			xc := x[c*plane : (c+1)*plane]
 			for i := 0; i < d.KH; i++ {
 				for j := 0; j < d.KW; j++ {
 					r := (c*d.KH+i)*d.KW + j
-					row := col[r*ld : r*ld+P]
+					row := col[r*ld : r*ld+p1-p0]
 					offW := j*p.DilationW - p.PadW
-					lo, hi := validRange(offW, p.StrideW, d.W, d.OW)
-					for oh := 0; oh < d.OH; oh++ {
-						dst := row[oh*d.OW : (oh+1)*d.OW]
+					vlo, vhi := validRange(offW, p.StrideW, d.W, d.OW)
+					// Output row oh covers columns [a,b) of the range, starting at row[at].
+					for oh, at := p0/d.OW, 0; oh*d.OW < p1; oh++ {
+						a, b := max(0, p0-oh*d.OW), min(d.OW, p1-oh*d.OW)
+						dst := row[at : at+b-a]
+						at += b - a
 						ih := oh*p.StrideH - p.PadH + i*p.DilationH
 						if ih < 0 || ih >= d.H {
 							clear(dst)
 							continue
 						}
+						lo, hi := min(max(vlo, a), b), min(max(vhi, a), b)
 						src := xc[ih*d.W : (ih+1)*d.W]
-						clear(dst[:lo])
-						clear(dst[hi:])
+						clear(dst[:lo-a])
+						clear(dst[hi-a:])
+						if lo >= hi { // an atrous tap wider than the image may see none of it
+							continue
+						}
 						if p.StrideW == 1 {
-							if lo < hi { // an atrous tap wider than the image may see none of it
-								copy(dst[lo:hi], src[lo+offW:hi+offW])
-							}
+							copy(dst[lo-a:hi-a], src[lo+offW:hi+offW])
 						} else {
 							for ow := lo; ow < hi; ow++ {
-								dst[ow] = src[ow*p.StrideW+offW]
+								dst[ow-a] = src[ow*p.StrideW+offW]
 							}
 						}
 					}
@@ -542,36 +608,41 @@ func im2col[T float](x, col []T, ld int, d convDims, p ConvParams) {
 	})
 }
 
-// col2im is im2col's adjoint: it sums each column entry back onto the pixel it was copied from.
-// Channels are independent, so splitting them across goroutines keeps the summation order fixed.
-func col2im[T float](col []T, ld int, x []T, d convDims, p ConvParams) {
-	P := d.outPix()
+// col2im is im2col's adjoint: it adds each column entry of output pixels [p0,p1) onto the pixel
+// it was copied from (x is not cleared first). Channels are independent, so splitting them across
+// goroutines keeps the summation order fixed. Each input pixel gets its terms in descending output
+// pixel order (taps ascending), so ranges run from the last to the first add up exactly as one
+// call over the whole image.
+func col2im[T float](col []T, ld int, x []T, d convDims, p ConvParams, p0, p1 int) {
 	plane := d.H * d.W
-	parallelFor(d.C, int64(d.colRows()*P), func(c0, c1 int) {
+	parallelFor(d.C, int64(d.colRows()*(p1-p0)), func(c0, c1 int) {
 		for c := c0; c < c1; c++ {
 			xc := x[c*plane : (c+1)*plane]
-			clear(xc)
 			for i := 0; i < d.KH; i++ {
 				for j := 0; j < d.KW; j++ {
 					r := (c*d.KH+i)*d.KW + j
-					row := col[r*ld : r*ld+P]
+					row := col[r*ld : r*ld+p1-p0]
 					offW := j*p.DilationW - p.PadW
-					lo, hi := validRange(offW, p.StrideW, d.W, d.OW)
-					for oh := 0; oh < d.OH; oh++ {
+					vlo, vhi := validRange(offW, p.StrideW, d.W, d.OW)
+					for oh, at := p0/d.OW, 0; oh*d.OW < p1; oh++ {
+						a, b := max(0, p0-oh*d.OW), min(d.OW, p1-oh*d.OW)
+						seg := at - a // row[seg+ow] is output column ow of this row
+						at += b - a
 						ih := oh*p.StrideH - p.PadH + i*p.DilationH
-						if ih < 0 || ih >= d.H {
+						lo, hi := min(max(vlo, a), b), min(max(vhi, a), b)
+						if ih < 0 || ih >= d.H || lo >= hi {
 							continue
 						}
-						src := row[oh*d.OW : (oh+1)*d.OW]
+						src := row[seg+lo : seg+hi]
 						dst := xc[ih*d.W : (ih+1)*d.W]
-						if p.StrideW == 1 && lo < hi {
+						if p.StrideW == 1 {
 							dst := dst[lo+offW : hi+offW]
-							for k, v := range src[lo:hi] {
+							for k, v := range src {
 								dst[k] += v
 							}
 						} else {
-							for ow := lo; ow < hi; ow++ {
-								dst[ow*p.StrideW+offW] += src[ow]
+							for k, v := range src {
+								dst[(lo+k)*p.StrideW+offW] += v
 							}
 						}
 					}

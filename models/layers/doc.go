@@ -20,6 +20,10 @@
 //     the matmul output and its transposed copy. Conv2D here is one node; its backward reads x, w
 //     and dy only, and im2col lives in a workspace the op declares: one image's worth, or for
 //     images under 256 output pixels as many as make 256 (one small image would be a slow GEMV).
+//     Given less, down to MinWorkspaceBytes (256 output pixels' worth), it runs each image in
+//     tiles of multiples of 256 pixels and gets the same bits (the GEMM cuts its sums every 256
+//     terms, and col2im adds tiles in a fixed order): ooc.WithWorkspaceLimit uses that to bound a
+//     convolution's resident need by its input, its output and a small tile.
 //   - BatchNorm is a normalising op followed by gamma and beta broadcast with Repeat to the full
 //     activation shape, a product and a sum: six nodes of x's shape where one would do. The op also
 //     saves the batch mean and variance for its backward (hidden state: recomputing the forward or
@@ -58,7 +62,8 @@
 // taken in an order fixed by the shapes alone, and the convolution weight gradient adds images
 // (or chunks of small images) one after another.
 // Reductions over activations (BN statistics, channel sums, plane means) accumulate in float64.
-// gonum's pure-Go BLAS is called directly, not through the swappable blas32/blas64 globals.
+// GEMMs go through package blas, which importing this package also makes gorgonia's BLAS, so a
+// TapeMachine running these ops and gorgonia's matmuls agrees with any other engine bit for bit.
 //
 // # Semantics worth knowing
 //

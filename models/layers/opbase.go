@@ -19,6 +19,11 @@ type kernel interface {
 	exec(dt tensor.Dtype, out G.Value, ws []byte, in []G.Value) error
 }
 
+// tiler is a kernel that also runs in less workspace than wsBytes (in tiles), with the same results.
+type tiler interface {
+	minWsBytes(dt tensor.Dtype, in []tensor.Shape) int64
+}
+
 func checkInputs(k kernel, in []G.Value) (tensor.Dtype, []tensor.Shape, error) {
 	if len(in) != k.Arity() {
 		return tensor.Dtype{}, nil, fmt.Errorf("layers: %v takes %d inputs, got %d", k, k.Arity(), len(in))
@@ -75,6 +80,9 @@ func doWorkspace(k kernel, out G.Value, ws []byte, in []G.Value, alloc bool) err
 		return fmt.Errorf("layers: %v: output shape %v, want %v", k, out.Shape(), os)
 	}
 	need := k.wsBytes(dt, shapes)
+	if t, ok := k.(tiler); ok && !alloc {
+		need = t.minWsBytes(dt, shapes)
+	}
 	if alloc {
 		ws = allocWorkspace(need)
 	} else if int64(len(ws)) < need {

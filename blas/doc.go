@@ -1,0 +1,34 @@
+// Package blas is a fast, deterministic GEMM for float32 and float64 in pure Go, and a
+// gonum/gorgonia BLAS built on it.
+//
+// # Registration
+//
+// Importing the package registers Implementation with gorgonia.Use (which also sets tensor's
+// BLAS), so every matmul gorgonia runs and every convolution of models/layers goes through the
+// same GEMM. That is what keeps a TapeMachine and the project's out-of-core VM bit-identical.
+// Registration on import was chosen over an explicit call because forgetting the call would
+// silently make the two disagree; a program that wants gonum back calls
+// gorgonia.Use(gonum.Implementation{}) after its imports are initialised.
+//
+// # Algorithm
+//
+// The GEMM is the Goto/BLIS scheme: op(B) is packed into panels of kc rows cut into slivers of
+// NR columns, op(A) into slivers of MR rows, and a micro-kernel keeps an MR x NR block of C in
+// registers while it streams kc steps of one A sliver and one B sliver. On amd64 with AVX2 and
+// FMA the kernel is assembly (6x16 float32, 6x8 float64, one FMA per term); elsewhere, or built
+// with the purego tag, a portable Go kernel (4x4, separate multiply and add) runs. Kernel
+// reports which; SetKernel chooses.
+//
+// # Determinism
+//
+// Every element of C is the sum of its k products taken in order within blocks of kc (a fixed
+// constant per kernel), the blocks added to C one after another. Threads split the packing and
+// the micro-tiles of C, never a sum, so results are the same bits for any GOMAXPROCS; partial
+// tiles at the edges go through a zero-padded copy so they too get the full kernel's arithmetic.
+// Different kernels (avx2 vs go) differ in the last bits.
+//
+// # Speed
+//
+// go test -bench 'Sgemm|Dgemm' ./blas compares with gonum in GFLOP/s; docs/results.md ("CPU
+// speed") has the numbers measured on the project's machine.
+package blas

@@ -1,0 +1,364 @@
+package blas
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Float is the element type of a GEMM.
+type Float interface{ float32 | float64 }
+
+type float = Float
+
+// kernFunc computes an MR x NR block of C from kc packed steps (see kernel_amd64.s).
+type kernFunc[T float] func(kc int, a, b, c *T, ldc int, alpha, beta T)
+
+// KBlock is where every kernel cuts a k sum: each element of C gets the products of each block of
+// KBlock consecutive k in order, the blocks added to C one after another. A product over k split
+// into calls whose k are multiples of KBlock (all but the last), the later ones with beta = 1,
+// therefore gives the same bits as one call: that is how a caller can tile the k dimension.
+const KBlock = 256
+
+// config is one kernel with its blocking. kc fixes where the k sum is cut (and so the rounding);
+// mc and nc only size the packed panels. None of them depends on the thread count.
+type config[T float] struct {
+	mr, nr, kc, mc, nc int
+	kern               kernFunc[T]
+}
+
+type kernelSet struct {
+	name string
+	s    config[float32]
+	d    config[float64]
+}
+
+// kernels lists what this CPU can run, fastest first; the portable Go kernel is always last.
+var kernels = append(archKernels(), goKernels)
+
+var active atomic.Pointer[kernelSet]
+
+func init() { active.Store(&kernels[0]) }
+
+// Kernel names the micro-kernel in use: "avx2" (amd64 with AVX2 and FMA) or "go" (portable).
+func Kernel() string { return active.Load().name }
+
+// Kernels lists the kernels this CPU can run, fastest first.
+func Kernels() []string {
+	names := make([]string, len(kernels))
+	for i, k := range kernels {
+		names[i] = k.name
+	}
+	return names
+}
+
+// SetKernel selects a kernel by name. Results are the same bits for any thread count with a given
+// kernel, but kernels differ from each other in the last bits (FMA rounds once, the portable kernel
+// twice): choose "go" to reproduce results on a machine without AVX2. Not safe to call while
+// GEMMs run.
+func SetKernel(name string) error {
+	for i := range kernels {
+		if kernels[i].name == name {
+			active.Store(&kernels[i])
+			return nil
+		}
+	}
+	return fmt.Errorf("blas: no kernel %q on this CPU (have %v)", name, Kernels())
+}
+
+// Gemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices, op(X) being X or its
+// transpose: op(A) is m x k, op(B) k x n, C m x n, with leading dimensions lda, ldb and ldc.
+// With beta == 0, C is not read (it may hold NaN); with alpha == 0 or k == 0, A and B are not read.
+// The work is split over GOMAXPROCS goroutines, and the result does not depend on how many.
+func Gemm[T Float](tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) error {
+	if err := checkGemm(tA, tB, m, n, k, len(a), lda, len(b), ldb, len(c), ldc); err != nil {
+		return err
+	}
+	ks := active.Load()
+	switch x := any(a).(type) {
+	case []float32:
+		gemm(&ks.s, tA, tB, m, n, k, float32(alpha), x, lda, any(b).([]float32), ldb, float32(beta), any(c).([]float32), ldc)
+	case []float64:
+		gemm(&ks.d, tA, tB, m, n, k, float64(alpha), x, lda, any(b).([]float64), ldb, float64(beta), any(c).([]float64), ldc)
+	}
+	return nil
+}
+
+func checkGemm(tA, tB bool, m, n, k, la, lda, lb, ldb, lc, ldc int) error {
+	if m < 0 || n < 0 || k < 0 {
+		return fmt.Errorf("blas: negative dimension in gemm (m=%d n=%d k=%d)", m, n, k)
+	}
+	ar, ac := m, k
+	if tA {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if tB {
+		br, bc = n, k
+	}
+	for _, x := range []struct {
+		name                 string
+		rows, cols, ld, size int
+	}{{"A", ar, ac, lda, la}, {"B", br, bc, ldb, lb}, {"C", m, n, ldc, lc}} {
+		if x.ld < max(1, x.cols) {
+			return fmt.Errorf("blas: gemm leading dimension of %s is %d, below its %d columns", x.name, x.ld, x.cols)
+		}
+		if x.rows > 0 && x.cols > 0 && x.size < (x.rows-1)*x.ld+x.cols {
+			return fmt.Errorf("blas: gemm %s has %d elements, a %dx%d matrix with leading dimension %d needs %d",
+				x.name, x.size, x.rows, x.cols, x.ld, (x.rows-1)*x.ld+x.cols)
+		}
+	}
+	return nil
+}
+
+// serialBelow is the m*n*k under which a GEMM runs on the calling goroutine only: starting
+// goroutines costs microseconds, about what such a product takes.
+const serialBelow = 1 << 17
+
+func gemm[T float](cfg *config[T], tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 || alpha == 0 {
+		scale(m, n, beta, c, ldc)
+		return
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if m*n*k < serialBelow {
+		workers = 1
+	}
+	// Row panels bound the packed A; re-packing B per panel costs 1/rowPanel of the work.
+	for i0 := 0; i0 < m; i0 += rowPanel {
+		aOff := i0 * lda
+		if tA {
+			aOff = i0
+		}
+		gemmPanel(cfg, workers, tA, tB, min(rowPanel, m-i0), n, k, alpha, a[aOff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+	}
+}
+
+// rowPanel is how many rows of op(A) are packed at once (a multiple of every kernel's MR).
+const rowPanel = 1536
+
+func gemmPanel[T float](cfg *config[T], workers int, tA, tB bool, m, n, k int, alpha T, a []T, lda int, b []T, ldb int, beta T, c []T, ldc int) {
+	mr, nr := cfg.mr, cfg.nr
+	mp := roundUp(m, mr)
+	kcMax := min(cfg.kc, k)
+	ncMax := min(cfg.nc, n)
+	npMax := roundUp(ncMax, nr)
+	ws := getBuf[T](mp*kcMax + npMax*kcMax + workers*mr*nr)
+	defer putBuf(ws)
+	buf := *ws
+	ap := buf[:mp*kcMax]
+	bp := buf[mp*kcMax : mp*kcMax+npMax*kcMax]
+	edge := buf[mp*kcMax+npMax*kcMax:]
+
+	aSl := mp / mr
+	rowBlocks := (m + cfg.mc - 1) / cfg.mc
+	for jc := 0; jc < n; jc += cfg.nc {
+		nc := min(cfg.nc, n-jc)
+		np := roundUp(nc, nr)
+		bSl := np / nr
+		// Column chunks only group micro-tiles for load balance: they change no result.
+		nb := np
+		if want := 4 * workers; workers > 1 && rowBlocks < want {
+			chunks := min(bSl, (want+rowBlocks-1)/rowBlocks)
+			nb = roundUp((np+chunks-1)/chunks, nr)
+		}
+		colBlocks := (np + nb - 1) / nb
+		for pc := 0; pc < k; pc += cfg.kc {
+			kc := min(cfg.kc, k-pc)
+			bet := beta
+			if pc > 0 {
+				bet = 1
+			}
+			const grain = 4 // slivers per packing item
+			aItems := (aSl + grain - 1) / grain
+			bItems := (bSl + grain - 1) / grain
+			parallel(workers, aItems+bItems, func(it, _ int) {
+				if it < aItems {
+					for s := it * grain; s < min(aSl, (it+1)*grain); s++ {
+						packA(ap[s*mr*kc:(s+1)*mr*kc], a, lda, tA, s*mr, min(mr, m-s*mr), pc, kc, mr)
+					}
+					return
+				}
+				it -= aItems
+				for s := it * grain; s < min(bSl, (it+1)*grain); s++ {
+					packB(bp[s*nr*kc:(s+1)*nr*kc], b, ldb, tB, pc, kc, jc+s*nr, min(nr, nc-s*nr), nr)
+				}
+			})
+			parallel(workers, rowBlocks*colBlocks, func(it, w int) {
+				i0 := (it / colBlocks) * cfg.mc
+				i1 := min(m, i0+cfg.mc)
+				j0 := (it % colBlocks) * nb
+				j1 := min(nc, j0+nb)
+				tile := edge[w*mr*nr : (w+1)*mr*nr]
+				for jr := j0; jr < j1; jr += nr {
+					bs := &bp[(jr/nr)*kc*nr]
+					nrr := min(nr, nc-jr)
+					for ir := i0; ir < i1; ir += mr {
+						as := &ap[(ir/mr)*kc*mr]
+						mrr := min(mr, m-ir)
+						off := ir*ldc + jc + jr
+						if mrr == mr && nrr == nr {
+							cfg.kern(kc, as, bs, &c[off], ldc, alpha, bet)
+							continue
+						}
+						// A partial tile goes through a full-size copy so the kernel does the
+						// same arithmetic as on a full one.
+						clear(tile)
+						if bet != 0 {
+							for r := 0; r < mrr; r++ {
+								copy(tile[r*nr:r*nr+nrr], c[off+r*ldc:off+r*ldc+nrr])
+							}
+						}
+						cfg.kern(kc, as, bs, &tile[0], nr, alpha, bet)
+						for r := 0; r < mrr; r++ {
+							copy(c[off+r*ldc:off+r*ldc+nrr], tile[r*nr:r*nr+nrr])
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// packA writes rows i0..i0+rows of op(A), columns p0..p0+kc, as kc groups of mr values
+// (zero past the last row).
+func packA[T float](dst, a []T, lda int, tA bool, i0, rows, p0, kc, mr int) {
+	if rows < mr {
+		clear(dst)
+	}
+	if tA {
+		for p := 0; p < kc; p++ {
+			copy(dst[p*mr:p*mr+rows], a[(p0+p)*lda+i0:])
+		}
+		return
+	}
+	for r := 0; r < rows; r++ {
+		src := a[(i0+r)*lda+p0 : (i0+r)*lda+p0+kc]
+		for p, v := range src {
+			dst[p*mr+r] = v
+		}
+	}
+}
+
+// packB writes rows p0..p0+kc of op(B), columns j0..j0+cols, as kc groups of nr values
+// (zero past the last column).
+func packB[T float](dst, b []T, ldb int, tB bool, p0, kc, j0, cols, nr int) {
+	if cols < nr {
+		clear(dst)
+	}
+	if !tB {
+		for p := 0; p < kc; p++ {
+			copy(dst[p*nr:p*nr+cols], b[(p0+p)*ldb+j0:])
+		}
+		return
+	}
+	for j := 0; j < cols; j++ {
+		src := b[(j0+j)*ldb+p0 : (j0+j)*ldb+p0+kc]
+		for p, v := range src {
+			dst[p*nr+j] = v
+		}
+	}
+}
+
+func scale[T float](m, n int, beta T, c []T, ldc int) {
+	for i := 0; i < m; i++ {
+		row := c[i*ldc : i*ldc+n]
+		switch beta {
+		case 0:
+			clear(row)
+		case 1:
+		default:
+			for j := range row {
+				row[j] *= beta
+			}
+		}
+	}
+}
+
+// parallel runs fn(item, worker) for items 0..n-1 on up to workers goroutines (the caller's
+// among them), handing items out in order. fn must not care which worker runs an item.
+func parallel(workers, n int, fn func(item, worker int)) {
+	workers = min(workers, n)
+	if workers <= 1 {
+		for i := 0; i < n; i++ {
+			fn(i, 0)
+		}
+		return
+	}
+	var next atomic.Int64
+	run := func(w int) {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= n {
+				return
+			}
+			fn(i, w)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Add(workers - 1)
+	for w := 1; w < workers; w++ {
+		go func() {
+			defer wg.Done()
+			run(w)
+		}()
+	}
+	run(0)
+	wg.Wait()
+}
+
+func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+func unsafeSlice[T float](p *T, n int) []T { return unsafe.Slice(p, n) }
+
+// Packed panels are reused across calls: one GEMM of a training step would otherwise allocate
+// megabytes that the next one frees. Unlike a sync.Pool, the cache keeps its buffers over garbage
+// collections, so the live heap stays flat: it holds one buffer per GEMM that ever ran
+// concurrently, each at most (rowPanel + nc) * KBlock elements.
+type bufCache[T float] struct {
+	mu   sync.Mutex
+	free []*[]T
+}
+
+var (
+	cache32 bufCache[float32]
+	cache64 bufCache[float64]
+)
+
+func cacheOf[T float]() *bufCache[T] {
+	if c, ok := any(&cache32).(*bufCache[T]); ok {
+		return c
+	}
+	return any(&cache64).(*bufCache[T])
+}
+
+func getBuf[T float](n int) *[]T {
+	c := cacheOf[T]()
+	c.mu.Lock()
+	var p *[]T
+	if len(c.free) > 0 {
+		p = c.free[len(c.free)-1]
+		c.free = c.free[:len(c.free)-1]
+	}
+	c.mu.Unlock()
+	if p == nil {
+		p = new([]T)
+	}
+	if cap(*p) < n {
+		*p = make([]T, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+func putBuf[T float](p *[]T) {
+	c := cacheOf[T]()
+	c.mu.Lock()
+	c.free = append(c.free, p)
+	c.mu.Unlock()
+}

@@ -1,0 +1,494 @@
+//go:build amd64 && !purego
+
+#include "textflag.h"
+
+// Micro-kernels: C[0:MR, 0:NR] = alpha*(Ap·Bp) + beta*C over kc packed steps.
+// Ap holds MR values of a column of op(A) per step, Bp NR values of a row of op(B) per step.
+// Each accumulator sums its k terms in order with one FMA per term, so a result depends only
+// on the packed panels, never on which goroutine runs the kernel.
+// beta == 0 never reads C (it may hold NaN). C rows are ldc elements apart.
+
+// func sgemmKernAVX2(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+// MR = 6, NR = 16.
+TEXT ·sgemmKernAVX2(SB), NOSPLIT, $0-48
+	MOVQ kc+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R8
+	SHLQ $2, R8
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+	TESTQ CX, CX
+	JEQ   s2tail
+
+s2loop:
+	VMOVUPS      (DI), Y0
+	VMOVUPS      32(DI), Y1
+	VBROADCASTSS (SI), Y2
+	VBROADCASTSS 4(SI), Y3
+	VFMADD231PS  Y0, Y2, Y4
+	VFMADD231PS  Y1, Y2, Y5
+	VFMADD231PS  Y0, Y3, Y6
+	VFMADD231PS  Y1, Y3, Y7
+	VBROADCASTSS 8(SI), Y2
+	VBROADCASTSS 12(SI), Y3
+	VFMADD231PS  Y0, Y2, Y8
+	VFMADD231PS  Y1, Y2, Y9
+	VFMADD231PS  Y0, Y3, Y10
+	VFMADD231PS  Y1, Y3, Y11
+	VBROADCASTSS 16(SI), Y2
+	VBROADCASTSS 20(SI), Y3
+	VFMADD231PS  Y0, Y2, Y12
+	VFMADD231PS  Y1, Y2, Y13
+	VFMADD231PS  Y0, Y3, Y14
+	VFMADD231PS  Y1, Y3, Y15
+	ADDQ         $24, SI
+	ADDQ         $64, DI
+	DECQ         CX
+	JNZ          s2loop
+
+s2tail:
+	VBROADCASTSS alpha+40(FP), Y0
+	VMULPS       Y0, Y4, Y4
+	VMULPS       Y0, Y5, Y5
+	VMULPS       Y0, Y6, Y6
+	VMULPS       Y0, Y7, Y7
+	VMULPS       Y0, Y8, Y8
+	VMULPS       Y0, Y9, Y9
+	VMULPS       Y0, Y10, Y10
+	VMULPS       Y0, Y11, Y11
+	VMULPS       Y0, Y12, Y12
+	VMULPS       Y0, Y13, Y13
+	VMULPS       Y0, Y14, Y14
+	VMULPS       Y0, Y15, Y15
+	MOVL         beta+44(FP), AX
+	SHLL         $1, AX        // drop the sign: -0 counts as 0
+	JNE          s2beta
+	VMOVUPS      Y4, (DX)
+	VMOVUPS      Y5, 32(DX)
+	ADDQ         R8, DX
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         R8, DX
+	VMOVUPS      Y8, (DX)
+	VMOVUPS      Y9, 32(DX)
+	ADDQ         R8, DX
+	VMOVUPS      Y10, (DX)
+	VMOVUPS      Y11, 32(DX)
+	ADDQ         R8, DX
+	VMOVUPS      Y12, (DX)
+	VMOVUPS      Y13, 32(DX)
+	ADDQ         R8, DX
+	VMOVUPS      Y14, (DX)
+	VMOVUPS      Y15, 32(DX)
+	VZEROUPPER
+	RET
+
+s2beta:
+	VBROADCASTSS beta+44(FP), Y1
+	VFMADD231PS  (DX), Y1, Y4
+	VFMADD231PS  32(DX), Y1, Y5
+	VMOVUPS      Y4, (DX)
+	VMOVUPS      Y5, 32(DX)
+	ADDQ         R8, DX
+	VFMADD231PS  (DX), Y1, Y6
+	VFMADD231PS  32(DX), Y1, Y7
+	VMOVUPS      Y6, (DX)
+	VMOVUPS      Y7, 32(DX)
+	ADDQ         R8, DX
+	VFMADD231PS  (DX), Y1, Y8
+	VFMADD231PS  32(DX), Y1, Y9
+	VMOVUPS      Y8, (DX)
+	VMOVUPS      Y9, 32(DX)
+	ADDQ         R8, DX
+	VFMADD231PS  (DX), Y1, Y10
+	VFMADD231PS  32(DX), Y1, Y11
+	VMOVUPS      Y10, (DX)
+	VMOVUPS      Y11, 32(DX)
+	ADDQ         R8, DX
+	VFMADD231PS  (DX), Y1, Y12
+	VFMADD231PS  32(DX), Y1, Y13
+	VMOVUPS      Y12, (DX)
+	VMOVUPS      Y13, 32(DX)
+	ADDQ         R8, DX
+	VFMADD231PS  (DX), Y1, Y14
+	VFMADD231PS  32(DX), Y1, Y15
+	VMOVUPS      Y14, (DX)
+	VMOVUPS      Y15, 32(DX)
+	VZEROUPPER
+	RET
+
+// func dgemmKernAVX2(kc int, a, b, c *float64, ldc int, alpha, beta float64)
+// MR = 6, NR = 8.
+TEXT ·dgemmKernAVX2(SB), NOSPLIT, $0-56
+	MOVQ kc+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R8
+	SHLQ $3, R8
+	VXORPD Y4, Y4, Y4
+	VXORPD Y5, Y5, Y5
+	VXORPD Y6, Y6, Y6
+	VXORPD Y7, Y7, Y7
+	VXORPD Y8, Y8, Y8
+	VXORPD Y9, Y9, Y9
+	VXORPD Y10, Y10, Y10
+	VXORPD Y11, Y11, Y11
+	VXORPD Y12, Y12, Y12
+	VXORPD Y13, Y13, Y13
+	VXORPD Y14, Y14, Y14
+	VXORPD Y15, Y15, Y15
+	TESTQ CX, CX
+	JEQ   d2tail
+
+d2loop:
+	VMOVUPD      (DI), Y0
+	VMOVUPD      32(DI), Y1
+	VBROADCASTSD (SI), Y2
+	VBROADCASTSD 8(SI), Y3
+	VFMADD231PD  Y0, Y2, Y4
+	VFMADD231PD  Y1, Y2, Y5
+	VFMADD231PD  Y0, Y3, Y6
+	VFMADD231PD  Y1, Y3, Y7
+	VBROADCASTSD 16(SI), Y2
+	VBROADCASTSD 24(SI), Y3
+	VFMADD231PD  Y0, Y2, Y8
+	VFMADD231PD  Y1, Y2, Y9
+	VFMADD231PD  Y0, Y3, Y10
+	VFMADD231PD  Y1, Y3, Y11
+	VBROADCASTSD 32(SI), Y2
+	VBROADCASTSD 40(SI), Y3
+	VFMADD231PD  Y0, Y2, Y12
+	VFMADD231PD  Y1, Y2, Y13
+	VFMADD231PD  Y0, Y3, Y14
+	VFMADD231PD  Y1, Y3, Y15
+	ADDQ         $48, SI
+	ADDQ         $64, DI
+	DECQ         CX
+	JNZ          d2loop
+
+d2tail:
+	VBROADCASTSD alpha+40(FP), Y0
+	VMULPD       Y0, Y4, Y4
+	VMULPD       Y0, Y5, Y5
+	VMULPD       Y0, Y6, Y6
+	VMULPD       Y0, Y7, Y7
+	VMULPD       Y0, Y8, Y8
+	VMULPD       Y0, Y9, Y9
+	VMULPD       Y0, Y10, Y10
+	VMULPD       Y0, Y11, Y11
+	VMULPD       Y0, Y12, Y12
+	VMULPD       Y0, Y13, Y13
+	VMULPD       Y0, Y14, Y14
+	VMULPD       Y0, Y15, Y15
+	MOVQ         beta+48(FP), AX
+	SHLQ         $1, AX
+	JNE          d2beta
+	VMOVUPD      Y4, (DX)
+	VMOVUPD      Y5, 32(DX)
+	ADDQ         R8, DX
+	VMOVUPD      Y6, (DX)
+	VMOVUPD      Y7, 32(DX)
+	ADDQ         R8, DX
+	VMOVUPD      Y8, (DX)
+	VMOVUPD      Y9, 32(DX)
+	ADDQ         R8, DX
+	VMOVUPD      Y10, (DX)
+	VMOVUPD      Y11, 32(DX)
+	ADDQ         R8, DX
+	VMOVUPD      Y12, (DX)
+	VMOVUPD      Y13, 32(DX)
+	ADDQ         R8, DX
+	VMOVUPD      Y14, (DX)
+	VMOVUPD      Y15, 32(DX)
+	VZEROUPPER
+	RET
+
+d2beta:
+	VBROADCASTSD beta+48(FP), Y1
+	VFMADD231PD  (DX), Y1, Y4
+	VFMADD231PD  32(DX), Y1, Y5
+	VMOVUPD      Y4, (DX)
+	VMOVUPD      Y5, 32(DX)
+	ADDQ         R8, DX
+	VFMADD231PD  (DX), Y1, Y6
+	VFMADD231PD  32(DX), Y1, Y7
+	VMOVUPD      Y6, (DX)
+	VMOVUPD      Y7, 32(DX)
+	ADDQ         R8, DX
+	VFMADD231PD  (DX), Y1, Y8
+	VFMADD231PD  32(DX), Y1, Y9
+	VMOVUPD      Y8, (DX)
+	VMOVUPD      Y9, 32(DX)
+	ADDQ         R8, DX
+	VFMADD231PD  (DX), Y1, Y10
+	VFMADD231PD  32(DX), Y1, Y11
+	VMOVUPD      Y10, (DX)
+	VMOVUPD      Y11, 32(DX)
+	ADDQ         R8, DX
+	VFMADD231PD  (DX), Y1, Y12
+	VFMADD231PD  32(DX), Y1, Y13
+	VMOVUPD      Y12, (DX)
+	VMOVUPD      Y13, 32(DX)
+	ADDQ         R8, DX
+	VFMADD231PD  (DX), Y1, Y14
+	VFMADD231PD  32(DX), Y1, Y15
+	VMOVUPD      Y14, (DX)
+	VMOVUPD      Y15, 32(DX)
+	VZEROUPPER
+	RET
+
+// func sgemmKernAVX512(kc int, a, b, c *float32, ldc int, alpha, beta float32)
+// MR = 6, NR = 32: the AVX2 kernel on 512-bit registers, so the same bits.
+TEXT ·sgemmKernAVX512(SB), NOSPLIT, $0-48
+	MOVQ kc+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R8
+	SHLQ $2, R8
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	TESTQ CX, CX
+	JEQ   s5tail
+
+s5loop:
+	VMOVUPS      (DI), Z0
+	VMOVUPS      64(DI), Z1
+	VBROADCASTSS (SI), Z2
+	VBROADCASTSS 4(SI), Z3
+	VFMADD231PS  Z0, Z2, Z4
+	VFMADD231PS  Z1, Z2, Z5
+	VFMADD231PS  Z0, Z3, Z6
+	VFMADD231PS  Z1, Z3, Z7
+	VBROADCASTSS 8(SI), Z2
+	VBROADCASTSS 12(SI), Z3
+	VFMADD231PS  Z0, Z2, Z8
+	VFMADD231PS  Z1, Z2, Z9
+	VFMADD231PS  Z0, Z3, Z10
+	VFMADD231PS  Z1, Z3, Z11
+	VBROADCASTSS 16(SI), Z2
+	VBROADCASTSS 20(SI), Z3
+	VFMADD231PS  Z0, Z2, Z12
+	VFMADD231PS  Z1, Z2, Z13
+	VFMADD231PS  Z0, Z3, Z14
+	VFMADD231PS  Z1, Z3, Z15
+	ADDQ         $24, SI
+	ADDQ         $128, DI
+	DECQ         CX
+	JNZ          s5loop
+
+s5tail:
+	VBROADCASTSS alpha+40(FP), Z0
+	VMULPS       Z0, Z4, Z4
+	VMULPS       Z0, Z5, Z5
+	VMULPS       Z0, Z6, Z6
+	VMULPS       Z0, Z7, Z7
+	VMULPS       Z0, Z8, Z8
+	VMULPS       Z0, Z9, Z9
+	VMULPS       Z0, Z10, Z10
+	VMULPS       Z0, Z11, Z11
+	VMULPS       Z0, Z12, Z12
+	VMULPS       Z0, Z13, Z13
+	VMULPS       Z0, Z14, Z14
+	VMULPS       Z0, Z15, Z15
+	MOVL         beta+44(FP), AX
+	SHLL         $1, AX        // drop the sign: -0 counts as 0
+	JNE          s5beta
+	VMOVUPS      Z4, (DX)
+	VMOVUPS      Z5, 64(DX)
+	ADDQ         R8, DX
+	VMOVUPS      Z6, (DX)
+	VMOVUPS      Z7, 64(DX)
+	ADDQ         R8, DX
+	VMOVUPS      Z8, (DX)
+	VMOVUPS      Z9, 64(DX)
+	ADDQ         R8, DX
+	VMOVUPS      Z10, (DX)
+	VMOVUPS      Z11, 64(DX)
+	ADDQ         R8, DX
+	VMOVUPS      Z12, (DX)
+	VMOVUPS      Z13, 64(DX)
+	ADDQ         R8, DX
+	VMOVUPS      Z14, (DX)
+	VMOVUPS      Z15, 64(DX)
+	VZEROUPPER
+	RET
+
+s5beta:
+	VBROADCASTSS beta+44(FP), Z1
+	VFMADD231PS  (DX), Z1, Z4
+	VFMADD231PS  64(DX), Z1, Z5
+	VMOVUPS      Z4, (DX)
+	VMOVUPS      Z5, 64(DX)
+	ADDQ         R8, DX
+	VFMADD231PS  (DX), Z1, Z6
+	VFMADD231PS  64(DX), Z1, Z7
+	VMOVUPS      Z6, (DX)
+	VMOVUPS      Z7, 64(DX)
+	ADDQ         R8, DX
+	VFMADD231PS  (DX), Z1, Z8
+	VFMADD231PS  64(DX), Z1, Z9
+	VMOVUPS      Z8, (DX)
+	VMOVUPS      Z9, 64(DX)
+	ADDQ         R8, DX
+	VFMADD231PS  (DX), Z1, Z10
+	VFMADD231PS  64(DX), Z1, Z11
+	VMOVUPS      Z10, (DX)
+	VMOVUPS      Z11, 64(DX)
+	ADDQ         R8, DX
+	VFMADD231PS  (DX), Z1, Z12
+	VFMADD231PS  64(DX), Z1, Z13
+	VMOVUPS      Z12, (DX)
+	VMOVUPS      Z13, 64(DX)
+	ADDQ         R8, DX
+	VFMADD231PS  (DX), Z1, Z14
+	VFMADD231PS  64(DX), Z1, Z15
+	VMOVUPS      Z14, (DX)
+	VMOVUPS      Z15, 64(DX)
+	VZEROUPPER
+	RET
+
+
+// func dgemmKernAVX512(kc int, a, b, c *float64, ldc int, alpha, beta float64)
+// MR = 6, NR = 16: the AVX2 kernel on 512-bit registers, so the same bits.
+TEXT ·dgemmKernAVX512(SB), NOSPLIT, $0-56
+	MOVQ kc+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DI
+	MOVQ c+24(FP), DX
+	MOVQ ldc+32(FP), R8
+	SHLQ $3, R8
+	VPXORQ Z4, Z4, Z4
+	VPXORQ Z5, Z5, Z5
+	VPXORQ Z6, Z6, Z6
+	VPXORQ Z7, Z7, Z7
+	VPXORQ Z8, Z8, Z8
+	VPXORQ Z9, Z9, Z9
+	VPXORQ Z10, Z10, Z10
+	VPXORQ Z11, Z11, Z11
+	VPXORQ Z12, Z12, Z12
+	VPXORQ Z13, Z13, Z13
+	VPXORQ Z14, Z14, Z14
+	VPXORQ Z15, Z15, Z15
+	TESTQ CX, CX
+	JEQ   d5tail
+
+d5loop:
+	VMOVUPD      (DI), Z0
+	VMOVUPD      64(DI), Z1
+	VBROADCASTSD (SI), Z2
+	VBROADCASTSD 8(SI), Z3
+	VFMADD231PD  Z0, Z2, Z4
+	VFMADD231PD  Z1, Z2, Z5
+	VFMADD231PD  Z0, Z3, Z6
+	VFMADD231PD  Z1, Z3, Z7
+	VBROADCASTSD 16(SI), Z2
+	VBROADCASTSD 24(SI), Z3
+	VFMADD231PD  Z0, Z2, Z8
+	VFMADD231PD  Z1, Z2, Z9
+	VFMADD231PD  Z0, Z3, Z10
+	VFMADD231PD  Z1, Z3, Z11
+	VBROADCASTSD 32(SI), Z2
+	VBROADCASTSD 40(SI), Z3
+	VFMADD231PD  Z0, Z2, Z12
+	VFMADD231PD  Z1, Z2, Z13
+	VFMADD231PD  Z0, Z3, Z14
+	VFMADD231PD  Z1, Z3, Z15
+	ADDQ         $48, SI
+	ADDQ         $128, DI
+	DECQ         CX
+	JNZ          d5loop
+
+d5tail:
+	VBROADCASTSD alpha+40(FP), Z0
+	VMULPD       Z0, Z4, Z4
+	VMULPD       Z0, Z5, Z5
+	VMULPD       Z0, Z6, Z6
+	VMULPD       Z0, Z7, Z7
+	VMULPD       Z0, Z8, Z8
+	VMULPD       Z0, Z9, Z9
+	VMULPD       Z0, Z10, Z10
+	VMULPD       Z0, Z11, Z11
+	VMULPD       Z0, Z12, Z12
+	VMULPD       Z0, Z13, Z13
+	VMULPD       Z0, Z14, Z14
+	VMULPD       Z0, Z15, Z15
+	MOVQ         beta+48(FP), AX
+	SHLQ         $1, AX
+	JNE          d5beta
+	VMOVUPD      Z4, (DX)
+	VMOVUPD      Z5, 64(DX)
+	ADDQ         R8, DX
+	VMOVUPD      Z6, (DX)
+	VMOVUPD      Z7, 64(DX)
+	ADDQ         R8, DX
+	VMOVUPD      Z8, (DX)
+	VMOVUPD      Z9, 64(DX)
+	ADDQ         R8, DX
+	VMOVUPD      Z10, (DX)
+	VMOVUPD      Z11, 64(DX)
+	ADDQ         R8, DX
+	VMOVUPD      Z12, (DX)
+	VMOVUPD      Z13, 64(DX)
+	ADDQ         R8, DX
+	VMOVUPD      Z14, (DX)
+	VMOVUPD      Z15, 64(DX)
+	VZEROUPPER
+	RET
+
+d5beta:
+	VBROADCASTSD beta+48(FP), Z1
+	VFMADD231PD  (DX), Z1, Z4
+	VFMADD231PD  64(DX), Z1, Z5
+	VMOVUPD      Z4, (DX)
+	VMOVUPD      Z5, 64(DX)
+	ADDQ         R8, DX
+	VFMADD231PD  (DX), Z1, Z6
+	VFMADD231PD  64(DX), Z1, Z7
+	VMOVUPD      Z6, (DX)
+	VMOVUPD      Z7, 64(DX)
+	ADDQ         R8, DX
+	VFMADD231PD  (DX), Z1, Z8
+	VFMADD231PD  64(DX), Z1, Z9
+	VMOVUPD      Z8, (DX)
+	VMOVUPD      Z9, 64(DX)
+	ADDQ         R8, DX
+	VFMADD231PD  (DX), Z1, Z10
+	VFMADD231PD  64(DX), Z1, Z11
+	VMOVUPD      Z10, (DX)
+	VMOVUPD      Z11, 64(DX)
+	ADDQ         R8, DX
+	VFMADD231PD  (DX), Z1, Z12
+	VFMADD231PD  64(DX), Z1, Z13
+	VMOVUPD      Z12, (DX)
+	VMOVUPD      Z13, 64(DX)
+	ADDQ         R8, DX
+	VFMADD231PD  (DX), Z1, Z14
+	VFMADD231PD  64(DX), Z1, Z15
+	VMOVUPD      Z14, (DX)
+	VMOVUPD      Z15, 64(DX)
+	VZEROUPPER
+	RET
