@@ -16,6 +16,7 @@ import (
 	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/sweep"
+	"github.com/gorgonia-ooc/outofcore/train"
 	"github.com/gorgonia-ooc/outofcore/vm"
 )
 
@@ -37,11 +38,11 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	bspec, err := parseBudget(*budgetFlag)
+	bspec, err := train.ParseBudget(*budgetFlag)
 	if err != nil {
 		return fmt.Errorf("%w: -budget: %v", errUsage, err)
 	}
-	win, err := parseBytes(*window)
+	win, err := train.ParseBytes(*window)
 	if err != nil {
 		return fmt.Errorf("%w: -window: %v", errUsage, err)
 	}
@@ -58,7 +59,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	budget := bspec.resolve(peak)
+	budget := bspec.Resolve(peak)
 	opts := []ooc.Option{ooc.WithDevice(dev), ooc.WithBudget(budget), ooc.WithWindow(win)}
 	if *schedName == "baseline" {
 		opts = append(opts, ooc.Baseline())
@@ -92,10 +93,10 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "%s batch %d, %dx%d on %s: %d functions, %d instructions, scheduler %s\n",
 		*model, *batch, *image, *image, dev.Name(), len(p.Funcs), len(p.Instrs), p.Scheduler)
 	fmt.Fprintf(stdout, "in-core peak %s (device %s); budget %s (%.0f%% of the in-core peak); planned peak %s\n",
-		formatBytes(peak), formatBytes(dev.Capacity()), formatBytes(budget), 100*float64(budget)/float64(peak), formatBytes(p.Peak))
-	fmt.Fprintf(stdout, "swap-ins %d (%s), swap-outs %d (%s)\n", swapIns, formatBytes(inBytes), swapOuts, formatBytes(outBytes))
+		train.FormatBytes(peak), train.FormatBytes(dev.Capacity()), train.FormatBytes(budget), 100*float64(budget)/float64(peak), train.FormatBytes(p.Peak))
+	fmt.Fprintf(stdout, "swap-ins %d (%s), swap-outs %d (%s)\n", swapIns, train.FormatBytes(inBytes), swapOuts, train.FormatBytes(outBytes))
 	if p.Window > 0 {
-		fmt.Fprintf(stdout, "schedule-window %s (%.2f x the budget)\n", formatBytes(p.Window), float64(p.Window)/float64(budget))
+		fmt.Fprintf(stdout, "schedule-window %s (%.2f x the budget)\n", train.FormatBytes(p.Window), float64(p.Window)/float64(budget))
 	}
 	timing := p.Timing
 	if timing == "" {

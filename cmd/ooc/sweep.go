@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/gorgonia-ooc/outofcore/sweep"
+	"github.com/gorgonia-ooc/outofcore/train"
 )
 
 // runSweep is "ooc sweep": for each scheduler, allocator and batch size, the
@@ -54,10 +55,10 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.Batches = append(cfg.Batches, n)
 	}
 	var err error
-	if cfg.Capacity, err = parseBytes(*budget); err != nil {
+	if cfg.Capacity, err = train.ParseBytes(*budget); err != nil {
 		return fmt.Errorf("%w: -budget: %v", errUsage, err)
 	}
-	if cfg.ChunkSize, err = parseBytes(*chunk); err != nil {
+	if cfg.ChunkSize, err = train.ParseBytes(*chunk); err != nil {
 		return fmt.Errorf("%w: -chunk: %v", errUsage, err)
 	}
 	if !*quiet {

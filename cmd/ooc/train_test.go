@@ -10,8 +10,9 @@ import (
 	"testing"
 	"time"
 
-	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/train"
 )
 
 // A short run under a budget below the in-core peak: it prints a loss per
@@ -66,9 +67,9 @@ func TestTrainBaselineEqualsBudget(t *testing.T) {
 }
 
 // stateOf loads a checkpoint's tensors as name -> tensor.
-func stateOf(t *testing.T, path string) (*checkpoint, map[string]*tensor.Dense) {
+func stateOf(t *testing.T, path string) (*train.Checkpoint, map[string]*tensor.Dense) {
 	t.Helper()
-	c, err := loadCheckpoint(path)
+	c, err := train.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,79 +185,6 @@ func TestResumeRefusals(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), path+".missing") {
 		t.Errorf("missing checkpoint: %v", err)
 	}
-}
-
-// The solvers' hidden state survives export and import: a fresh solver given
-// the exported state steps exactly as the original.
-func TestSolverStateRoundTrip(t *testing.T) {
-	for _, opt := range []string{"sgd", "momentum", "adam"} {
-		t.Run(opt, func(t *testing.T) {
-			mk := func() (G.Nodes, []*tensor.Dense) {
-				g := G.NewGraph()
-				var ns G.Nodes
-				var ws []*tensor.Dense
-				for i, shape := range [][]int{{3, 2}, {4}} {
-					w := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(seq(shape, float32(i)+0.5)))
-					ns = append(ns, G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName(fmt.Sprint("w", i)), G.WithValue(w)))
-					ws = append(ws, w)
-				}
-				return ns, ws
-			}
-			grads := func(ns G.Nodes, step int) []G.ValueGrad {
-				var out []G.ValueGrad
-				for i, n := range ns {
-					d := seq(n.Shape(), float32(step*7+i)*0.37)
-					out = append(out, valueGrad{n.Value(), tensor.New(tensor.WithShape(n.Shape()...), tensor.WithBacking(d))})
-				}
-				return out
-			}
-			na, wa := mk()
-			a, _ := newSolver(opt, 0.05)
-			for s := 0; s < 3; s++ {
-				if err := a.Step(grads(na, s)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			st, err := exportSolver(a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			nb, wb := mk()
-			for i := range wa {
-				tensor.Copy(wb[i], wa[i])
-			}
-			b, _ := newSolver(opt, 0.05)
-			if err := importSolver(b, st, nb); err != nil {
-				t.Fatal(err)
-			}
-			for s := 3; s < 6; s++ {
-				a.Step(grads(na, s))
-				b.Step(grads(nb, s))
-			}
-			for i := range wa {
-				if !sameBits(wa[i], wb[i]) {
-					t.Errorf("weight %d: %v after import, %v without", i, wb[i], wa[i])
-				}
-			}
-			if opt != "sgd" && len(st.Slots) != 2 {
-				t.Errorf("%d slots exported", len(st.Slots))
-			}
-		})
-	}
-}
-
-type valueGrad struct{ v, g G.Value }
-
-func (v valueGrad) Value() G.Value         { return v.v }
-func (v valueGrad) Grad() (G.Value, error) { return v.g, nil }
-
-func seq(shape []int, base float32) []float32 {
-	n := tensor.Shape(shape).TotalSize()
-	d := make([]float32, n)
-	for i := range d {
-		d[i] = base + float32(i)*0.25 - float32(i*i)*0.01
-	}
-	return d
 }
 
 // The progress bar, when asked for, shows the rate, the loss and the memory.

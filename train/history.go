@@ -1,33 +1,48 @@
-package main
+package train
 
 import (
+	"encoding/json"
 	"fmt"
 	"image/color"
+	"io"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 )
 
-// epochRecord is one finished epoch: its mean train loss and the test
+// EpochRecord is one finished epoch: its mean train loss and the test
 // evaluation after it.
-type epochRecord struct {
+type EpochRecord struct {
 	Epoch     int         `json:"epoch"`
 	Step      int         `json:"step"`
 	TrainLoss float64     `json:"train_loss"`
-	Eval      *evalResult `json:"eval,omitempty"`
+	Eval      *EvalResult `json:"eval,omitempty"`
 }
 
-func writeHistory(file string, res *trainResult) error {
-	return writeJSON(file, struct {
-		Epochs []epochRecord `json:"epochs"`
-		Losses []float64     `json:"step_losses"`
-		First  int           `json:"first_step"`
-	}{res.Epochs, res.Losses, res.First})
+// History is a run's record across resumes: its finished epochs and the
+// loss of every step from First on (1 unless the run was resumed from a
+// version 1 checkpoint, which kept no losses).
+type History struct {
+	Epochs []EpochRecord `json:"epochs"`
+	Losses []float64     `json:"step_losses"`
+	First  int           `json:"first_step"`
 }
 
-// plotHistory draws the mean train loss and the test accuracy per epoch.
-func plotHistory(file, model, data string, epochs []epochRecord) error {
+// WriteHistory writes h as indented JSON to file, atomically.
+func WriteHistory(file string, h History) error {
+	raw, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(file, func(w io.Writer) error {
+		_, err := w.Write(append(raw, '\n'))
+		return err
+	})
+}
+
+// PlotHistory draws the mean train loss and the test accuracy per epoch.
+func PlotHistory(file, model, data string, epochs []EpochRecord) error {
 	if len(epochs) == 0 {
 		return fmt.Errorf("-plot: no epoch finished, nothing to draw")
 	}
