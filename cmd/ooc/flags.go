@@ -149,6 +149,8 @@ func (o *trainOptions) check() error {
 	switch {
 	case o.LogEvery < 0:
 		return usagef("-log-every %d: must not be negative", o.LogEvery)
+	case o.Epochs <= 0: // before train.Config's defaults make it 1
+		return usagef("-epochs %d: must be positive", o.Epochs)
 	case o.Resume && o.Checkpoint == "":
 		return usagef("-resume needs -checkpoint FILE")
 	}
