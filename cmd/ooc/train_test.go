@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -199,5 +203,88 @@ func TestProgressBar(t *testing.T) {
 	}
 	if strings.Contains(out, "\nstep 1/2") {
 		t.Errorf("bar mode printed plain step lines:\n%s", out)
+	}
+}
+
+// stopAfter is a context whose Err reports cancellation from its n+1-th
+// call on: the trainer checks it once before each step, so the run stops
+// after exactly n steps, as on a first SIGINT or SIGTERM.
+type stopAfter struct {
+	context.Context
+	n int
+}
+
+func (c *stopAfter) Err() error {
+	if c.n <= 0 {
+		return context.Canceled
+	}
+	c.n--
+	return nil
+}
+
+// An interrupted run says the exact command that continues it, and that
+// command (-checkpoint F -resume, nothing else) finishes the run as a
+// straight one would, with its history and plot covering the whole run;
+// flags given again override the saved run and say so.
+func TestInterruptThenResumeAlone(t *testing.T) {
+	dir := t.TempDir()
+	hist, plot := filepath.Join(dir, "h.json"), filepath.Join(dir, "p.svg")
+	run := tiny("-epochs", "2", "-budget", "55%", "-allocator", "bestfit", "-history", hist, "-plot", plot)
+	straight, _ := mustTrain(t, tiny("-epochs", "2", "-budget", "55%", "-allocator", "bestfit")...)
+
+	path := filepath.Join(dir, "run.ckpt")
+	o, err := parseTrainFlags(append(run, "-checkpoint", path), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	first, err := runTraining(&stopAfter{context.Background(), 3}, o, &out)
+	want := "interrupted after step 3; continue with: ooc train -checkpoint " + path + " -resume"
+	if err == nil || err.Error() != want {
+		t.Fatalf("interrupt: %v, want %q", err, want)
+	}
+	if _, err := os.Stat(hist); err == nil {
+		t.Errorf("an interrupted run wrote its history")
+	}
+	second, out2 := mustTrain(t, "-checkpoint", path, "-resume")
+	for _, w := range []string{"resuming " + path + " after step 3", "allocator bestfit", "55% of the in-core peak", "history of steps 1..8 and 2 epochs", "plot of 2 epochs"} {
+		if !strings.Contains(out2, w) {
+			t.Errorf("resumed output lacks %q:\n%s", w, out2)
+		}
+	}
+	if got := append(append([]float64{}, first.Losses...), second.Losses...); fmt.Sprint(got) != fmt.Sprint(straight.Losses) {
+		t.Errorf("losses %v, straight %v", got, straight.Losses)
+	}
+	var h train.History
+	raw, _ := os.ReadFile(hist)
+	if err := json.Unmarshal(raw, &h); err != nil || h.First != 1 || len(h.Losses) != 8 || len(h.Epochs) != 2 {
+		t.Errorf("history %+v, %v", h, err)
+	}
+	// Flags given again override the saved run, and say so.
+	_, out3 := mustTrain(t, "-checkpoint", path, "-resume", "-epochs", "3", "-budget", "70%", "-steps", "9")
+	for _, w := range []string{"-epochs 3 overrides the checkpoint's 2", "-budget 70% overrides the checkpoint's 55%", "-steps 9 overrides the checkpoint's 0", "steps       9..9 of 9"} {
+		if !strings.Contains(out3, w) {
+			t.Errorf("override output lacks %q:\n%s", w, out3)
+		}
+	}
+}
+
+// A run removes the temporary files an interrupted write of its own
+// checkpoint left, and only those.
+func TestStaleTempsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "run.ckpt")
+	mine, other := filepath.Join(dir, ".run.ckpt.tmp-123"), filepath.Join(dir, ".other.ckpt.tmp-9")
+	for _, f := range []string{mine, other} {
+		if err := os.WriteFile(f, []byte("half a checkpoint"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, out := mustTrain(t, tiny("-steps", "1", "-checkpoint", path)...)
+	if _, err := os.Stat(mine); err == nil || !strings.Contains(out, "removed "+mine) {
+		t.Errorf("stale %s left, output:\n%s", mine, out)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another checkpoint's temp file was removed: %v", err)
 	}
 }
