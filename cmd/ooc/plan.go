@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"image/color"
 	"io"
@@ -23,9 +22,9 @@ import (
 // runPlan is "ooc plan": it plans one training step, prints the tape and a
 // summary, and with -plot draws device memory over the step against the budget.
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	model := fs.String("model", "resnet50", "model")
+	fs := newFlagSet("plan", "[flags]", "Plans one training step under a budget and prints a summary (with -tape, every instruction of the tape);\n"+
+		"-plot draws device memory over the step against the budget.", stderr)
+	model := fs.String("model", "resnet50", "model: "+strings.Join(models.Names(), ", "))
 	image := fs.Int("image", 224, "input height and width")
 	classes := fs.Int("classes", 1000, "number of classes")
 	batch := fs.Int("batch", 256, "batch size")
@@ -35,7 +34,10 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	device := fs.String("device", "sim:v100-nvlink", "cpu, sim:PROFILE, or cuda / cuda:N (the device's capacity bounds the budget)")
 	tape := fs.Bool("tape", false, "print every instruction of the tape")
 	plotFile := fs.String("plot", "", "draw memory in use over the step to this file (.svg, .png)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	if err := checkModel(*model, map[string]int{"image": *image, "batch": *batch, "classes": *classes}); err != nil {
 		return err
 	}
 	bspec, err := train.ParseBudget(*budgetFlag)
@@ -45,6 +47,15 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	win, err := train.ParseBytes(*window)
 	if err != nil {
 		return fmt.Errorf("%w: -window: %v", errUsage, err)
+	}
+	var sched ooc.Scheduler
+	if *schedName != "baseline" {
+		if sched, err = sweep.SchedulerNamed(*schedName); err != nil {
+			return fmt.Errorf("%w: unknown scheduler %q (want baseline or one of %s)", errUsage, *schedName, strings.Join(sweep.SchedulerNames, ", "))
+		}
+	}
+	if err := checkOutputs(nil, map[string]string{"plot": *plotFile}); err != nil {
+		return err
 	}
 	dev, err := openDevice(*device, 0)
 	if err != nil {
@@ -61,20 +72,16 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	budget := bspec.Resolve(peak)
 	opts := []ooc.Option{ooc.WithDevice(dev), ooc.WithBudget(budget), ooc.WithWindow(win)}
-	if *schedName == "baseline" {
+	if sched == nil {
 		opts = append(opts, ooc.Baseline())
 	} else {
-		sc, err := sweep.SchedulerNamed(*schedName)
-		if err != nil {
-			return fmt.Errorf("%w: unknown scheduler %q (want baseline or one of %s)", errUsage, *schedName, strings.Join(sweep.SchedulerNames, ", "))
-		}
-		opts = append(opts, ooc.WithScheduler(sc))
+		opts = append(opts, ooc.WithScheduler(sched))
 	}
 	p, err := ooc.Plan(m.Graph, opts...)
 	if err != nil {
 		return err
 	}
-	if sc, _ := sweep.SchedulerNamed(*schedName); sc != nil && ooc.TimesOps(sc) && !dev.Simulated() {
+	if sched != nil && ooc.TimesOps(sched) && !dev.Simulated() {
 		if dev.Name() != "cpu" {
 			return fmt.Errorf("-scheduler %s times the ops with a step on the device, and steps on %s come with part 2 of issue 14: use a scheduler that does not (window, lms) or a sim:PROFILE", *schedName, dev.Name())
 		}
