@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
 
 // Config is a training run's whole configuration. A checkpoint holds it, so
@@ -118,8 +119,8 @@ func (c *Config) Check() error {
 		return configErrorf("-budget %v: must be positive", c.Budget)
 	case c.Window < 0:
 		return configErrorf("-window %d: must not be negative", c.Window)
-	case c.Chunk < 0:
-		return configErrorf("-chunk %d: must not be negative", c.Chunk)
+	case c.Chunk < 0 || c.Chunk%alloc.Granularity != 0:
+		return configErrorf("-chunk %d: must be a multiple of 2 MiB (or 0: chosen for the budget)", c.Chunk)
 	case c.Batch <= 0:
 		return configErrorf("-batch %d: must be positive", c.Batch)
 	case c.Image < 0:
@@ -215,14 +216,20 @@ func (c *Config) allocator() ooc.AllocatorKind {
 
 // compileOptions are the Compile options for a resolved budget.
 func (c *Config) compileOptions(budget int64) []ooc.Option {
+	return c.compileOptionsFor(memoryPlan{planned: budget, chunk: c.Chunk})
+}
+
+// compileOptionsFor are the Compile options for a memory plan (its device
+// not included).
+func (c *Config) compileOptionsFor(p memoryPlan) []ooc.Option {
 	opts := []ooc.Option{ooc.WithAllocator(c.allocator()), ooc.WithWindow(c.Window)}
-	if c.Chunk > 0 {
-		opts = append(opts, ooc.WithChunkSize(c.Chunk))
+	if p.chunk > 0 {
+		opts = append(opts, ooc.WithChunkSize(p.chunk))
 	}
 	if c.Scheduler == "baseline" {
 		return append(opts, ooc.Baseline())
 	}
-	return append(opts, ooc.WithBudget(budget))
+	return append(opts, ooc.WithBudget(p.planned))
 }
 
 // budgetError explains a budget Compile refused: with the window scheduler
@@ -253,7 +260,7 @@ func (c *Config) budgetLine(budget, inCore int64) string {
 	}
 	s := fmt.Sprintf("budget %d B (%s", budget, FormatBytes(budget))
 	switch {
-	case c.Budget.Percent > 0:
+	case c.Budget.Percent > 0 && budget == c.Budget.Resolve(inCore):
 		s += fmt.Sprintf(", %s of the in-core peak %s)", c.Budget, FormatBytes(inCore))
 	case inCore > 0:
 		s += fmt.Sprintf(", %.0f%% of the in-core peak %s)", 100*float64(budget)/float64(inCore), FormatBytes(inCore))

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	G "gorgonia.org/gorgonia"
@@ -83,7 +84,9 @@ type Trainer struct {
 	loader   *datasets.Loader
 	bpe      int
 	inCore   int64
-	budget   int64
+	budget   int64      // the budget resolved to bytes
+	mem      memoryPlan // the device and the scheduling budget it allows
+	dev      vm.Device  // the training device when the trainer made it
 	extra    []ooc.Option
 	machine  *vm.Machine
 	ev       *evaluator
@@ -268,12 +271,35 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 	}
 	t.inCore = inCore.Peak
 	t.budget = cfg.Budget.Resolve(t.inCore)
-	t.machine, err = ooc.Compile(m.Graph, append(t.compileOptions(), ooc.BindDualValues(m.Learnables...))...)
-	if err != nil {
-		return t, cfg.budgetError(err, func(b int64) error {
+	explain := func(err error) error {
+		return cfg.budgetError(err, func(b int64) error {
 			_, err := ooc.Plan(m.Graph, ooc.WithWindow(cfg.Window), ooc.WithBudget(b))
 			return err
 		}, t.budget, t.inCore)
+	}
+	if t.mem, err = fitMemory(&t.cfg, m, t.budget); err != nil {
+		var small *deviceTooSmallError
+		if !errors.As(err, &small) && !strings.Contains(err.Error(), "infeasible") {
+			return t, explain(err)
+		}
+		msg := fmt.Sprintf("-budget %s (%d bytes; in-core peak %d bytes): %v", cfg.Budget, t.budget, t.inCore, err)
+		if least := leastDevice(&t.cfg, m, t.budget, t.inCore); least > 0 {
+			pct := math.Ceil(100 * float64(least) / float64(t.inCore))
+			return t, fmt.Errorf("%s; the least device that serves a step is about %s (%.0f%% of the in-core peak): try -budget %.0f%% (or -budget %d)",
+				msg, FormatBytes(least), pct, pct, least)
+		}
+		return t, errors.New(msg)
+	}
+	opts := t.cfg.compileOptionsFor(t.mem)
+	if t.mem.device > 0 {
+		if t.dev, err = vm.NewCPU(t.mem.device); err != nil {
+			return t, err
+		}
+		opts = append(opts, ooc.WithDevice(t.dev))
+	}
+	opts = append(append(opts, t.extra...), ooc.BindDualValues(m.Learnables...))
+	if t.machine, err = ooc.Compile(m.Graph, opts...); err != nil {
+		return t, explain(err)
 	}
 	t.bns = modelBatchNorms(m)
 	if testDS != nil {
@@ -291,8 +317,14 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 	return t, nil
 }
 
+// compileOptions are the evaluation machine's: the training run's
+// scheduling budget and chunk, on a device of its own.
 func (t *Trainer) compileOptions() []ooc.Option {
-	return append(t.cfg.compileOptions(t.budget), t.extra...)
+	p := t.mem
+	if p.planned == 0 {
+		p.planned = t.budget
+	}
+	return append(t.cfg.compileOptionsFor(p), t.extra...)
 }
 
 // openLoader (re)opens the training loader at the run's position.
@@ -321,6 +353,9 @@ func (t *Trainer) Close() error {
 	}
 	if t.machine != nil {
 		errs = append(errs, t.machine.Close())
+	}
+	if t.dev != nil {
+		errs = append(errs, t.dev.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -389,6 +424,9 @@ func (t *Trainer) Describe(out io.Writer) {
 	}
 	fmt.Fprintf(out, "memory: in-core peak %s; scheduler %s, %s, allocator %s; tape of %d instructions, %d swap-ins per step\n",
 		FormatBytes(t.inCore), prog.Scheduler, cfg.budgetLine(prog.Budget, t.inCore), cfg.Allocator, len(prog.Instrs), swapIns)
+	if line := t.deviceLine(); line != "" {
+		fmt.Fprintf(out, "device: %s\n", line)
+	}
 	if t.ev != nil {
 		ep := t.ev.machine.Program()
 		fmt.Fprintf(out, "evaluation: forward pass only (%d ops, peak %s), batch norm in inference mode; logits: %s\n", len(ep.Funcs), FormatBytes(ep.Peak), t.ev.Note)
@@ -664,8 +702,12 @@ func (t *Trainer) Summary(out io.Writer, res *Result) {
 	case t.testNote != "":
 		fmt.Fprintf(out, "  evaluation  %s\n", t.testNote)
 	}
-	fmt.Fprintf(out, "  device      peak %d B (%s); %s; allocator reserved %s at most\n",
-		st.PeakDeviceBytes, FormatBytes(st.PeakDeviceBytes), cfg.budgetLine(prog.Budget, t.inCore), FormatBytes(st.ReservedBytes))
+	fmt.Fprintf(out, "  device      peak %d B (%s) requested by the step; %s; allocator %s reserved %s at most (peak requested from it %s)\n",
+		st.PeakDeviceBytes, FormatBytes(st.PeakDeviceBytes), cfg.budgetLine(prog.Budget, t.inCore), cfg.Allocator,
+		FormatBytes(st.ReservedBytes), FormatBytes(st.Allocator.PeakRequested))
+	if line := t.deviceLine(); line != "" {
+		fmt.Fprintf(out, "  memory      %s\n", line)
+	}
 	fmt.Fprintf(out, "  swap bytes  in %d (%s), out %d (%s); %d swap-ins, %d swap-outs\n",
 		st.SwapInBytes, FormatBytes(st.SwapInBytes), st.SwapOutBytes, FormatBytes(st.SwapOutBytes), st.SwapIns, st.SwapOuts)
 	if cfg.Checkpoint != "" {
@@ -684,4 +726,28 @@ func checkNew(path string) error {
 		return fmt.Errorf("-checkpoint: %w", err)
 	}
 	return nil
+}
+
+// deviceLine explains the device a budget made ("" when there is none).
+func (t *Trainer) deviceLine() string {
+	p := t.mem
+	if p.device == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("a CPU device of %s (%d B) holds the step's memory, as a GPU's would: the allocator cannot reserve more", FormatBytes(p.device), p.device)
+	if p.device > t.budget {
+		s += fmt.Sprintf(" (the budget %s is below the one chunk the allocator maps at least)", FormatBytes(t.budget))
+	}
+	if p.chunk > 0 {
+		how := "given"
+		if p.adaptive {
+			how = "chosen for the device"
+		}
+		s += fmt.Sprintf("; VA chunk %s (%s)", FormatBytes(p.chunk), how)
+	}
+	if p.planned < t.budget {
+		s += fmt.Sprintf("; the scheduler plans under %s, %d%% of the budget, the most at which the allocator serves a step in the device (%d budgets tried)",
+			FormatBytes(p.planned), 100*p.planned/t.budget, p.tries)
+	}
+	return s
 }

@@ -8,6 +8,8 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -132,4 +134,42 @@ func TestInterruptAndResume(t *testing.T) {
 			}
 		})
 	}
+}
+
+// On the CPU device a budget of B bytes is a device of B bytes: the
+// allocator never reserves more, the scheduler plans under what the
+// allocator can serve in it, and a budget whose device cannot hold a step
+// is refused before training with the least budget that works.
+func TestBudgetIsDevice(t *testing.T) {
+	base := Config{Model: "smallcnn", Data: "synthetic:n=32", Batch: 32, Image: 32, Seed: 1, Steps: 1}
+	for _, pct := range []float64{60, 100} {
+		t.Run(fmt.Sprintf("%v%%", pct), func(t *testing.T) {
+			cfg := base
+			cfg.Budget = Budget{Percent: pct}
+			tr, res := fit(t, cfg)
+			if tr.mem.device != tr.budget || tr.mem.chunk != 2<<20 || !tr.mem.adaptive {
+				t.Errorf("budget %d: device %d, chunk %d", tr.budget, tr.mem.device, tr.mem.chunk)
+			}
+			st := res.Stats
+			if st.ReservedBytes <= 0 || st.ReservedBytes > tr.mem.device || st.PeakDeviceBytes > tr.mem.planned || tr.mem.planned > tr.budget {
+				t.Errorf("device %d, planned %d: reserved %d, peak %d", tr.mem.device, tr.mem.planned, st.ReservedBytes, st.PeakDeviceBytes)
+			}
+			var out bytes.Buffer
+			tr.Summary(&out, res)
+			if !strings.Contains(out.String(), "a CPU device of ") || !strings.Contains(out.String(), "peak requested from it") {
+				t.Errorf("summary:\n%s", out.String())
+			}
+		})
+	}
+	cfg := base
+	cfg.Budget = Budget{Percent: 20}
+	_, err := Open(cfg)
+	m := regexp.MustCompile(`the least device that serves a step is about .*\(or -budget ([0-9]+)\)`).FindStringSubmatch(fmt.Sprint(err))
+	if m == nil {
+		t.Fatalf("20%%: %v", err)
+	}
+	// The budget suggested works.
+	b, _ := strconv.ParseInt(m[1], 10, 64)
+	cfg.Budget = Budget{Bytes: b}
+	fit(t, cfg)
 }
