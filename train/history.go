@@ -6,9 +6,10 @@ import (
 	"image/color"
 	"io"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/gorgonia-ooc/outofcore/internal/figure"
 )
 
 // EpochRecord is one finished epoch: its mean train loss and the test
@@ -53,7 +54,7 @@ func PlotHistory(file, model, data string, epochs []EpochRecord) error {
 			acc = append(acc, plotter.XY{X: float64(e.Epoch), Y: e.Eval.Accuracy})
 		}
 	}
-	p := plot.New()
+	p := figure.New()
 	p.Title.Text = fmt.Sprintf("%s on %s: train loss and test accuracy per epoch (measured, CPU)", model, data)
 	p.X.Label.Text = "epoch"
 	p.Y.Label.Text = "train loss / test accuracy"
@@ -73,6 +74,5 @@ func PlotHistory(file, model, data string, epochs []EpochRecord) error {
 		p.Add(al, ap, plotter.NewGrid())
 		p.Legend.Add("test accuracy", al, ap)
 	}
-	p.Legend.Top = true
-	return p.Save(7*vg.Inch, 4*vg.Inch, file)
+	return figure.Save(p, 7*vg.Inch, 4*vg.Inch, file)
 }

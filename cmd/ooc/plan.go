@@ -7,11 +7,11 @@ import (
 	"io"
 	"strings"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gorgonia.org/tensor"
 
+	"github.com/gorgonia-ooc/outofcore/internal/figure"
 	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/sweep"
@@ -150,7 +150,7 @@ func plotTimeline(p *vm.Program, model string, batch int, device, file string) e
 	}
 	budget[0] = plotter.XY{X: 0, Y: float64(p.Budget) / (1 << 30)}
 	budget[1] = plotter.XY{X: float64(len(live) - 1), Y: float64(p.Budget) / (1 << 30)}
-	pl := plot.New()
+	pl := figure.New()
 	pl.Title.Text = fmt.Sprintf("%s batch %d, %s scheduler on %s: device memory over one step", model, batch, p.Scheduler, device)
 	pl.X.Label.Text = "tape instruction"
 	pl.Y.Label.Text = "GiB held (variables + workspace)"
@@ -167,6 +167,5 @@ func plotTimeline(p *vm.Program, model string, batch int, device, file string) e
 	pl.Add(l, bl)
 	pl.Legend.Add("in use", l)
 	pl.Legend.Add("budget", bl)
-	pl.Legend.Top = true
-	return pl.Save(8*vg.Inch, 4*vg.Inch, file)
+	return figure.Save(pl, 8*vg.Inch, 4*vg.Inch, file)
 }
