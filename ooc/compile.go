@@ -67,7 +67,7 @@ func Compile(g *gorgonia.ExprGraph, opts ...Option) (m *vm.Machine, err error) {
 		}
 	}
 	m, err = vm.New(prog, vm.Config{Device: s.device, Allocator: al, Budget: prog.Budget, AccumulateGrads: accum,
-		OwnDevice: ownDevice, Poison: s.poison, Replan: replan})
+		OwnDevice: ownDevice, Poison: s.poison, Replan: replan, HostPersistent: s.hostPers})
 	if err != nil {
 		_ = al.Close()
 		return nil, err

@@ -60,6 +60,7 @@ type settings struct {
 	inference bool
 	poison    bool
 	model     *vm.Sim // op times measured on the device (see Compile)
+	hostPers  bool    // HostPersistent
 	errs      []error
 }
 
@@ -164,6 +165,16 @@ func BindDualValues(nodes ...*gorgonia.Node) Option {
 		}
 		s.bind = append(s.bind, nodes...)
 	}
+}
+
+// HostPersistent makes a simulated device hold only what the CPU device
+// holds: the step's variables and workspaces, with the learnables, their
+// gradients and the optimizer's state left in host memory. A simulated
+// step then makes exactly the device allocations a CPU step makes, so it
+// tells, without computing, whether an allocator serves a step in a CPU
+// device of the simulated device's capacity.
+func HostPersistent() Option {
+	return func(s *settings) { s.hostPers = true }
 }
 
 // WithOutputs names nodes besides the cost whose values RunAll must leave

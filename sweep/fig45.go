@@ -9,7 +9,8 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/gorgonia-ooc/outofcore/internal/figure"
 )
 
 // PlotSpeed draws the Sony paper's Fig. 4 for a sweep: images/s of a training step against the
@@ -29,7 +30,7 @@ func PlotReserved(rs []Result, file string) error {
 // sweepPlot is a plot of a sweep against the batch size, titled with the model, its input, what
 // is drawn and where the numbers come from (simulated on which profile, or measured).
 func sweepPlot(rs []Result, what, unit string) *plot.Plot {
-	p := plot.New()
+	p := figure.New()
 	where := "measured on the CPU device"
 	if rs[0].Simulated {
 		where = "SIMULATED on " + rs[0].Device
@@ -83,15 +84,14 @@ func plotPerRow(rs []Result, file, what, unit string, capacity bool, y func(Resu
 		if err != nil {
 			return err
 		}
-		cl.Color, cl.Width = color.RGBA{R: 220, A: 255}, vg.Points(2)
+		cl.Color, cl.Width, cl.Dashes = color.RGBA{R: 220, A: 255}, vg.Points(1), []vg.Length{vg.Points(6), vg.Points(2), vg.Points(1), vg.Points(2)}
 		p.Add(cl)
 		p.Legend.Add("device memory", cl)
 		p.Y.Min = 0
 	}
 	p.Add(plotter.NewGrid())
 	p.Legend.ThumbnailWidth = vg.Points(24)
-	p.Legend.YPosition = draw.PosBottom
-	return p.Save(8*vg.Inch, 5*vg.Inch, file)
+	return figure.Save(p, 8*vg.Inch, 5*vg.Inch, file)
 }
 
 // Gains sums up a sweep against the paper's Section 5.2: each row's largest batch, the in-core

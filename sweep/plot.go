@@ -5,10 +5,10 @@ import (
 	"image/color"
 	"sort"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/gorgonia-ooc/outofcore/internal/figure"
 )
 
 // PlotBudgets draws the paper's Fig. 3 for a sweep: per batch size, the
@@ -50,6 +50,15 @@ func PlotBudgets(rs []Result, file string) error {
 	for _, b := range bs {
 		capacity = append(capacity, plotter.XY{X: float64(b), Y: gib(rs[0].Capacity)})
 	}
+	// The device's memory goes first, thin and dash-dotted, so that budget
+	// lines reaching it stay visible on top of it.
+	cl, err := plotter.NewLine(capacity)
+	if err != nil {
+		return err
+	}
+	cl.Color, cl.Width, cl.Dashes = color.RGBA{R: 220, A: 255}, vg.Points(1), []vg.Length{vg.Points(6), vg.Points(2), vg.Points(1), vg.Points(2)}
+	p.Add(cl)
+	p.Legend.Add("device memory", cl)
 	palette := []color.Color{
 		color.RGBA{B: 200, A: 255}, color.RGBA{G: 140, A: 255}, color.RGBA{R: 200, G: 120, A: 255},
 		color.RGBA{R: 120, B: 160, A: 255}, color.RGBA{G: 120, B: 140, A: 255}, color.RGBA{R: 90, G: 90, B: 90, A: 255},
@@ -75,16 +84,8 @@ func PlotBudgets(rs []Result, file string) error {
 			p.Legend.Add(name+" reserved", l)
 		}
 	}
-	cl, err := plotter.NewLine(capacity)
-	if err != nil {
-		return err
-	}
-	cl.Color, cl.Width = color.RGBA{R: 220, A: 255}, vg.Points(2)
-	p.Add(cl)
-	p.Legend.Add("device memory", cl)
 	p.Legend.ThumbnailWidth = vg.Points(24)
-	p.Legend.YPosition = draw.PosBottom
-	return p.Save(8*vg.Inch, 5*vg.Inch, file)
+	return figure.Save(p, 8*vg.Inch, 5*vg.Inch, file)
 }
 
 func gib(n int64) float64 { return float64(n) / (1 << 30) }
@@ -96,7 +97,7 @@ func PlotCompare(rs []CompareResult, file string) error {
 	if len(rs) == 0 {
 		return fmt.Errorf("sweep: nothing to plot")
 	}
-	p := plot.New()
+	p := figure.New()
 	f := rs[0]
 	p.Title.Text = fmt.Sprintf("%s %dx%d batch %d: makespan / lower bound (simulated, %s)", f.Model, f.Image, f.Image, f.Batch, f.Device)
 	p.X.Label.Text = "budget, % of the way from the least memory to the in-core peak"
@@ -126,6 +127,5 @@ func PlotCompare(rs []CompareResult, file string) error {
 		p.Legend.Add(n, l, pts)
 	}
 	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	return p.Save(8*vg.Inch, 5*vg.Inch, file)
+	return figure.Save(p, 8*vg.Inch, 5*vg.Inch, file)
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -39,14 +40,19 @@ type Config struct {
 	Schedulers []string // baseline, lms, window
 	Allocators []string // bestfit, va
 	ChunkSize  int64    // VA chunk size (0: 40 MiB, the paper's)
-	// Steps timed per point on the CPU device, after one warm-up step.
+	// Steps timed per point on a real (CPU) device, after one warm-up step:
+	// a point's images/s is the batch over the median step time (0: 5).
+	// The budget search runs one step per budget tried; only the budget
+	// found is timed.
 	Steps int
 	// UntilStop extends the batch list (by the last step between batches)
 	// until every row has run out of memory, up to MaxBatch.
 	UntilStop bool
 	MaxBatch  int
-	// Log receives progress lines (nil: none).
+	// Log receives a progress line per point (nil: none).
 	Log io.Writer
+	// Verbose also logs every budget the search tried and why it failed.
+	Verbose bool
 }
 
 // Result is one point of a sweep.
@@ -70,12 +76,32 @@ type Result struct {
 	// Capacity is the device memory the point ran in (not in the JSON of
 	// the issue's schema; kept for tables and plots).
 	Capacity int64 `json:"capacity_bytes"`
+	// TimedSteps is how many timed steps IPS is the median of (real
+	// devices; 0 on a simulated one, whose step time is computed).
+	TimedSteps int `json:"timed_steps,omitempty"`
 }
 
 func (c *Config) logf(format string, args ...interface{}) {
 	if c.Log != nil {
 		fmt.Fprintf(c.Log, format+"\n", args...)
 	}
+}
+
+// verbosef logs the search's details when Verbose is set.
+func (c *Config) verbosef(format string, args ...interface{}) {
+	if c.Verbose {
+		c.logf(format, args...)
+	}
+}
+
+// median is the middle duration (the mean of the middle two for an even count).
+func median(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // width is the input width.
@@ -95,6 +121,10 @@ func (r Result) Size() string {
 	return fmt.Sprintf("%dx%d", r.Image, w)
 }
 
+// Check reports what in the configuration Run would refuse (no batch sizes,
+// an unknown scheduler or allocator), before any work.
+func (c Config) Check() error { return c.defaults() }
+
 func (c *Config) defaults() error {
 	if c.Classes == 0 {
 		c.Classes = 1000
@@ -109,7 +139,7 @@ func (c *Config) defaults() error {
 		c.ChunkSize = 40 << 20
 	}
 	if c.Steps <= 0 {
-		c.Steps = 2
+		c.Steps = 5
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096
@@ -227,7 +257,7 @@ func (c *Config) point(m *models.Model, batch int, sched, allocName string) Resu
 	res.Device, res.Simulated, res.Capacity = dev.Name(), dev.Simulated(), dev.Capacity()
 	dev.Close()
 	if sched == "baseline" {
-		return c.try(m, res, dev.Capacity())
+		return c.try(m, res, dev.Capacity(), c.Steps)
 	}
 	capacity := dev.Capacity()
 	var best, last Result
@@ -235,7 +265,7 @@ func (c *Config) point(m *models.Model, batch int, sched, allocName string) Resu
 	infeasible := int64(0) // the greatest budget known to be unplannable
 	for k := 0; k < 20; k++ {
 		b := capacity - int64(k)*capacity/20
-		r := c.try(m, res, b)
+		r := c.try(m, res, b, 0)
 		if r.OK {
 			best = r
 			break
@@ -251,7 +281,7 @@ func (c *Config) point(m *models.Model, batch int, sched, allocName string) Resu
 	// memory there may be budgets that work: bisect for one.
 	for i := 0; !best.OK && i < 8 && failed <= capacity && failed-infeasible > capacity/1000; i++ {
 		mid := (infeasible + failed) / 2
-		r := c.try(m, res, mid)
+		r := c.try(m, res, mid, 0)
 		switch {
 		case r.OK:
 			best = r
@@ -267,10 +297,16 @@ func (c *Config) point(m *models.Model, batch int, sched, allocName string) Resu
 	lo := best.Budget
 	for i := 0; i < 4 && failed-lo > capacity/200; i++ {
 		mid := (lo + failed) / 2
-		if r := c.try(m, res, mid); r.OK {
+		if r := c.try(m, res, mid, 0); r.OK {
 			best, lo = r, mid
 		} else {
 			failed = mid
+		}
+	}
+	if !best.Simulated {
+		// Time the budget found: the search ran one untimed step per budget.
+		if r := c.try(m, res, best.Budget, c.Steps); r.OK {
+			best = r
 		}
 	}
 	return best
@@ -278,9 +314,10 @@ func (c *Config) point(m *models.Model, batch int, sched, allocName string) Resu
 
 func isBudgetError(s string) bool { return strings.Contains(s, "is infeasible") }
 
-// try compiles and runs one step (or several, timed, on a real device) at
-// one budget.
-func (c *Config) try(m *models.Model, res Result, budget int64) Result {
+// try compiles and runs one step at one budget; on a real device, with
+// timed > 0, that step is a warm-up and timed more steps follow, and the
+// images/s is the batch over their median step time.
+func (c *Config) try(m *models.Model, res Result, budget int64, timed int) Result {
 	res.Budget = budget
 	dev, err := c.newDevice()
 	if err != nil {
@@ -304,25 +341,27 @@ func (c *Config) try(m *models.Model, res Result, budget int64) Result {
 	machine, err := ooc.Compile(m.Graph, opts...)
 	if err != nil {
 		res.Error = err.Error()
-		c.logf("  budget %d: %s", budget, firstLine(res.Error))
+		c.verbosef("  budget %d: %s", budget, firstLine(res.Error))
 		return res
 	}
 	defer machine.Close()
 	res.Peak = machine.Program().Peak
+	start := time.Now()
 	if err := machine.RunAll(); err != nil {
 		res.Error = err.Error()
-		c.logf("  budget %d: %s", budget, firstLine(res.Error))
+		c.verbosef("  budget %d: %s", budget, firstLine(res.Error))
 		return res
 	}
-	var elapsed time.Duration
-	steps := 1
+	elapsed := time.Since(start)
 	if dev.Simulated() {
 		elapsed = machine.Stats().StepTime
-	} else {
-		steps = c.Steps
+	} else if timed > 0 {
+		// Each timed step is a solver update and a forward and backward pass,
+		// as in training; the median is robust to a shared machine's noise.
 		solver := G.NewVanillaSolver(G.WithLearnRate(1e-3))
-		start := time.Now()
-		for i := 0; i < steps; i++ {
+		times := make([]time.Duration, 0, timed)
+		for i := 0; i < timed; i++ {
+			t0 := time.Now()
 			if err := solver.Step(G.NodesToValueGrads(m.Learnables)); err != nil {
 				res.Error = err.Error()
 				return res
@@ -332,12 +371,14 @@ func (c *Config) try(m *models.Model, res Result, budget int64) Result {
 				res.Error = err.Error()
 				return res
 			}
+			times = append(times, time.Since(t0))
 		}
-		elapsed = time.Since(start)
+		elapsed = median(times)
+		res.TimedSteps = timed
 	}
 	st := machine.Stats()
 	res.OK = true
-	res.IPS = float64(res.Batch*steps) / elapsed.Seconds()
+	res.IPS = float64(res.Batch) / elapsed.Seconds()
 	// The allocator's peak reservation: on a simulated device it includes
 	// the persistent weights, gradients and momentum.
 	res.Reserved = st.ReservedBytes

@@ -53,6 +53,13 @@ func writeGrid(w io.Writer, rs []Result, what string, cell func(Result) string) 
 	sort.Ints(batches)
 	first := rs[0]
 	where := "measured on the CPU device of this machine"
+	timed := 0
+	for _, r := range rs {
+		timed = max(timed, r.TimedSteps)
+	}
+	if timed > 0 {
+		where += fmt.Sprintf(" (each figure the median of %d timed steps after a warm-up step)", timed)
+	}
 	switch {
 	case first.Simulated && strings.Contains(first.Device, "measured:"):
 		where = "SIMULATED on " + first.Device + " (per-op times measured on a real device)"

@@ -78,6 +78,11 @@ type Config struct {
 	AccumulateGrads map[*gorgonia.Node]bool
 	// OwnDevice makes Close close the device too.
 	OwnDevice bool
+	// HostPersistent keeps a simulated device from placing the persistent
+	// data (learnables, gradients, optimizer state) on it, as the CPU device
+	// keeps them in host memory: a simulated step then replays exactly the
+	// device allocations a CPU step makes.
+	HostPersistent bool
 	// Poison fills every block with 0xFF bytes (NaN for floats) when it is
 	// allocated, so an op that reads memory it did not write shows up in
 	// results. For tests; it costs a memset per allocation.
@@ -185,7 +190,9 @@ func New(p *Program, cfg Config) (*Machine, error) {
 	}
 	if sim, ok := cfg.Device.(*Sim); ok {
 		m.sim = sim
-		if err := m.placePersistent(); err != nil {
+		if cfg.HostPersistent {
+			// nothing placed: the CPU device's persistent data is in host memory
+		} else if err := m.placePersistent(); err != nil {
 			_ = m.al.Close()
 			return nil, err
 		}

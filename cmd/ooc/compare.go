@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 
+	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/sweep"
 )
 
@@ -15,40 +15,66 @@ import (
 // budgets between the least memory and the in-core peak (the offloading
 // paper's Fig. 5).
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	model := fs.String("model", "resnet50", "model")
+	fs := newFlagSet("compare", "[flags]", "Plans one training step with every scheduler at budgets from the least memory a step needs to its\n"+
+		"in-core peak, and prints each makespan over the lower bound (the offloading paper's Fig. 5). Simulated: sim:PROFILE only.", stderr)
+	model := fs.String("model", "resnet50", "model: "+strings.Join(models.Names(), ", "))
 	image := fs.Int("image", 224, "input height and width")
 	classes := fs.Int("classes", 1000, "number of classes")
 	batch := fs.Int("batch", 32, "batch size")
 	device := fs.String("device", "sim:v100-pcie", "simulated device, sim:PROFILE")
 	budgets := fs.String("budgets", "0%,10%,20%,30%,40%,50%,60%,70%,80%,90%,100%", "budgets as % of the way from the least memory to the in-core peak")
-	schedulers := fs.String("schedulers", "window,lms,greedy,dynprog,vdnn", "schedulers to compare")
+	schedulers := fs.String("schedulers", "window,lms,greedy,dynprog,vdnn", "schedulers to compare: "+strings.Join(sweep.SchedulerNames, ", "))
 	jsonFile := fs.String("json", "", "also write the results as JSON to this file")
 	plotFile := fs.String("plot", "", "draw makespan / LB against the budget to this file (.svg, .png)")
 	quiet := fs.Bool("q", false, "no progress lines")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(*device, "sim:") && *device != "cpu" {
-		// Not simulated, so Compare will refuse it; but a device that cannot even open
-		// here says why first.
-		d, err := openDevice(*device, 0)
-		if err != nil {
-			return err
-		}
-		if err := d.Close(); err != nil {
-			return err
+	if err := checkModel(*model, map[string]int{"image": *image, "batch": *batch, "classes": *classes}); err != nil {
+		return err
+	}
+	cfg := sweep.CompareConfig{Model: *model, Image: *image, Classes: *classes, Batch: *batch, Device: *device}
+	var err error
+	if cfg.Schedulers, err = parseList("schedulers", *schedulers); err != nil {
+		return err
+	}
+	for _, n := range cfg.Schedulers {
+		if _, err := sweep.SchedulerNamed(n); err != nil {
+			return usageError{err}
 		}
 	}
-	cfg := sweep.CompareConfig{Model: *model, Image: *image, Classes: *classes, Batch: *batch, Device: *device, Schedulers: splitList(*schedulers)}
-	for _, b := range splitList(*budgets) {
+	items, err := parseList("budgets", *budgets)
+	if err != nil {
+		return err
+	}
+	for _, b := range items {
 		n, err := strconv.Atoi(strings.TrimSuffix(b, "%"))
 		if err != nil || n < 0 || n > 100 {
 			return fmt.Errorf("%w: -budgets: %q is not a percentage from 0%% to 100%%", errUsage, b)
 		}
 		cfg.Percents = append(cfg.Percents, n)
 	}
+	if err := checkOutputs(map[string]string{"json": *jsonFile}, map[string]string{"plot": *plotFile}); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(*device, "sim:") {
+		if *device != "cpu" {
+			// A device that cannot even open here says why first.
+			d, err := openDevice(*device, 0)
+			if err != nil {
+				return err
+			}
+			if err := d.Close(); err != nil {
+				return err
+			}
+		}
+		return usagef("-device %s: compare needs a simulated device (sim:PROFILE): the bound and makespans are simulated", *device)
+	}
+	d, err := openDevice(*device, 0)
+	if err != nil {
+		return err
+	}
+	d.Close()
 	if !*quiet {
 		cfg.Log = stderr
 	}

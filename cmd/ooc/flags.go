@@ -1,19 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/gorgonia-ooc/outofcore/datasets"
 	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/train"
 )
 
 // errUsage marks errors in the command line (exit status 2).
@@ -31,7 +30,7 @@ func usagef(format string, args ...any) error {
 type memoryOptions struct {
 	Device     string
 	BudgetText string
-	Budget     budgetSpec
+	Budget     train.Budget
 	WindowText string
 	Window     int64
 	Scheduler  string
@@ -53,11 +52,11 @@ func (m *memoryOptions) define(fs *flag.FlagSet, def, of string) {
 func (m *memoryOptions) check() error {
 	var err error
 	if m.BudgetText != "" {
-		if m.Budget, err = parseBudget(m.BudgetText); err != nil {
+		if m.Budget, err = train.ParseBudget(m.BudgetText); err != nil {
 			return usageError{err}
 		}
 	}
-	if m.Window, err = parseBytes(m.WindowText); err != nil {
+	if m.Window, err = train.ParseBytes(m.WindowText); err != nil {
 		return usagef("-window: %v", err)
 	}
 	if m.Scheduler != "window" && m.Scheduler != "baseline" {
@@ -66,16 +65,8 @@ func (m *memoryOptions) check() error {
 	return nil
 }
 
-// options returns the Compile options for a resolved budget.
-func (m *memoryOptions) options(budget int64) []ooc.Option {
-	opts := []ooc.Option{ooc.WithAllocator(m.Allocator), ooc.WithWindow(m.Window)}
-	if m.Scheduler == "baseline" {
-		return append(opts, ooc.Baseline())
-	}
-	return append(opts, ooc.WithBudget(budget))
-}
-
-// trainOptions are the flags of "ooc train".
+// trainOptions are the flags of "ooc train": the run's train.Config and how
+// to show its progress.
 type trainOptions struct {
 	Model, Data, Optimizer string
 	Batch, Image, Width    int
@@ -106,7 +97,10 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: ooc train [flags]\n\nTrains a model with ooc.Compile under a device-memory budget, evaluating on the test split after each epoch.\n\nflags:\n")
+		fmt.Fprintf(fs.Output(), "usage: ooc train [flags]\n       ooc train -checkpoint FILE -resume [flags to change]\n\n"+
+			"Trains a model with ooc.Compile under a device-memory budget, evaluating on the test split after each epoch.\n"+
+			"-resume continues the run the checkpoint holds with its whole configuration; -epochs, -steps, the memory\n"+
+			"flags and the output files given again override it.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.Model, "model", "smallcnn", "model to train: "+strings.Join(models.Names(), ", "))
@@ -120,17 +114,17 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.IntVar(&o.Steps, "steps", 0, "stop after this many steps in all (0: no cap)")
 	fs.Float64Var(&o.LR, "lr", 0, "learning rate (0: 0.001 for adam, 0.01 for sgd and momentum)")
 	fs.StringVar(&o.LRDropText, "lr-drop", "", "epochs after which the learning rate is multiplied by 0.1, e.g. 5 or 3,5")
-	fs.StringVar(&o.Optimizer, "optimizer", "adam", "optimizer: "+optimizerNames()+" (gorgonia's solvers)")
+	fs.StringVar(&o.Optimizer, "optimizer", "adam", "optimizer: "+train.OptimizerNames()+" (gorgonia's solvers)")
 	fs.Int64Var(&o.Seed, "seed", 1, "seed of the weights, the data order and synthetic data")
 	fs.BoolVar(&o.Augment, "augment", false, "augment the training data: random crop (4-pixel padding) and horizontal flip")
 	o.memoryOptions.define(fs, "60%", "the in-core peak (ooc.Plan with ooc.Baseline)")
-	fs.StringVar(&o.Checkpoint, "checkpoint", "", "checkpoint file, written atomically after each epoch, every -save-every steps and at the end")
-	fs.BoolVar(&o.Resume, "resume", false, "continue the run saved in -checkpoint, bit for bit")
+	fs.StringVar(&o.Checkpoint, "checkpoint", "", "checkpoint file, written atomically after each epoch, every -save-every steps, at the end and on an interrupt")
+	fs.BoolVar(&o.Resume, "resume", false, "continue the run saved in -checkpoint, bit for bit, with its saved configuration")
 	fs.IntVar(&o.SaveEvery, "save-every", 0, "also write the checkpoint every N steps (0: after each epoch and at the end only)")
 	fs.IntVar(&o.LogEvery, "log-every", 0, "print a plain progress line every N steps (0: about 100 lines per run, and each epoch's last step)")
 	fs.StringVar(&o.Progress, "progress", "auto", "progress display: bar, plain, or auto (a bar when stdout is a terminal)")
-	fs.StringVar(&o.History, "history", "", "write per-epoch train loss and test accuracy, and per-step losses, as JSON to this file")
-	fs.StringVar(&o.Plot, "plot", "", "draw per-epoch train loss and test accuracy to this file (.svg, .png)")
+	fs.StringVar(&o.History, "history", "", "write per-epoch train loss and test accuracy, and per-step losses of the whole run, as JSON to this file")
+	fs.StringVar(&o.Plot, "plot", "", "draw per-epoch train loss and test accuracy of the whole run to this file (.svg, .png, .pdf)")
 	fs.StringVar(&o.RecordProfile, "record-profile", "", "write the per-op times measured here as a device profile for -device sim:measured:FILE")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -149,40 +143,16 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 }
 
 func (o *trainOptions) check() error {
-	if !knownModel(o.Model) {
-		return usagef("-model %q: unknown model (known: %s)", o.Model, strings.Join(models.Names(), ", "))
-	}
-	if _, ok := optimizerSlots(o.Optimizer); !ok {
-		return usagef("-optimizer %q: unknown optimizer (want %s)", o.Optimizer, optimizerNames())
-	}
 	if err := o.memoryOptions.check(); err != nil {
 		return err
 	}
 	switch {
-	case o.Batch <= 0:
-		return usagef("-batch %d: must be positive", o.Batch)
-	case o.Image < 0:
-		return usagef("-image %d: must be positive (or 0 for the data's size)", o.Image)
-	case o.Hidden < 0:
-		return usagef("-hidden %d: must be positive (or 0 for the model's default)", o.Hidden)
-	case o.Width < 0:
-		return usagef("-width %d: must be positive (or 0 for the same as -image)", o.Width)
-	case o.Classes < 0:
-		return usagef("-classes %d: must be positive (or 0 for the data's)", o.Classes)
-	case o.Epochs <= 0:
-		return usagef("-epochs %d: must be positive", o.Epochs)
-	case o.Steps < 0:
-		return usagef("-steps %d: must not be negative", o.Steps)
-	case o.LR < 0 || math.IsNaN(o.LR) || math.IsInf(o.LR, 0):
-		return usagef("-lr %v: must be a positive number (or 0 for the optimizer's default)", o.LR)
-	case o.SaveEvery < 0:
-		return usagef("-save-every %d: must not be negative", o.SaveEvery)
 	case o.LogEvery < 0:
 		return usagef("-log-every %d: must not be negative", o.LogEvery)
+	case o.Epochs <= 0: // before train.Config's defaults make it 1
+		return usagef("-epochs %d: must be positive", o.Epochs)
 	case o.Resume && o.Checkpoint == "":
 		return usagef("-resume needs -checkpoint FILE")
-	case o.SaveEvery > 0 && o.Checkpoint == "":
-		return usagef("-save-every needs -checkpoint FILE")
 	}
 	if _, err := newReporter(o.Progress, io.Discard, 1); err != nil {
 		return usageError{err}
@@ -198,74 +168,98 @@ func (o *trainOptions) check() error {
 		o.LRDrop = append(o.LRDrop, e)
 	}
 	if o.LR == 0 {
-		o.LR = defaultLR(o.Optimizer)
+		o.LR = train.DefaultLR(o.Optimizer)
 	}
-	if o.Checkpoint != "" {
-		dir := filepath.Dir(o.Checkpoint)
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return usagef("-checkpoint %s: directory %s does not exist", o.Checkpoint, dir)
-		}
+	c := o.config()
+	if err := c.Check(); err != nil {
+		return usageError{err}
 	}
 	return nil
 }
 
-func knownModel(name string) bool {
-	for _, n := range models.Names() {
-		if n == name {
-			return true
-		}
+// config is the train.Config the flags give.
+func (o *trainOptions) config() train.Config {
+	c := train.Config{
+		Model: o.Model, Data: o.Data, Batch: o.Batch, Image: o.Image, Width: o.Width, Classes: o.Classes, Hidden: o.Hidden,
+		Seed: o.Seed, Augment: o.Augment, Optimizer: o.Optimizer, LR: o.LR, LRDrop: o.LRDrop,
+		Epochs: o.Epochs, Steps: o.Steps,
+		Device: o.Device, Budget: o.Budget, Window: o.Window, Scheduler: o.Scheduler, Allocator: o.Allocator.String(),
+		Checkpoint: o.Checkpoint, SaveEvery: o.SaveEvery, History: o.History, Plot: o.Plot, RecordProfile: o.RecordProfile,
 	}
-	return false
+	c.Defaults()
+	return c
 }
 
-// adopt takes the run's identity from a checkpoint being resumed: flags not
-// given take the checkpoint's values; flags given must agree with it, since
-// anything else could not continue the run bit for bit.
-func (o *trainOptions) adopt(file string, m ckptMeta) error {
-	var errs []string
-	str := func(flag string, v *string, saved string) {
-		if o.set[flag] && *v != saved {
-			errs = append(errs, fmt.Sprintf("-%s %s (the checkpoint has %s)", flag, *v, saved))
+// resumeConfig is the run a checkpoint holds, with the flags given again
+// applied: flags of the run's identity (model, data, optimizer, ...) must
+// agree with it, since anything else could not continue the run bit for bit;
+// the others (duration, memory, outputs) override it, and notes say which.
+func (o *trainOptions) resumeConfig(file string, saved train.Config) (train.Config, []string, error) {
+	given := o.config()
+	c := saved
+	var errs, notes []string
+	same := func(flag string, differs bool, have, want any) {
+		if o.set[flag] && differs {
+			errs = append(errs, fmt.Sprintf("-%s %v (the checkpoint has %v)", flag, have, want))
 		}
-		*v = saved
 	}
-	num := func(flag string, v *int, saved int) {
-		if o.set[flag] && *v != saved {
-			errs = append(errs, fmt.Sprintf("-%s %d (the checkpoint has %d)", flag, *v, saved))
-		}
-		*v = saved
+	same("model", given.Model != saved.Model, given.Model, saved.Model)
+	same("data", given.Data != saved.Data, given.Data, saved.Data)
+	same("optimizer", given.Optimizer != saved.Optimizer, given.Optimizer, saved.Optimizer)
+	same("batch", given.Batch != saved.Batch, given.Batch, saved.Batch)
+	same("image", given.Image != saved.Image, given.Image, saved.Image)
+	same("width", given.Width != saved.Width, given.Width, saved.Width)
+	same("hidden", given.Hidden != saved.Hidden, given.Hidden, saved.Hidden)
+	same("classes", given.Classes != saved.Classes, given.Classes, saved.Classes)
+	same("seed", given.Seed != saved.Seed, given.Seed, saved.Seed)
+	same("lr", given.LR != saved.LR, given.LR, saved.LR)
+	same("lr-drop", fmt.Sprint(given.LRDrop) != fmt.Sprint(saved.LRDrop), given.LRDrop, saved.LRDrop)
+	if o.set["augment"] && given.Augment != saved.Augment {
+		errs = append(errs, fmt.Sprintf("-augment=%v (the checkpoint has %v)", given.Augment, saved.Augment))
 	}
-	str("model", &o.Model, m.Model)
-	str("data", &o.Data, m.Data)
-	str("optimizer", &o.Optimizer, m.Optimizer)
-	num("batch", &o.Batch, m.Batch)
-	num("image", &o.Image, m.Image)
-	num("width", &o.Width, m.Width)
-	num("hidden", &o.Hidden, m.Hidden)
-	num("classes", &o.Classes, m.Classes)
-	if o.set["seed"] && o.Seed != m.Seed {
-		errs = append(errs, fmt.Sprintf("-seed %d (the checkpoint has %d)", o.Seed, m.Seed))
-	}
-	o.Seed = m.Seed
-	if o.set["lr"] && o.LR != m.LR {
-		errs = append(errs, fmt.Sprintf("-lr %v (the checkpoint has %v)", o.LR, m.LR))
-	}
-	o.LR = m.LR
-	if o.set["lr-drop"] && fmt.Sprint(o.LRDrop) != fmt.Sprint(m.LRDrop) {
-		errs = append(errs, fmt.Sprintf("-lr-drop %v (the checkpoint has %v)", o.LRDrop, m.LRDrop))
-	}
-	o.LRDrop = m.LRDrop
-	if o.set["augment"] && o.Augment != m.Augment {
-		errs = append(errs, fmt.Sprintf("-augment=%v (the checkpoint has %v)", o.Augment, m.Augment))
-	}
-	o.Augment = m.Augment
 	if len(errs) > 0 {
-		return usagef("-resume %s: %s; leave these flags out to continue the saved run", file, strings.Join(errs, ", "))
+		return c, nil, usagef("-resume %s: %s; leave these flags out to continue the saved run", file, strings.Join(errs, ", "))
 	}
-	if _, ok := optimizerSlots(o.Optimizer); !ok || !knownModel(o.Model) {
-		return fmt.Errorf("-resume %s: the checkpoint names model %q and optimizer %q, which this ooc does not know", file, o.Model, o.Optimizer)
+	override := func(flag string, dst *string, v, old string) {
+		if o.set[flag] && v != old {
+			if old == "" {
+				old = "none"
+			}
+			notes = append(notes, fmt.Sprintf("-%s %s overrides the checkpoint's %s", flag, v, old))
+			*dst = v
+		}
 	}
-	return nil
+	num := func(flag string, dst *int, v int) {
+		if o.set[flag] && v != *dst {
+			notes = append(notes, fmt.Sprintf("-%s %d overrides the checkpoint's %d", flag, v, *dst))
+			*dst = v
+		}
+	}
+	num("epochs", &c.Epochs, given.Epochs)
+	num("steps", &c.Steps, given.Steps)
+	num("save-every", &c.SaveEvery, given.SaveEvery)
+	if o.set["budget"] && given.Budget != saved.Budget {
+		notes = append(notes, fmt.Sprintf("-budget %s overrides the checkpoint's %s", given.Budget, saved.Budget))
+		c.Budget = given.Budget
+	}
+	if o.set["window"] && given.Window != saved.Window {
+		notes = append(notes, fmt.Sprintf("-window %d overrides the checkpoint's %d", given.Window, saved.Window))
+		c.Window = given.Window
+	}
+	override("scheduler", &c.Scheduler, given.Scheduler, saved.Scheduler)
+	override("allocator", &c.Allocator, given.Allocator, saved.Allocator)
+	override("device", &c.Device, given.Device, saved.Device)
+	override("history", &c.History, given.History, saved.History)
+	override("plot", &c.Plot, given.Plot, saved.Plot)
+	override("record-profile", &c.RecordProfile, given.RecordProfile, saved.RecordProfile)
+	c.Checkpoint = file
+	if !train.KnownModel(c.Model) {
+		return c, nil, fmt.Errorf("-resume %s: the checkpoint names model %q, which this ooc does not know", file, c.Model)
+	}
+	if err := c.Check(); err != nil {
+		return c, nil, fmt.Errorf("-resume %s: %w", file, err)
+	}
+	return c, notes, nil
 }
 
 // evalOptions are the flags of "ooc eval".
@@ -314,23 +308,21 @@ func parseEvalFlags(args []string, stderr io.Writer) (*evalOptions, error) {
 	return o, o.memoryOptions.check()
 }
 
-// budgetError explains a budget Compile refused: with the window scheduler
-// it also finds, by bisection over ooc.Plan, about the least budget that
-// plans, so the user knows what to ask for.
-func (m *memoryOptions) budgetError(err error, plan func(budget int64) error, budget, inCore int64) error {
-	msg := fmt.Sprintf("-budget %s (%d bytes; in-core peak %d bytes): %v", m.BudgetText, budget, inCore, err)
-	if m.Scheduler != "window" || !strings.Contains(err.Error(), "infeasible") || budget >= inCore || plan(inCore) != nil {
-		return errors.New(msg)
+// config is the train.EvalConfig the flags give.
+func (o *evalOptions) config() train.EvalConfig {
+	c := train.EvalConfig{Checkpoint: o.Checkpoint, Data: o.Data, Split: o.Split, Batch: o.Batch,
+		Window: o.Window, Scheduler: o.Scheduler, Allocator: o.Allocator.String()}
+	if o.BudgetText != "" {
+		c.Budget = &o.Budget
 	}
-	lo, hi := budget, inCore
-	for i := 0; i < 20 && hi-lo > max(hi/200, 1); i++ {
-		mid := lo + (hi-lo)/2
-		if plan(mid) == nil {
-			hi = mid
-		} else {
-			lo = mid
-		}
+	return c
+}
+
+func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseEvalFlags(args, stderr)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("%s; the least budget that plans is about %d bytes (%s, %.0f%% of the in-core peak): try -budget %.0f%%",
-		msg, hi, formatBytes(hi), 100*float64(hi)/float64(inCore), math.Ceil(100*float64(hi)/float64(inCore)))
+	_, err = train.EvaluateCheckpoint(o.config(), stdout)
+	return err
 }

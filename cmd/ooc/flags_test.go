@@ -8,72 +8,6 @@ import (
 	"testing"
 )
 
-func TestParseBytes(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int64
-		err  bool
-	}{
-		{"0", 0, false},
-		{"1536", 1536, false},
-		{"512KiB", 512 << 10, false},
-		{"64MiB", 64 << 20, false},
-		{"1.5GiB", 3 << 29, false},
-		{"2GB", 2e9, false},
-		{" 7 B ", 7, false},
-		{"", 0, true},
-		{"lots", 0, true},
-		{"-1MiB", 0, true},
-		{"NaN", 0, true},
-		{"Inf", 0, true},
-		{"1e30TiB", 0, true},
-		{"64XB", 0, true},
-	} {
-		got, err := parseBytes(tc.in)
-		if (err != nil) != tc.err || got != tc.want {
-			t.Errorf("parseBytes(%q) = %d, %v; want %d, error %v", tc.in, got, err, tc.want, tc.err)
-		}
-		if err != nil && !strings.Contains(err.Error(), tc.in) {
-			t.Errorf("parseBytes(%q): error %q does not quote the input", tc.in, err)
-		}
-	}
-}
-
-func TestParseBudget(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		peak int64
-		want int64
-		err  string
-	}{
-		{"60%", 1000, 600, ""},
-		{"25.5%", 1000, 255, ""},
-		{"150%", 1000, 1500, ""},
-		{"64MiB", 1, 64 << 20, ""},
-		{"0", 1000, 0, ""},
-		{"0%", 0, 0, "positive percentage"},
-		{"-5%", 0, 0, "positive percentage"},
-		{"x%", 0, 0, "positive percentage"},
-		{"NaN%", 0, 0, "positive percentage"},
-		{"sixty", 0, 0, `"sixty" is not a byte size`},
-	} {
-		b, err := parseBudget(tc.in)
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("parseBudget(%q): error %v, want one containing %q", tc.in, err, tc.err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("parseBudget(%q): %v", tc.in, err)
-			continue
-		}
-		if got := b.resolve(tc.peak); got != tc.want {
-			t.Errorf("parseBudget(%q).resolve(%d) = %d, want %d", tc.in, tc.peak, got, tc.want)
-		}
-	}
-}
-
 func TestTrainFlagErrors(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct {
@@ -118,7 +52,7 @@ func TestTrainFlagDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.Model != "smallcnn" || o.Data != "synthetic" || o.Optimizer != "adam" || o.LR != 0.001 ||
-		o.Budget.percent != 60 || o.Scheduler != "window" || o.Allocator.String() != "va" || o.Epochs != 1 || o.Batch != 32 {
+		o.Budget.Percent != 60 || o.Scheduler != "window" || o.Allocator.String() != "va" || o.Epochs != 1 || o.Batch != 32 {
 		t.Errorf("defaults: %+v", o)
 	}
 	for opt, lr := range map[string]float64{"sgd": 0.01, "momentum": 0.01, "adam": 0.001} {
@@ -128,7 +62,7 @@ func TestTrainFlagDefaults(t *testing.T) {
 		}
 	}
 	o, err = parseTrainFlags([]string{"-allocator", "bestfit", "-budget", "64MiB", "-window", "96MiB"}, &bytes.Buffer{})
-	if err != nil || o.Allocator.String() != "bestfit" || o.Budget.bytes != 64<<20 || o.Window != 96<<20 {
+	if err != nil || o.Allocator.String() != "bestfit" || o.Budget.Bytes != 64<<20 || o.Window != 96<<20 {
 		t.Errorf("-allocator bestfit -budget 64MiB -window 96MiB: %+v, %v", o, err)
 	}
 }
@@ -150,7 +84,7 @@ func TestTrainSetupErrors(t *testing.T) {
 		{"unknown data", []string{"-data", "imagenet:/x"}, []string{`unknown dataset spec "imagenet:/x"`}},
 		{"classes disagree", []string{"-data", "synthetic:n=16,classes=3", "-classes", "5"}, []string{"-classes 5: -data synthetic:n=16,classes=3 has 3 classes"}},
 		{"image not divisible", []string{"-data", "synthetic:n=16", "-image", "18"}, []string{"smallcnn", "18x18"}},
-		{"budget too small", tiny("-budget", "64KiB"), []string{"-budget 64KiB", "infeasible"}},
+		{"budget too small", tiny("-budget", "64KiB"), []string{"-budget 64.0 KiB (65536 bytes", "infeasible"}},
 		{"too few examples", []string{"-data", "synthetic:n=3", "-batch", "4", "-image", "16"}, []string{"no full batch of 4"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,11 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"io"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/train"
 )
 
 // tiny is a run small enough for tests: 16 synthetic examples of 3x16x16 (and
@@ -17,33 +22,33 @@ func tiny(extra ...string) []string {
 }
 
 // trainArgs parses args as "ooc train" does and runs the training.
-func trainArgs(t *testing.T, args ...string) (*trainResult, string, error) {
+func trainArgs(t *testing.T, args ...string) (*train.Result, string, error) {
 	t.Helper()
 	o, err := parseTrainFlags(args, io.Discard)
 	if err != nil {
 		return nil, "", err
 	}
 	var out bytes.Buffer
-	res, err := train(context.Background(), o, &out)
+	res, err := runTraining(context.Background(), o, &out)
 	return res, out.String(), err
 }
 
 // mustEval parses args as "ooc eval" does and evaluates the checkpoint.
-func mustEval(t *testing.T, args ...string) (*evalResult, string) {
+func mustEval(t *testing.T, args ...string) (*train.EvalResult, string) {
 	t.Helper()
 	o, err := parseEvalFlags(args, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	got, err := evalCheckpoint(o, &out)
+	got, err := train.EvaluateCheckpoint(o.config(), &out)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	return got, out.String()
 }
 
-func mustTrain(t *testing.T, args ...string) (*trainResult, string) {
+func mustTrain(t *testing.T, args ...string) (*train.Result, string) {
 	t.Helper()
 	res, out, err := trainArgs(t, args...)
 	if err != nil {
@@ -83,3 +88,12 @@ func atoi64(t *testing.T, s string) int64 {
 }
 
 func tempCkpt(t *testing.T) string { return filepath.Join(t.TempDir(), "run.ckpt") }
+
+// sameBits reports whether two tensors hold the same shape, dtype and bits.
+func sameBits(a, b *tensor.Dense) bool {
+	if a == nil || b == nil || !a.Shape().Eq(b.Shape()) || a.Dtype() != b.Dtype() {
+		return false
+	}
+	var x, y bytes.Buffer
+	return binary.Write(&x, binary.LittleEndian, a.Data()) == nil && binary.Write(&y, binary.LittleEndian, b.Data()) == nil && bytes.Equal(x.Bytes(), y.Bytes())
+}

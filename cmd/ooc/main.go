@@ -20,6 +20,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"syscall"
+
+	"github.com/gorgonia-ooc/outofcore/train"
 )
 
 type command struct {
@@ -65,7 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		case errors.Is(err, flag.ErrHelp):
 			return 0
-		case errors.Is(err, errUsage):
+		case errors.Is(err, errUsage) || errors.As(err, new(*train.ConfigError)):
 			fmt.Fprintln(stderr, "ooc "+c.name+":", err)
 			return 2
 		}
@@ -78,9 +81,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func main() {
-	// The first interrupt stops training after the current step and writes
+	// The first interrupt (SIGINT or SIGTERM) stops training after the current step and writes
 	// the checkpoint; a second one kills the process.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-ctx.Done()
 		stop()

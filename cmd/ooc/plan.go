@@ -2,29 +2,29 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"image/color"
 	"io"
 	"strings"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gorgonia.org/tensor"
 
+	"github.com/gorgonia-ooc/outofcore/internal/figure"
 	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/sweep"
+	"github.com/gorgonia-ooc/outofcore/train"
 	"github.com/gorgonia-ooc/outofcore/vm"
 )
 
 // runPlan is "ooc plan": it plans one training step, prints the tape and a
 // summary, and with -plot draws device memory over the step against the budget.
 func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("plan", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	model := fs.String("model", "resnet50", "model")
+	fs := newFlagSet("plan", "[flags]", "Plans one training step under a budget and prints a summary (with -tape, every instruction of the tape);\n"+
+		"-plot draws device memory over the step against the budget.", stderr)
+	model := fs.String("model", "resnet50", "model: "+strings.Join(models.Names(), ", "))
 	image := fs.Int("image", 224, "input height and width")
 	classes := fs.Int("classes", 1000, "number of classes")
 	batch := fs.Int("batch", 256, "batch size")
@@ -34,16 +34,28 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	device := fs.String("device", "sim:v100-nvlink", "cpu, sim:PROFILE, or cuda / cuda:N (the device's capacity bounds the budget)")
 	tape := fs.Bool("tape", false, "print every instruction of the tape")
 	plotFile := fs.String("plot", "", "draw memory in use over the step to this file (.svg, .png)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	bspec, err := parseBudget(*budgetFlag)
+	if err := checkModel(*model, map[string]int{"image": *image, "batch": *batch, "classes": *classes}); err != nil {
+		return err
+	}
+	bspec, err := train.ParseBudget(*budgetFlag)
 	if err != nil {
 		return fmt.Errorf("%w: -budget: %v", errUsage, err)
 	}
-	win, err := parseBytes(*window)
+	win, err := train.ParseBytes(*window)
 	if err != nil {
 		return fmt.Errorf("%w: -window: %v", errUsage, err)
+	}
+	var sched ooc.Scheduler
+	if *schedName != "baseline" {
+		if sched, err = sweep.SchedulerNamed(*schedName); err != nil {
+			return fmt.Errorf("%w: unknown scheduler %q (want baseline or one of %s)", errUsage, *schedName, strings.Join(sweep.SchedulerNames, ", "))
+		}
+	}
+	if err := checkOutputs(nil, map[string]string{"plot": *plotFile}); err != nil {
+		return err
 	}
 	dev, err := openDevice(*device, 0)
 	if err != nil {
@@ -58,22 +70,18 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	budget := bspec.resolve(peak)
+	budget := bspec.Resolve(peak)
 	opts := []ooc.Option{ooc.WithDevice(dev), ooc.WithBudget(budget), ooc.WithWindow(win)}
-	if *schedName == "baseline" {
+	if sched == nil {
 		opts = append(opts, ooc.Baseline())
 	} else {
-		sc, err := sweep.SchedulerNamed(*schedName)
-		if err != nil {
-			return fmt.Errorf("%w: unknown scheduler %q (want baseline or one of %s)", errUsage, *schedName, strings.Join(sweep.SchedulerNames, ", "))
-		}
-		opts = append(opts, ooc.WithScheduler(sc))
+		opts = append(opts, ooc.WithScheduler(sched))
 	}
 	p, err := ooc.Plan(m.Graph, opts...)
 	if err != nil {
 		return err
 	}
-	if sc, _ := sweep.SchedulerNamed(*schedName); sc != nil && ooc.TimesOps(sc) && !dev.Simulated() {
+	if sched != nil && ooc.TimesOps(sched) && !dev.Simulated() {
 		if dev.Name() != "cpu" {
 			return fmt.Errorf("-scheduler %s times the ops with a step on the device, and steps on %s come with part 2 of issue 14: use a scheduler that does not (window, lms) or a sim:PROFILE", *schedName, dev.Name())
 		}
@@ -92,10 +100,10 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "%s batch %d, %dx%d on %s: %d functions, %d instructions, scheduler %s\n",
 		*model, *batch, *image, *image, dev.Name(), len(p.Funcs), len(p.Instrs), p.Scheduler)
 	fmt.Fprintf(stdout, "in-core peak %s (device %s); budget %s (%.0f%% of the in-core peak); planned peak %s\n",
-		formatBytes(peak), formatBytes(dev.Capacity()), formatBytes(budget), 100*float64(budget)/float64(peak), formatBytes(p.Peak))
-	fmt.Fprintf(stdout, "swap-ins %d (%s), swap-outs %d (%s)\n", swapIns, formatBytes(inBytes), swapOuts, formatBytes(outBytes))
+		train.FormatBytes(peak), train.FormatBytes(dev.Capacity()), train.FormatBytes(budget), 100*float64(budget)/float64(peak), train.FormatBytes(p.Peak))
+	fmt.Fprintf(stdout, "swap-ins %d (%s), swap-outs %d (%s)\n", swapIns, train.FormatBytes(inBytes), swapOuts, train.FormatBytes(outBytes))
 	if p.Window > 0 {
-		fmt.Fprintf(stdout, "schedule-window %s (%.2f x the budget)\n", formatBytes(p.Window), float64(p.Window)/float64(budget))
+		fmt.Fprintf(stdout, "schedule-window %s (%.2f x the budget)\n", train.FormatBytes(p.Window), float64(p.Window)/float64(budget))
 	}
 	timing := p.Timing
 	if timing == "" {
@@ -142,7 +150,7 @@ func plotTimeline(p *vm.Program, model string, batch int, device, file string) e
 	}
 	budget[0] = plotter.XY{X: 0, Y: float64(p.Budget) / (1 << 30)}
 	budget[1] = plotter.XY{X: float64(len(live) - 1), Y: float64(p.Budget) / (1 << 30)}
-	pl := plot.New()
+	pl := figure.New()
 	pl.Title.Text = fmt.Sprintf("%s batch %d, %s scheduler on %s: device memory over one step", model, batch, p.Scheduler, device)
 	pl.X.Label.Text = "tape instruction"
 	pl.Y.Label.Text = "GiB held (variables + workspace)"
@@ -159,6 +167,5 @@ func plotTimeline(p *vm.Program, model string, batch int, device, file string) e
 	pl.Add(l, bl)
 	pl.Legend.Add("in use", l)
 	pl.Legend.Add("budget", bl)
-	pl.Legend.Top = true
-	return pl.Save(8*vg.Inch, 4*vg.Inch, file)
+	return figure.Save(pl, 8*vg.Inch, 4*vg.Inch, file)
 }

@@ -8,19 +8,12 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
+
+	"github.com/gorgonia-ooc/outofcore/train"
 )
 
 // stepInfo is what a training step reports.
-type stepInfo struct {
-	Step, LastStep            int // global step number and the last one this run will do
-	Epoch, Epochs             int // 1-based epoch and the epoch count
-	Batch, Batches            int // 1-based batch within the epoch and batches in it
-	Images                    int // images in the batch
-	Loss                      float64
-	ImagesPerSec              float64 // over this run so far
-	PeakDevice                int64
-	SwapInBytes, SwapOutBytes int64 // over this run so far
-}
+type stepInfo = train.Event
 
 // reporter shows training progress: a bar on a terminal, plain lines otherwise.
 type reporter interface {
@@ -31,6 +24,8 @@ type reporter interface {
 	printf(format string, args ...any)
 	// done ends the epoch's bar, if any.
 	done()
+	// event shows one of the trainer's events.
+	event(e train.Event)
 }
 
 // newReporter picks the reporter for mode "auto", "bar" or "plain".
@@ -49,6 +44,21 @@ func newReporter(mode string, w io.Writer, every int) (reporter, error) {
 	return nil, fmt.Errorf("-progress %q: want auto, bar or plain", mode)
 }
 
+// show routes a trainer event to a reporter.
+func show(r reporter, e train.Event) {
+	switch e.Kind {
+	case train.EpochStart:
+		r.epoch(e.Epoch, e.Epochs, e.Batch, e.Batches, e.BatchSize)
+	case train.StepDone:
+		r.step(e)
+	case train.EpochDone:
+		r.done()
+		r.printf("%s", e.Text)
+	default:
+		r.printf("%s", e.Text)
+	}
+}
+
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd())) && os.Getenv("TERM") != "dumb"
@@ -62,6 +72,7 @@ type plainReporter struct {
 }
 
 func (p *plainReporter) epoch(epoch, epochs, first, n, batch int) {}
+func (p *plainReporter) event(e train.Event)                      { show(p, e) }
 func (p *plainReporter) done()                                    {}
 func (p *plainReporter) printf(format string, args ...any)        { fmt.Fprintf(p.w, format+"\n", args...) }
 
@@ -71,7 +82,7 @@ func (p *plainReporter) step(s stepInfo) {
 	}
 	fmt.Fprintf(p.w, "step %d/%d  epoch %d/%d  batch %d/%d  loss %.6f  %.1f img/s  device peak %s  swap in %s out %s\n",
 		s.Step, s.LastStep, s.Epoch, s.Epochs, s.Batch, s.Batches, s.Loss, s.ImagesPerSec,
-		formatBytes(s.PeakDevice), formatBytes(s.SwapInBytes), formatBytes(s.SwapOutBytes))
+		train.FormatBytes(s.PeakDevice), train.FormatBytes(s.SwapInBytes), train.FormatBytes(s.SwapOutBytes))
 }
 
 // barThrottle is the least time between two redraws of the bar.
@@ -84,6 +95,8 @@ type barReporter struct {
 	bar *progressbar.ProgressBar
 	pre string
 }
+
+func (b *barReporter) event(e train.Event) { show(b, e) }
 
 func (b *barReporter) epoch(epoch, epochs, first, n, batch int) {
 	b.done()
@@ -107,7 +120,7 @@ func (b *barReporter) step(s stepInfo) {
 	if b.bar == nil {
 		return
 	}
-	b.bar.Describe(fmt.Sprintf("%s  loss %.4f  dev %s  swap %s", b.pre, s.Loss, formatBytes(s.PeakDevice), formatBytes(s.SwapInBytes+s.SwapOutBytes)))
+	b.bar.Describe(fmt.Sprintf("%s  loss %.4f  dev %s  swap %s", b.pre, s.Loss, train.FormatBytes(s.PeakDevice), train.FormatBytes(s.SwapInBytes+s.SwapOutBytes)))
 	_ = b.bar.Add(s.Images)
 }
 

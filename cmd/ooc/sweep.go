@@ -3,68 +3,92 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strconv"
+	"regexp"
 	"strings"
 
+	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/sweep"
+	"github.com/gorgonia-ooc/outofcore/train"
 )
 
 // runSweep is "ooc sweep": for each scheduler, allocator and batch size, the
 // largest scheduling budget at which a step completes, and images/s there
 // (the Sony paper's Table 1).
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sweep", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	model := fs.String("model", "resnet18", "model to sweep")
+	fs := newFlagSet("sweep", "[flags]", "For each scheduler, allocator and batch size, finds the largest scheduling budget at which a training\n"+
+		"step runs in the device's memory, and its images/s there (the Sony paper's Table 1). On the CPU device each\n"+
+		"figure is measured: the median of -steps timed steps after a warm-up step. On sim:PROFILE it is simulated.", stderr)
+	model := fs.String("model", "resnet18", "model to sweep: "+strings.Join(models.Names(), ", "))
 	image := fs.Int("image", 32, "input height, and width unless -width is given")
 	width := fs.Int("width", 0, "input width (0: the same as -image; Pix2PixHD's Cityscapes: -image 512 -width 1024)")
 	classes := fs.Int("classes", 10, "number of classes")
 	batches := fs.String("batches", "16,64,128", "comma-separated batch sizes")
-	budget := fs.String("budget", "48MiB", "device memory (e.g. 16GiB); 0 = the profile's")
+	budget := fs.String("budget", "48MiB", "device memory in bytes (e.g. 48MiB, 16GiB); 0 = the profile's (64MiB on cpu)")
 	device := fs.String("device", "cpu", "cpu, or sim:PROFILE (v100-nvlink, v100-pcie, p100-pcie, titanxp-pcie, h100-pcie, measured:FILE); cuda / cuda:N are opened and checked, their steps come with part 2 of issue 14")
 	schedulers := fs.String("schedulers", "baseline,window", "schedulers: baseline, lms, window")
 	allocators := fs.String("allocators", "va", "allocators: bestfit, va")
 	chunk := fs.String("chunk", "2MiB", "VA chunk size (the paper uses 40MiB on a GPU)")
-	steps := fs.Int("steps", 1, "timed steps per point on the CPU device")
+	steps := fs.Int("steps", 5, "timed steps per point on the CPU device, after a warm-up step: a point is their median")
 	untilStop := fs.Bool("until-stop", false, "add batch sizes until every row runs out of memory")
 	jsonFile := fs.String("json", "", "also write the results as JSON to this file")
 	plotFile := fs.String("plot", "", "draw budgets and reserved memory per batch (the paper's Fig. 3) to this file (.svg, .png)")
 	speedFile := fs.String("plot-speed", "", "draw images/s per batch (the paper's Fig. 4) to this file (.svg, .png)")
 	reservedFile := fs.String("plot-reserved", "", "draw the allocator's reserved memory per batch (the paper's Fig. 5) to this file (.svg, .png)")
 	quiet := fs.Bool("q", false, "no progress lines")
-	if err := fs.Parse(args); err != nil {
+	verbose := fs.Bool("v", false, "also log every budget the search tries and why it fails")
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(*device, "sim:") {
-		if err := checkRunDevice(*device); err != nil {
+	if err := checkModel(*model, map[string]int{"image": *image, "width": *width, "classes": *classes, "steps": *steps}); err != nil {
+		return err
+	}
+	cfg := sweep.Config{Model: *model, Image: *image, Width: *width, Classes: *classes, Device: *device, Steps: *steps, UntilStop: *untilStop, Verbose: *verbose}
+	var err error
+	if cfg.Batches, err = parseInts("batches", *batches); err != nil {
+		return err
+	}
+	if cfg.Schedulers, err = parseList("schedulers", *schedulers); err != nil {
+		return err
+	}
+	if cfg.Allocators, err = parseList("allocators", *allocators); err != nil {
+		return err
+	}
+	if strings.HasSuffix(strings.TrimSpace(*budget), "%") {
+		return usagef("-budget %s: a sweep's -budget is the device's memory in bytes (e.g. 48MiB); a percentage of the in-core peak "+
+			"is for train, eval and plan, where one model and batch size fix that peak", *budget)
+	}
+	if cfg.Capacity, err = train.ParseBytes(*budget); err != nil {
+		return usagef("-budget: %v", err)
+	}
+	if cfg.ChunkSize, err = train.ParseBytes(*chunk); err != nil || cfg.ChunkSize == 0 {
+		return usagef("-chunk %s: want a positive byte size (e.g. 2MiB)", *chunk)
+	}
+	if err := cfg.Check(); err != nil {
+		return usageError{err}
+	}
+	if err := checkOutputs(map[string]string{"json": *jsonFile}, map[string]string{"plot": *plotFile, "plot-speed": *speedFile, "plot-reserved": *reservedFile}); err != nil {
+		return err
+	}
+	if strings.HasPrefix(*device, "sim:") {
+		d, err := openDevice(*device, cfg.Capacity)
+		if err != nil {
 			return err
 		}
-	}
-	cfg := sweep.Config{Model: *model, Image: *image, Width: *width, Classes: *classes, Device: *device, Steps: *steps, UntilStop: *untilStop,
-		Schedulers: splitList(*schedulers), Allocators: splitList(*allocators)}
-	for _, b := range splitList(*batches) {
-		n, err := strconv.Atoi(b)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("%w: -batches: %q is not a positive batch size", errUsage, b)
-		}
-		cfg.Batches = append(cfg.Batches, n)
-	}
-	var err error
-	if cfg.Capacity, err = parseBytes(*budget); err != nil {
-		return fmt.Errorf("%w: -budget: %v", errUsage, err)
-	}
-	if cfg.ChunkSize, err = parseBytes(*chunk); err != nil {
-		return fmt.Errorf("%w: -chunk: %v", errUsage, err)
+		d.Close()
+	} else if err := checkRunDevice(*device); err != nil {
+		return err
 	}
 	if !*quiet {
 		cfg.Log = stderr
 	}
 	rs, err := sweep.Run(cfg)
 	if err != nil {
+		return err
+	}
+	if err := allFailed(rs); err != nil {
 		return err
 	}
 	if err := sweep.WriteTable(stdout, rs); err != nil {
@@ -101,15 +125,35 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return ctx.Err()
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
+// allFailed is an error when no point of a sweep ran, giving each distinct
+// reason once: reasons that differ only in their numbers (bytes needed at
+// each batch size) are one reason, shown by its first point.
+func allFailed(rs []sweep.Result) error {
+	var reasons []string
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if r.OK {
+			return nil
+		}
+		why := r.Error
+		if i := strings.IndexByte(why, '\n'); i >= 0 {
+			why = why[:i]
+		}
+		if key := digits.ReplaceAllString(why, "N"); !seen[key] {
+			seen[key] = true
+			reasons = append(reasons, fmt.Sprintf("batch %d %s+%s: %s", r.Batch, r.Scheduler, r.Allocator, why))
 		}
 	}
-	return out
+	if len(reasons) == 1 {
+		return fmt.Errorf("every point of the sweep failed (%d points), for one reason, e.g. at %s", len(rs), reasons[0])
+	}
+	if len(reasons) > 3 {
+		reasons = append(reasons[:3], fmt.Sprintf("and %d more", len(reasons)-3))
+	}
+	return fmt.Errorf("every point of the sweep failed (%d points); the reasons: %s", len(rs), strings.Join(reasons, "; "))
 }
+
+var digits = regexp.MustCompile(`[0-9]+`)
 
 // writeJSON writes v, indented, to file.
 func writeJSON(file string, v interface{}) error {

@@ -2,16 +2,21 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/train"
 )
 
 // A short run under a budget below the in-core peak: it prints a loss per
@@ -66,9 +71,9 @@ func TestTrainBaselineEqualsBudget(t *testing.T) {
 }
 
 // stateOf loads a checkpoint's tensors as name -> tensor.
-func stateOf(t *testing.T, path string) (*checkpoint, map[string]*tensor.Dense) {
+func stateOf(t *testing.T, path string) (*train.Checkpoint, map[string]*tensor.Dense) {
 	t.Helper()
-	c, err := loadCheckpoint(path)
+	c, err := train.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,79 +191,6 @@ func TestResumeRefusals(t *testing.T) {
 	}
 }
 
-// The solvers' hidden state survives export and import: a fresh solver given
-// the exported state steps exactly as the original.
-func TestSolverStateRoundTrip(t *testing.T) {
-	for _, opt := range []string{"sgd", "momentum", "adam"} {
-		t.Run(opt, func(t *testing.T) {
-			mk := func() (G.Nodes, []*tensor.Dense) {
-				g := G.NewGraph()
-				var ns G.Nodes
-				var ws []*tensor.Dense
-				for i, shape := range [][]int{{3, 2}, {4}} {
-					w := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(seq(shape, float32(i)+0.5)))
-					ns = append(ns, G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName(fmt.Sprint("w", i)), G.WithValue(w)))
-					ws = append(ws, w)
-				}
-				return ns, ws
-			}
-			grads := func(ns G.Nodes, step int) []G.ValueGrad {
-				var out []G.ValueGrad
-				for i, n := range ns {
-					d := seq(n.Shape(), float32(step*7+i)*0.37)
-					out = append(out, valueGrad{n.Value(), tensor.New(tensor.WithShape(n.Shape()...), tensor.WithBacking(d))})
-				}
-				return out
-			}
-			na, wa := mk()
-			a, _ := newSolver(opt, 0.05)
-			for s := 0; s < 3; s++ {
-				if err := a.Step(grads(na, s)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			st, err := exportSolver(a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			nb, wb := mk()
-			for i := range wa {
-				tensor.Copy(wb[i], wa[i])
-			}
-			b, _ := newSolver(opt, 0.05)
-			if err := importSolver(b, st, nb); err != nil {
-				t.Fatal(err)
-			}
-			for s := 3; s < 6; s++ {
-				a.Step(grads(na, s))
-				b.Step(grads(nb, s))
-			}
-			for i := range wa {
-				if !sameBits(wa[i], wb[i]) {
-					t.Errorf("weight %d: %v after import, %v without", i, wb[i], wa[i])
-				}
-			}
-			if opt != "sgd" && len(st.Slots) != 2 {
-				t.Errorf("%d slots exported", len(st.Slots))
-			}
-		})
-	}
-}
-
-type valueGrad struct{ v, g G.Value }
-
-func (v valueGrad) Value() G.Value         { return v.v }
-func (v valueGrad) Grad() (G.Value, error) { return v.g, nil }
-
-func seq(shape []int, base float32) []float32 {
-	n := tensor.Shape(shape).TotalSize()
-	d := make([]float32, n)
-	for i := range d {
-		d[i] = base + float32(i)*0.25 - float32(i*i)*0.01
-	}
-	return d
-}
-
 // The progress bar, when asked for, shows the rate, the loss and the memory.
 func TestProgressBar(t *testing.T) {
 	barThrottle = 0
@@ -271,5 +203,88 @@ func TestProgressBar(t *testing.T) {
 	}
 	if strings.Contains(out, "\nstep 1/2") {
 		t.Errorf("bar mode printed plain step lines:\n%s", out)
+	}
+}
+
+// stopAfter is a context whose Err reports cancellation from its n+1-th
+// call on: the trainer checks it once before each step, so the run stops
+// after exactly n steps, as on a first SIGINT or SIGTERM.
+type stopAfter struct {
+	context.Context
+	n int
+}
+
+func (c *stopAfter) Err() error {
+	if c.n <= 0 {
+		return context.Canceled
+	}
+	c.n--
+	return nil
+}
+
+// An interrupted run says the exact command that continues it, and that
+// command (-checkpoint F -resume, nothing else) finishes the run as a
+// straight one would, with its history and plot covering the whole run;
+// flags given again override the saved run and say so.
+func TestInterruptThenResumeAlone(t *testing.T) {
+	dir := t.TempDir()
+	hist, plot := filepath.Join(dir, "h.json"), filepath.Join(dir, "p.svg")
+	run := tiny("-epochs", "2", "-budget", "55%", "-allocator", "bestfit", "-history", hist, "-plot", plot)
+	straight, _ := mustTrain(t, tiny("-epochs", "2", "-budget", "55%", "-allocator", "bestfit")...)
+
+	path := filepath.Join(dir, "run.ckpt")
+	o, err := parseTrainFlags(append(run, "-checkpoint", path), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	first, err := runTraining(&stopAfter{context.Background(), 3}, o, &out)
+	want := "interrupted after step 3; continue with: ooc train -checkpoint " + path + " -resume"
+	if err == nil || err.Error() != want {
+		t.Fatalf("interrupt: %v, want %q", err, want)
+	}
+	if _, err := os.Stat(hist); err == nil {
+		t.Errorf("an interrupted run wrote its history")
+	}
+	second, out2 := mustTrain(t, "-checkpoint", path, "-resume")
+	for _, w := range []string{"resuming " + path + " after step 3", "allocator bestfit", "55% of the in-core peak", "history of steps 1..8 and 2 epochs", "plot of 2 epochs"} {
+		if !strings.Contains(out2, w) {
+			t.Errorf("resumed output lacks %q:\n%s", w, out2)
+		}
+	}
+	if got := append(append([]float64{}, first.Losses...), second.Losses...); fmt.Sprint(got) != fmt.Sprint(straight.Losses) {
+		t.Errorf("losses %v, straight %v", got, straight.Losses)
+	}
+	var h train.History
+	raw, _ := os.ReadFile(hist)
+	if err := json.Unmarshal(raw, &h); err != nil || h.First != 1 || len(h.Losses) != 8 || len(h.Epochs) != 2 {
+		t.Errorf("history %+v, %v", h, err)
+	}
+	// Flags given again override the saved run, and say so.
+	_, out3 := mustTrain(t, "-checkpoint", path, "-resume", "-epochs", "3", "-budget", "70%", "-steps", "9")
+	for _, w := range []string{"-epochs 3 overrides the checkpoint's 2", "-budget 70% overrides the checkpoint's 55%", "-steps 9 overrides the checkpoint's 0", "steps       9..9 of 9"} {
+		if !strings.Contains(out3, w) {
+			t.Errorf("override output lacks %q:\n%s", w, out3)
+		}
+	}
+}
+
+// A run removes the temporary files an interrupted write of its own
+// checkpoint left, and only those.
+func TestStaleTempsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "run.ckpt")
+	mine, other := filepath.Join(dir, ".run.ckpt.tmp-123"), filepath.Join(dir, ".other.ckpt.tmp-9")
+	for _, f := range []string{mine, other} {
+		if err := os.WriteFile(f, []byte("half a checkpoint"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, out := mustTrain(t, tiny("-steps", "1", "-checkpoint", path)...)
+	if _, err := os.Stat(mine); err == nil || !strings.Contains(out, "removed "+mine) {
+		t.Errorf("stale %s left, output:\n%s", mine, out)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another checkpoint's temp file was removed: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package train
 
 import (
 	"bufio"
@@ -11,11 +11,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"gorgonia.org/tensor"
 )
 
-// Checkpoint file format, version 1. All integers are little-endian.
+// Checkpoint file format, version 2 (version 1 files are read too). All
+// integers are little-endian.
 //
 //	header   8 bytes magic "OOC-CKPT", uint32 version, uint32 CRC-32C of the preceding 12 bytes
 //	section  uint8 kind ('M' meta, 'T' tensor, 'E' end)
@@ -24,15 +26,18 @@ import (
 //	         uint64 data length, data
 //	         uint32 CRC-32C of the section from its kind byte through its data
 //
-// The first section is the meta record (JSON, ckptMeta); then one tensor
+// The first section is the meta record (JSON, Meta); then one tensor
 // section per saved tensor (info {"dtype","shape"}, data the raw elements);
-// the last is the end section, whose info {"sections": n} counts the sections
-// before it. Nothing may follow it. Every section carries its own checksum, so
+// then, in version 2, the run's step losses as a float64 tensor section named
+// "history/losses" when there are any; the last is the end section, whose info
+// {"sections": n} counts the sections before it. Nothing may follow it. Every section carries its own checksum, so
 // a flipped byte or a truncation is reported with the offset of the damaged
 // section.
 const (
 	ckptMagic   = "OOC-CKPT"
-	ckptVersion = 1
+	ckptVersion = 2
+	// lossesSection holds the whole run's per-step losses (version 2).
+	lossesSection = "history/losses"
 
 	kindMeta   = 'M'
 	kindTensor = 'T'
@@ -43,19 +48,21 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// checkpoint is everything a run needs to continue where it stopped.
-type checkpoint struct {
-	Meta    ckptMeta
-	Tensors []namedTensor // "param/<name>", "bn/<i>/mean", "opt/<i>/<slot>", in that order
+// Checkpoint is everything a run needs to continue where it stopped.
+type Checkpoint struct {
+	Meta    Meta
+	Tensors []NamedTensor // "param/<name>", "bn/<i>/mean", "opt/<i>/<slot>", in that order
+	// Losses are the per-step train losses of the whole run, resumes included.
+	Losses []float64
 }
 
-type namedTensor struct {
+type NamedTensor struct {
 	Name string
 	T    *tensor.Dense
 }
 
-// ckptMeta is the JSON meta record: what was trained, how, and where the run is.
-type ckptMeta struct {
+// Meta is the JSON meta record: what was trained, how, and where the run is.
+type Meta struct {
 	Program string `json:"program"`
 	Saved   string `json:"saved"` // RFC 3339; informational
 
@@ -97,7 +104,13 @@ type ckptMeta struct {
 	EpochLossSum float64 `json:"epoch_loss_sum"`
 	EpochSteps   int     `json:"epoch_steps"`
 	// LastEval is the test result after the last evaluated epoch, if any.
-	LastEval *evalResult `json:"last_eval,omitempty"`
+	LastEval *EvalResult `json:"last_eval,omitempty"`
+
+	// Version 2: the whole run, so that a resume needs no flags. Run is nil
+	// in version 1 files.
+	Run *Config `json:"run,omitempty"`
+	// Epochs are the finished epochs of the whole run.
+	Epochs []EpochRecord `json:"epochs,omitempty"`
 }
 
 // checkpointError locates damage in a checkpoint file.
@@ -116,7 +129,7 @@ func (e *checkpointError) Error() string {
 }
 
 // writeCheckpoint encodes c.
-func writeCheckpoint(w io.Writer, c *checkpoint) error {
+func writeCheckpoint(w io.Writer, c *Checkpoint) error {
 	var hdr [16]byte
 	copy(hdr[:], ckptMagic)
 	binary.LittleEndian.PutUint32(hdr[8:], ckptVersion)
@@ -140,7 +153,19 @@ func writeCheckpoint(w io.Writer, c *checkpoint) error {
 			return err
 		}
 	}
-	end, _ := json.Marshal(map[string]int{"sections": 1 + len(c.Tensors)})
+	n := 1 + len(c.Tensors)
+	if len(c.Losses) > 0 {
+		l := tensor.New(tensor.WithShape(len(c.Losses)), tensor.WithBacking(c.Losses))
+		info, size, data, err := tensorWriter(l)
+		if err != nil {
+			return err
+		}
+		if err := writeSection(w, kindTensor, lossesSection, info, size, data); err != nil {
+			return err
+		}
+		n++
+	}
+	end, _ := json.Marshal(map[string]int{"sections": n})
 	return writeSection(w, kindEnd, "end", end, 0, nil)
 }
 
@@ -277,7 +302,7 @@ func decodeTensor(info, data []byte) (*tensor.Dense, error) {
 }
 
 // decodeCheckpoint parses a whole checkpoint file held in buf; file names it in errors.
-func decodeCheckpoint(file string, buf []byte) (*checkpoint, error) {
+func decodeCheckpoint(file string, buf []byte) (*Checkpoint, error) {
 	fail := func(off int, section, format string, args ...any) error {
 		return &checkpointError{File: file, Offset: int64(off), Section: section, Msg: fmt.Sprintf(format, args...)}
 	}
@@ -293,10 +318,10 @@ func decodeCheckpoint(file string, buf []byte) (*checkpoint, error) {
 	if got, want := binary.LittleEndian.Uint32(buf[12:]), crc32.Checksum(buf[:12], castagnoli); got != want {
 		return nil, fail(8, "", "header checksum mismatch (stored %08x, computed %08x)", got, want)
 	}
-	if v := binary.LittleEndian.Uint32(buf[8:]); v != ckptVersion {
-		return nil, fail(8, "", "unsupported checkpoint version %d (this ooc reads version %d)", v, ckptVersion)
+	if v := binary.LittleEndian.Uint32(buf[8:]); v < 1 || v > ckptVersion {
+		return nil, fail(8, "", "unsupported checkpoint version %d (this ooc reads versions 1 to %d)", v, ckptVersion)
 	}
-	c := &checkpoint{}
+	c := &Checkpoint{}
 	off, count := 16, 0
 	for {
 		start := off
@@ -359,7 +384,13 @@ func decodeCheckpoint(file string, buf []byte) (*checkpoint, error) {
 			if err != nil {
 				return nil, fail(start, name, "%v", err)
 			}
-			c.Tensors = append(c.Tensors, namedTensor{Name: name, T: t})
+			if name == lossesSection {
+				if c.Losses, _ = t.Data().([]float64); c.Losses == nil {
+					return nil, fail(start, name, "losses are %v, want float64", t.Dtype())
+				}
+				break
+			}
+			c.Tensors = append(c.Tensors, NamedTensor{Name: name, T: t})
 		case kind == kindEnd:
 			var end struct {
 				Sections int `json:"sections"`
@@ -378,8 +409,8 @@ func decodeCheckpoint(file string, buf []byte) (*checkpoint, error) {
 	}
 }
 
-// loadCheckpoint reads and verifies a checkpoint file.
-func loadCheckpoint(path string) (*checkpoint, error) {
+// Load reads and verifies a checkpoint file.
+func Load(path string) (*Checkpoint, error) {
 	buf, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
@@ -387,8 +418,8 @@ func loadCheckpoint(path string) (*checkpoint, error) {
 	return decodeCheckpoint(path, buf)
 }
 
-// saveCheckpoint writes c to path atomically.
-func saveCheckpoint(path string, c *checkpoint) error {
+// Save writes c to path atomically.
+func Save(path string, c *Checkpoint) error {
 	return writeFileAtomic(path, func(w io.Writer) error { return writeCheckpoint(w, c) })
 }
 
@@ -406,7 +437,7 @@ func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("writing checkpoint %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	tmp := f.Name()
 	renamed := false
@@ -414,7 +445,7 @@ func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
 		if err != nil && !renamed {
 			f.Close()
 			os.Remove(tmp)
-			err = fmt.Errorf("writing checkpoint %s (the previous file, if any, is unchanged): %w", path, err)
+			err = fmt.Errorf("writing %s (the previous file, if any, is unchanged): %w", path, err)
 		}
 	}()
 	bw := bufio.NewWriterSize(f, 1<<20)
@@ -438,7 +469,7 @@ func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
 	}
 	renamed = true
 	if err = syncDir(dir); err != nil {
-		return fmt.Errorf("checkpoint %s written, but making the rename durable failed: %w", path, err)
+		return fmt.Errorf("%s written, but making the rename durable failed: %w", path, err)
 	}
 	return nil
 }
@@ -455,20 +486,36 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// ckptWidth is the width a checkpoint records: 0 for a square input, as
-// checkpoints written before non-square inputs have it.
-func ckptWidth(s dataShape) int {
-	if s.width == s.height {
-		return 0
+// RemoveStaleTemps removes the temporary files a killed run left next to the
+// checkpoint at path (".NAME.tmp-*", the names writeFileAtomic uses), and
+// returns their names. Temporary files of other checkpoints are left alone.
+func RemoveStaleTemps(path string) ([]string, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
 	}
-	return s.width
+	stale, err := filepath.Glob(filepath.Join(dir, "."+globEscape(base)+".tmp-*"))
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, f := range stale {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return removed, fmt.Errorf("removing the stale temporary file %s: %w", f, err)
+		}
+		removed = append(removed, f)
+	}
+	return removed, nil
 }
 
-// shape is the input a checkpoint's model was trained on.
-func (m ckptMeta) shape() dataShape {
-	w := m.Width
-	if w == 0 {
-		w = m.Image
+// globEscape quotes the characters filepath.Match treats specially.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
 	}
-	return dataShape{channels: m.Channels, height: m.Image, width: w, classes: m.Classes, hidden: m.Hidden}
+	return b.String()
 }

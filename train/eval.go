@@ -1,4 +1,4 @@
-package main
+package train
 
 import (
 	"fmt"
@@ -16,8 +16,8 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm"
 )
 
-// evalResult is a test-set evaluation.
-type evalResult struct {
+// EvalResult is a test-set evaluation.
+type EvalResult struct {
 	Epoch    int     `json:"epoch"` // epochs trained when it was measured
 	Step     int     `json:"step"`
 	Examples int     `json:"examples"`
@@ -28,7 +28,7 @@ type evalResult struct {
 	Loss     float64 `json:"loss"`
 }
 
-func (r evalResult) String() string {
+func (r EvalResult) String() string {
 	acc := "n/a"
 	if r.HasAcc {
 		acc = fmt.Sprintf("%.4f (%d/%d)", r.Accuracy, r.Correct, r.Total)
@@ -160,7 +160,7 @@ func (ev *evaluator) Close() error {
 
 // evaluate runs one pass over ds with the loader options (the training run's
 // shape, dtype and normalisation; no shuffling or augmentation).
-func (ev *evaluator) evaluate(ds datasets.Dataset, opt datasets.Options) (res evalResult, err error) {
+func (ev *evaluator) evaluate(ds datasets.Dataset, opt datasets.Options) (res EvalResult, err error) {
 	opt.Shuffle, opt.RandomCrop, opt.Flip = false, 0, false
 	opt.Epochs, opt.StartEpoch, opt.StartBatch = 1, 0, 0
 	opt.Last = datasets.PadLast

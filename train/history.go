@@ -1,33 +1,49 @@
-package main
+package train
 
 import (
+	"encoding/json"
 	"fmt"
 	"image/color"
+	"io"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/gorgonia-ooc/outofcore/internal/figure"
 )
 
-// epochRecord is one finished epoch: its mean train loss and the test
+// EpochRecord is one finished epoch: its mean train loss and the test
 // evaluation after it.
-type epochRecord struct {
+type EpochRecord struct {
 	Epoch     int         `json:"epoch"`
 	Step      int         `json:"step"`
 	TrainLoss float64     `json:"train_loss"`
-	Eval      *evalResult `json:"eval,omitempty"`
+	Eval      *EvalResult `json:"eval,omitempty"`
 }
 
-func writeHistory(file string, res *trainResult) error {
-	return writeJSON(file, struct {
-		Epochs []epochRecord `json:"epochs"`
-		Losses []float64     `json:"step_losses"`
-		First  int           `json:"first_step"`
-	}{res.Epochs, res.Losses, res.First})
+// History is a run's record across resumes: its finished epochs and the
+// loss of every step from First on (1 unless the run was resumed from a
+// version 1 checkpoint, which kept no losses).
+type History struct {
+	Epochs []EpochRecord `json:"epochs"`
+	Losses []float64     `json:"step_losses"`
+	First  int           `json:"first_step"`
 }
 
-// plotHistory draws the mean train loss and the test accuracy per epoch.
-func plotHistory(file, model, data string, epochs []epochRecord) error {
+// WriteHistory writes h as indented JSON to file, atomically.
+func WriteHistory(file string, h History) error {
+	raw, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(file, func(w io.Writer) error {
+		_, err := w.Write(append(raw, '\n'))
+		return err
+	})
+}
+
+// PlotHistory draws the mean train loss and the test accuracy per epoch.
+func PlotHistory(file, model, data string, epochs []EpochRecord) error {
 	if len(epochs) == 0 {
 		return fmt.Errorf("-plot: no epoch finished, nothing to draw")
 	}
@@ -38,7 +54,7 @@ func plotHistory(file, model, data string, epochs []epochRecord) error {
 			acc = append(acc, plotter.XY{X: float64(e.Epoch), Y: e.Eval.Accuracy})
 		}
 	}
-	p := plot.New()
+	p := figure.New()
 	p.Title.Text = fmt.Sprintf("%s on %s: train loss and test accuracy per epoch (measured, CPU)", model, data)
 	p.X.Label.Text = "epoch"
 	p.Y.Label.Text = "train loss / test accuracy"
@@ -58,6 +74,5 @@ func plotHistory(file, model, data string, epochs []epochRecord) error {
 		p.Add(al, ap, plotter.NewGrid())
 		p.Legend.Add("test accuracy", al, ap)
 	}
-	p.Legend.Top = true
-	return p.Save(7*vg.Inch, 4*vg.Inch, file)
+	return figure.Save(p, 7*vg.Inch, 4*vg.Inch, file)
 }

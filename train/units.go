@@ -1,4 +1,4 @@
-package main
+package train
 
 import (
 	"fmt"
@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// parseBytes reads "1536", "512KiB", "64MiB", "1.5GiB", "2GB" (decimal units too).
-func parseBytes(s string) (int64, error) {
+// ParseBytes reads "1536", "512KiB", "64MiB", "1.5GiB", "2GB" (decimal units too).
+func ParseBytes(s string) (int64, error) {
 	orig := s
 	s = strings.TrimSpace(s)
 	units := []struct {
@@ -36,47 +36,59 @@ func parseBytes(s string) (int64, error) {
 	return int64(b), nil
 }
 
-// budgetSpec is a budget given in bytes or as a percentage of the in-core peak.
-type budgetSpec struct {
-	bytes   int64
-	percent float64 // > 0 when given as "N%"
+// Budget is a device-memory budget given in bytes or as a percentage of the
+// in-core peak (ooc.Plan with ooc.Baseline). The zero Budget means the
+// device's capacity.
+type Budget struct {
+	Bytes   int64   `json:"bytes,omitempty"`
+	Percent float64 `json:"percent,omitempty"` // > 0 when given as "N%"
 }
 
-func parseBudget(s string) (budgetSpec, error) {
+// ParseBudget reads "64MiB", "1048576" or "50%".
+func ParseBudget(s string) (Budget, error) {
 	t := strings.TrimSpace(s)
 	if strings.HasSuffix(t, "%") {
 		p, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
 		if err != nil || math.IsNaN(p) || math.IsInf(p, 0) || p <= 0 {
-			return budgetSpec{}, fmt.Errorf("-budget %q: want bytes (e.g. 64MiB) or a positive percentage of the in-core peak (e.g. 50%%)", s)
+			return Budget{}, fmt.Errorf("-budget %q: want bytes (e.g. 64MiB) or a positive percentage of the in-core peak (e.g. 50%%)", s)
 		}
-		return budgetSpec{percent: p}, nil
+		return Budget{Percent: p}, nil
 	}
-	b, err := parseBytes(t)
+	b, err := ParseBytes(t)
 	if err != nil {
-		return budgetSpec{}, fmt.Errorf("-budget: %w, or a percentage of the in-core peak (e.g. 50%%)", err)
+		return Budget{}, fmt.Errorf("-budget: %w, or a percentage of the in-core peak (e.g. 50%%)", err)
 	}
-	return budgetSpec{bytes: b}, nil
+	return Budget{Bytes: b}, nil
 }
 
-// resolve turns the spec into bytes given the in-core peak.
-func (b budgetSpec) resolve(peak int64) int64 {
-	if b.percent > 0 {
-		return int64(float64(peak) * b.percent / 100)
+// Resolve turns the budget into bytes given the in-core peak.
+func (b Budget) Resolve(peak int64) int64 {
+	if b.Percent > 0 {
+		return int64(float64(peak) * b.Percent / 100)
 	}
-	return b.bytes
+	return b.Bytes
 }
 
-func (b budgetSpec) String() string {
-	if b.percent > 0 {
-		return strconv.FormatFloat(b.percent, 'g', -1, 64) + "%"
+func (b Budget) String() string {
+	if b.Percent > 0 {
+		return strconv.FormatFloat(b.Percent, 'g', -1, 64) + "%"
 	}
-	if b.bytes == 0 {
+	if b.Bytes == 0 {
 		return "device capacity"
 	}
-	return formatBytes(b.bytes)
+	return FormatBytes(b.Bytes)
 }
 
-func formatBytes(n int64) string {
+// Flag is the budget as a -budget flag takes it.
+func (b Budget) Flag() string {
+	if b.Percent > 0 {
+		return b.String()
+	}
+	return strconv.FormatInt(b.Bytes, 10)
+}
+
+// FormatBytes prints n as "1.50 MiB".
+func FormatBytes(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))

@@ -1,4 +1,4 @@
-package main
+package train
 
 import (
 	"bytes"
@@ -16,20 +16,20 @@ import (
 	"gorgonia.org/tensor"
 )
 
-func sampleCheckpoint() *checkpoint {
+func sampleCheckpoint() *Checkpoint {
 	f32 := tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float32{1, -2.5, float32(math.Inf(1)), 0, float32(math.SmallestNonzeroFloat32), math.MaxFloat32}))
 	f64 := tensor.New(tensor.WithShape(4), tensor.WithBacking([]float64{math.Pi, -0.0, 1e-300, 7}))
 	nan := tensor.New(tensor.WithShape(1, 1, 1, 2), tensor.WithBacking([]float32{float32(math.NaN()), 3}))
-	return &checkpoint{
-		Meta: ckptMeta{Program: "test", Model: "smallcnn", Batch: 4, Channels: 3, Image: 16, Classes: 10,
+	return &Checkpoint{
+		Meta: Meta{Program: "test", Model: "smallcnn", Batch: 4, Channels: 3, Image: 16, Classes: 10,
 			Data: "synthetic:n=16", Seed: 7, Optimizer: "adam", LR: 0.001, OptimizerIter: 3, Step: 3, NextEpoch: 0, NextBatch: 3,
 			EpochLossSum: 0.1 + 0.2, EpochSteps: 3, Mean: []float64{0.5}, Std: []float64{0.25},
-			LastEval: &evalResult{Epoch: 1, Step: 2, Examples: 16, Correct: 5, Total: 16, Accuracy: 5.0 / 16, HasAcc: true, Loss: 1.0 / 3}},
-		Tensors: []namedTensor{{"param/w", f32}, {"bn/0/mean", f64}, {"opt/0/mean", nan}},
+			LastEval: &EvalResult{Epoch: 1, Step: 2, Examples: 16, Correct: 5, Total: 16, Accuracy: 5.0 / 16, HasAcc: true, Loss: 1.0 / 3}},
+		Tensors: []NamedTensor{{"param/w", f32}, {"bn/0/mean", f64}, {"opt/0/mean", nan}},
 	}
 }
 
-func encode(t *testing.T, c *checkpoint) []byte {
+func encode(t *testing.T, c *Checkpoint) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	if err := writeCheckpoint(&b, c); err != nil {
@@ -66,10 +66,10 @@ func sameBits(a, b *tensor.Dense) bool {
 func TestCheckpointRoundTrip(t *testing.T) {
 	c := sampleCheckpoint()
 	path := filepath.Join(t.TempDir(), "c.ckpt")
-	if err := saveCheckpoint(path, c); err != nil {
+	if err := Save(path, c); err != nil {
 		t.Fatal(err)
 	}
-	got, err := loadCheckpoint(path)
+	got, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestCheckpointCorruption(t *testing.T) {
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c, err := loadCheckpoint(path)
+		c, err := Load(path)
 		if err == nil {
 			t.Fatalf("%s: loaded without error", what)
 		}
@@ -136,7 +136,7 @@ func TestCheckpointCorruption(t *testing.T) {
 		{"trailing garbage", append(append([]byte{}, good...), 0), "unexpected bytes after the end section"},
 		{"future version", func() []byte {
 			b := append([]byte{}, good...)
-			b[8] = 2
+			b[8] = ckptVersion + 1
 			return b
 		}(), "offset 8: header checksum mismatch"},
 	} {
@@ -164,7 +164,7 @@ func TestCheckpointUnsupportedVersion(t *testing.T) {
 	b.Write(sum)
 	path := filepath.Join(t.TempDir(), "v9.ckpt")
 	os.WriteFile(path, b.Bytes(), 0o644)
-	_, err := loadCheckpoint(path)
+	_, err := Load(path)
 	if err == nil || !strings.Contains(err.Error(), "unsupported checkpoint version 9") {
 		t.Fatalf("error %v", err)
 	}

@@ -1,7 +1,6 @@
-package main
+package train
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"runtime"
@@ -13,35 +12,51 @@ import (
 	"github.com/gorgonia-ooc/outofcore/ooc"
 )
 
-func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	o, err := parseEvalFlags(args, stderr)
-	if err != nil {
-		return err
-	}
-	_, err = evalCheckpoint(o, stdout)
-	return err
+// EvalConfig says what EvaluateCheckpoint evaluates and how.
+type EvalConfig struct {
+	Checkpoint string
+	Data       string // "": the checkpoint's
+	Split      string // test (default) or train
+	Batch      int    // 0: the checkpoint's
+	// Budget nil: the budget training ran under (the forward pass fits in it).
+	Budget    *Budget
+	Window    int64
+	Scheduler string // window (default) or baseline
+	Allocator string // va (default) or bestfit
 }
 
-// evalCheckpoint rebuilds the checkpoint's model, loads its weights and
-// batch-norm statistics, and evaluates it on a split of the data.
-func evalCheckpoint(o *evalOptions, out io.Writer) (*evalResult, error) {
-	ck, err := loadCheckpoint(o.Checkpoint)
+// EvaluateCheckpoint rebuilds a checkpoint's model, loads its weights and
+// batch-norm statistics, evaluates it on a split of the data and prints what
+// it did to out.
+func EvaluateCheckpoint(ec EvalConfig, out io.Writer) (*EvalResult, error) {
+	if ec.Split == "" {
+		ec.Split = "test"
+	}
+	split, err := datasets.ParseSplit(ec.Split)
+	if err != nil {
+		return nil, configErrorf("-split %q: want test or train", ec.Split)
+	}
+	ck, err := Load(ec.Checkpoint)
 	if err != nil {
 		return nil, err
 	}
 	meta := ck.Meta
-	if !knownModel(meta.Model) {
-		return nil, fmt.Errorf("checkpoint %s: unknown model %q", o.Checkpoint, meta.Model)
+	if !KnownModel(meta.Model) {
+		return nil, fmt.Errorf("checkpoint %s: unknown model %q", ec.Checkpoint, meta.Model)
 	}
-	spec := o.Data
+	cfg := Config{Scheduler: ec.Scheduler, Allocator: ec.Allocator, Window: ec.Window, Optimizer: meta.Optimizer}
+	if ec.Budget != nil {
+		cfg.Budget = *ec.Budget
+	}
+	cfg.Defaults()
+	spec := ec.Data
 	if spec == "" {
 		spec = meta.Data
 	}
-	batch := o.Batch
+	batch := ec.Batch
 	if batch == 0 {
 		batch = meta.Batch
 	}
-	split, _ := datasets.ParseSplit(o.Split)
 	shape := meta.shape()
 	m, err := buildModel(meta.Model, batch, shape, meta.Seed)
 	if err != nil {
@@ -78,37 +93,37 @@ func evalCheckpoint(o *evalOptions, out io.Writer) (*evalResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	budget := o.Budget.resolve(peak)
-	if o.BudgetText == "" {
+	budget := cfg.Budget.Resolve(peak)
+	if ec.Budget == nil {
 		// The budget training ran under; the forward pass fits in it.
 		budget = meta.Budget
-		if o.Scheduler == "window" && budget == 0 {
+		if cfg.Scheduler == "window" && budget == 0 {
 			budget = peak
 		}
-		o.Budget = budgetSpec{bytes: budget}
+		cfg.Budget = Budget{Bytes: budget}
 	}
-	if err := ev.compile(o.options(budget)...); err != nil {
-		return nil, o.budgetError(err, func(b int64) error {
-			_, err := ooc.Plan(ev.graph, ev.options(ooc.WithWindow(o.Window), ooc.WithBudget(b))...)
+	if err := ev.compile(cfg.compileOptions(budget)...); err != nil {
+		return nil, cfg.budgetError(err, func(b int64) error {
+			_, err := ooc.Plan(ev.graph, ev.options(ooc.WithWindow(cfg.Window), ooc.WithBudget(b))...)
 			return err
 		}, budget, peak)
 	}
 	defer ev.Close()
 	solver, err := newSolver(meta.Optimizer, meta.LR)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint %s: %w", o.Checkpoint, err)
+		return nil, fmt.Errorf("checkpoint %s: %w", ec.Checkpoint, err)
 	}
-	if err := restoreTensors(o.Checkpoint, ck, m.Learnables, bns, solver); err != nil {
+	if err := restoreTensors(ec.Checkpoint, ck, m.Learnables, bns, solver); err != nil {
 		return nil, err
 	}
 
 	prog := ev.machine.Program()
 	fmt.Fprintf(out, "checkpoint %s: model %s (%s parameters), input %dx%s, %d classes; trained %d steps with %s (lr %g)\n",
-		o.Checkpoint, meta.Model, withCommas(m.NumParams()), meta.Channels, shape.size(), meta.Classes, meta.Step, meta.Optimizer, meta.LR)
+		ec.Checkpoint, meta.Model, withCommas(m.NumParams()), meta.Channels, shape.size(), meta.Classes, meta.Step, meta.Optimizer, meta.LR)
 	fmt.Fprintf(out, "data %s, %s split: %d examples, batch %d\n", spec, split, info.Examples, batch)
 	fmt.Fprintf(out, "evaluation: forward pass only, batch norm in inference mode; logits: %s\n", ev.Note)
 	fmt.Fprintf(out, "memory: in-core peak %s; scheduler %s, %s, allocator %s\n",
-		formatBytes(peak), prog.Scheduler, budgetLine(o.memoryOptions, prog.Budget, peak), o.Allocator)
+		FormatBytes(peak), prog.Scheduler, cfg.budgetLine(prog.Budget, peak), cfg.Allocator)
 	t0 := time.Now()
 	r, err := ev.evaluate(ds, lo)
 	if err != nil {
@@ -120,6 +135,6 @@ func evalCheckpoint(o *evalOptions, out io.Writer) (*evalResult, error) {
 	fmt.Fprintf(out, "%s\n", r)
 	fmt.Fprintf(out, "measured on the CPU device of this machine (%s/%s, %d CPUs; not simulated): %d images in %.2fs, %.1f images/s; device peak %d B (%s), swap bytes in %d, out %d\n",
 		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), r.Examples, elapsed.Seconds(), float64(r.Examples)/elapsed.Seconds(),
-		st.PeakDeviceBytes, formatBytes(st.PeakDeviceBytes), st.SwapInBytes, st.SwapOutBytes)
+		st.PeakDeviceBytes, FormatBytes(st.PeakDeviceBytes), st.SwapInBytes, st.SwapOutBytes)
 	return &r, nil
 }

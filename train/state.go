@@ -1,4 +1,4 @@
-package main
+package train
 
 import (
 	"fmt"
@@ -24,7 +24,8 @@ var optimizers = []struct {
 	{"adam", 0.001, []string{"mean", "variance"}},
 }
 
-func optimizerNames() string {
+// OptimizerNames lists the optimizers Config.Optimizer takes.
+func OptimizerNames() string {
 	var n []string
 	for _, o := range optimizers {
 		n = append(n, o.name)
@@ -41,7 +42,8 @@ func optimizerSlots(name string) ([]string, bool) {
 	return nil, false
 }
 
-func defaultLR(name string) float64 {
+// DefaultLR is the learning rate an optimizer uses when Config.LR is 0.
+func DefaultLR(name string) float64 {
 	for _, o := range optimizers {
 		if o.name == name {
 			return o.lr
@@ -62,7 +64,7 @@ func newSolver(name string, lr float64) (G.Solver, error) {
 	case "adam":
 		return G.NewAdamSolver(G.WithLearnRate(lr)), nil
 	}
-	return nil, fmt.Errorf("unknown optimizer %q (want %s)", name, optimizerNames())
+	return nil, fmt.Errorf("unknown optimizer %q (want %s)", name, OptimizerNames())
 }
 
 // solverState is the state a gorgonia solver keeps between steps: for each
@@ -336,22 +338,22 @@ func (s bnSnapshot) restore(bns []batchNorm) error {
 // captureTensors collects the learnables' values, the batch norms' running
 // statistics and the solver's state, as checkpoint sections. The learnables'
 // and the solver's tensors are the live ones: write them before the next step.
-func captureTensors(learnables G.Nodes, bns []batchNorm, solver G.Solver, optimizer string) ([]namedTensor, int, error) {
-	var out []namedTensor
+func captureTensors(learnables G.Nodes, bns []batchNorm, solver G.Solver, optimizer string) ([]NamedTensor, int, error) {
+	var out []NamedTensor
 	for _, w := range learnables {
 		t, ok := w.Value().(*tensor.Dense)
 		if !ok {
 			return nil, 0, fmt.Errorf("learnable %s holds a %T, not a tensor", w.Name(), w.Value())
 		}
 		// The live tensors, not copies: the checkpoint is written before the next step.
-		out = append(out, namedTensor{"param/" + w.Name(), t})
+		out = append(out, NamedTensor{"param/" + w.Name(), t})
 	}
 	snap, err := snapshotBN(bns)
 	if err != nil {
 		return nil, 0, err
 	}
 	for i, s := range snap {
-		out = append(out, namedTensor{fmt.Sprintf("bn/%d/mean", i), s[0]}, namedTensor{fmt.Sprintf("bn/%d/variance", i), s[1]})
+		out = append(out, NamedTensor{fmt.Sprintf("bn/%d/mean", i), s[0]}, NamedTensor{fmt.Sprintf("bn/%d/variance", i), s[1]})
 	}
 	st, err := exportSolver(solver)
 	if err != nil {
@@ -360,14 +362,14 @@ func captureTensors(learnables G.Nodes, bns []batchNorm, solver G.Solver, optimi
 	slots, _ := optimizerSlots(optimizer)
 	for i, sl := range st.Slots {
 		for j, t := range sl {
-			out = append(out, namedTensor{fmt.Sprintf("opt/%d/%s", i, slots[j]), t})
+			out = append(out, NamedTensor{fmt.Sprintf("opt/%d/%s", i, slots[j]), t})
 		}
 	}
 	return out, st.Iter, nil
 }
 
 // restoreTensors is captureTensors backwards; every mismatch names the file.
-func restoreTensors(file string, c *checkpoint, learnables G.Nodes, bns []batchNorm, solver G.Solver) error {
+func restoreTensors(file string, c *Checkpoint, learnables G.Nodes, bns []batchNorm, solver G.Solver) error {
 	ts := c.Tensors
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("checkpoint %s does not fit this model: "+format, append([]any{file}, args...)...)

@@ -1,0 +1,282 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gorgonia-ooc/outofcore/models"
+	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/vm/alloc"
+)
+
+// Config is a training run's whole configuration. A checkpoint holds it, so
+// that a run resumed from the checkpoint alone continues as it was started.
+type Config struct {
+	// The run's identity: a resumed run must keep all of these, since any
+	// change would make it another run.
+
+	// Model names a models.Build network; Data a datasets.Open spec. Open
+	// builds both from them; New takes them built and records their names.
+	Model string `json:"model"`
+	Data  string `json:"data"`
+	Batch int    `json:"batch"`
+	// Image and Width are the input height and width (0: the data's native
+	// size; Width 0: square). Classes 0 takes the data's. Hidden is lstm's width.
+	Image   int   `json:"image,omitempty"`
+	Width   int   `json:"width,omitempty"`
+	Classes int   `json:"classes,omitempty"`
+	Hidden  int   `json:"hidden,omitempty"`
+	Seed    int64 `json:"seed"`
+	Augment bool  `json:"augment,omitempty"`
+	// Optimizer picks the solver that steps the learnables: sgd, momentum or
+	// adam (gorgonia's). This is where another solver package plugs in: a new
+	// name here, its constructor in newSolver, its state in exportSolver and
+	// importSolver. LR 0 takes the optimizer's default.
+	Optimizer string  `json:"optimizer"`
+	LR        float64 `json:"lr"`
+	// LRDrop are the epochs after which the learning rate is multiplied by 0.1.
+	LRDrop []int `json:"lr_drop,omitempty"`
+
+	// How long: Epochs in all, and at most Steps steps in all (0: no cap).
+	// A resume may change them.
+	Epochs int `json:"epochs"`
+	Steps  int `json:"steps,omitempty"`
+
+	// How each step runs; a resume may change these too (the steps compute
+	// the same values under any of them, bit for bit).
+	Device    string `json:"device,omitempty"` // "" or "cpu": steps run on the CPU
+	Budget    Budget `json:"budget"`
+	Window    int64  `json:"window,omitempty"`    // window scheduler's schedule-window; 0: automatic
+	Scheduler string `json:"scheduler,omitempty"` // window (default) or baseline
+	Allocator string `json:"allocator,omitempty"` // va (default) or bestfit
+	Chunk     int64  `json:"chunk,omitempty"`     // VA chunk size; 0: ooc's default
+
+	// Outputs. Checkpoint is written atomically after each epoch, every
+	// SaveEvery steps and at the end; History (JSON) and Plot (.svg, .png, ...)
+	// are written at the end and cover the whole run, resumes included.
+	Checkpoint    string `json:"checkpoint,omitempty"`
+	SaveEvery     int    `json:"save_every,omitempty"`
+	History       string `json:"history,omitempty"`
+	Plot          string `json:"plot,omitempty"`
+	RecordProfile string `json:"record_profile,omitempty"`
+}
+
+// ConfigError is a configuration the run cannot start with; commands report
+// it as a usage error.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func configErrorf(format string, args ...any) error {
+	return &ConfigError{fmt.Errorf(format, args...)}
+}
+
+// Defaults fills in the zero fields that have a default.
+func (c *Config) Defaults() {
+	if c.Optimizer == "" {
+		c.Optimizer = "adam"
+	}
+	if c.LR == 0 {
+		c.LR = DefaultLR(c.Optimizer)
+	}
+	if c.Epochs == 0 {
+		c.Epochs = 1
+	}
+	if c.Scheduler == "" {
+		c.Scheduler = "window"
+	}
+	if c.Allocator == "" {
+		c.Allocator = ooc.VA.String()
+	}
+	if c.Device == "" {
+		c.Device = "cpu"
+	}
+}
+
+// Check validates every field, and the output paths (their directories exist
+// and are writable, their formats are known), before any work starts.
+func (c *Config) Check() error {
+	if c.Model != "" && !KnownModel(c.Model) {
+		return configErrorf("-model %q: unknown model (known: %s)", c.Model, strings.Join(models.Names(), ", "))
+	}
+	if _, ok := optimizerSlots(c.Optimizer); !ok {
+		return configErrorf("-optimizer %q: unknown optimizer (want %s)", c.Optimizer, OptimizerNames())
+	}
+	if _, err := ooc.ParseAllocator(c.Allocator); err != nil {
+		return configErrorf("-allocator: %v", err)
+	}
+	switch {
+	case c.Scheduler != "window" && c.Scheduler != "baseline":
+		return configErrorf("-scheduler %q: unknown scheduler (want window or baseline)", c.Scheduler)
+	case c.Device != "cpu":
+		return configErrorf("-device %s: training steps run on the CPU device only", c.Device)
+	case c.Budget.Bytes < 0 || c.Budget.Percent < 0 || math.IsNaN(c.Budget.Percent) || math.IsInf(c.Budget.Percent, 0):
+		return configErrorf("-budget %v: must be positive", c.Budget)
+	case c.Window < 0:
+		return configErrorf("-window %d: must not be negative", c.Window)
+	case c.Chunk < 0 || c.Chunk%alloc.Granularity != 0:
+		return configErrorf("-chunk %d: must be a multiple of 2 MiB (or 0: chosen for the budget)", c.Chunk)
+	case c.Batch <= 0:
+		return configErrorf("-batch %d: must be positive", c.Batch)
+	case c.Image < 0:
+		return configErrorf("-image %d: must be positive (or 0 for the data's size)", c.Image)
+	case c.Hidden < 0:
+		return configErrorf("-hidden %d: must be positive (or 0 for the model's default)", c.Hidden)
+	case c.Width < 0:
+		return configErrorf("-width %d: must be positive (or 0 for the same as -image)", c.Width)
+	case c.Classes < 0:
+		return configErrorf("-classes %d: must be positive (or 0 for the data's)", c.Classes)
+	case c.Epochs <= 0:
+		return configErrorf("-epochs %d: must be positive", c.Epochs)
+	case c.Steps < 0:
+		return configErrorf("-steps %d: must not be negative", c.Steps)
+	case c.LR < 0 || math.IsNaN(c.LR) || math.IsInf(c.LR, 0):
+		return configErrorf("-lr %v: must be a positive number (or 0 for the optimizer's default)", c.LR)
+	case c.SaveEvery < 0:
+		return configErrorf("-save-every %d: must not be negative", c.SaveEvery)
+	case c.SaveEvery > 0 && c.Checkpoint == "":
+		return configErrorf("-save-every needs -checkpoint FILE")
+	}
+	for i, e := range c.LRDrop {
+		if e <= 0 || (i > 0 && e <= c.LRDrop[i-1]) {
+			return configErrorf("-lr-drop %v: want increasing epoch numbers, e.g. 3,5", c.LRDrop)
+		}
+	}
+	for _, out := range []struct{ flag, path string }{
+		{"-checkpoint", c.Checkpoint}, {"-history", c.History}, {"-plot", c.Plot}, {"-record-profile", c.RecordProfile},
+	} {
+		if err := CheckOutput(out.flag, out.path); err != nil {
+			return err
+		}
+	}
+	return CheckPlotFormat("-plot", c.Plot)
+}
+
+// KnownModel reports whether models.Build knows the name.
+func KnownModel(name string) bool {
+	for _, n := range models.Names() {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckOutput checks that a file can be written at path, by creating and
+// removing a temporary file next to it, so that a run does not fail after its
+// work for a reason it could have found first. An empty path is fine.
+func CheckOutput(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return configErrorf("%s %s: is a directory", flag, path)
+	}
+	dir := filepath.Dir(path)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return configErrorf("%s %s: directory %s does not exist", flag, path, dir)
+	}
+	f, err := os.CreateTemp(dir, ".ooc-probe-*")
+	if err != nil {
+		return configErrorf("%s %s: cannot write in %s: %v", flag, path, dir, errors.Unwrap(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// plotFormats are the file types gonum/plot saves.
+var plotFormats = []string{".svg", ".png", ".pdf", ".eps", ".jpg", ".jpeg", ".tif", ".tiff"}
+
+// CheckPlotFormat checks that a plot file's extension names a format plots
+// can be written in. An empty path is fine.
+func CheckPlotFormat(flag, path string) error {
+	if path == "" {
+		return nil
+	}
+	ext := strings.ToLower(filepath.Ext(path))
+	for _, f := range plotFormats {
+		if ext == f {
+			return nil
+		}
+	}
+	return configErrorf("%s %s: unknown plot format %q (want %s)", flag, path, ext, strings.Join(plotFormats, ", "))
+}
+
+// allocator is the parsed Allocator (Check has vetted it).
+func (c *Config) allocator() ooc.AllocatorKind {
+	k, _ := ooc.ParseAllocator(c.Allocator)
+	return k
+}
+
+// compileOptions are the Compile options for a resolved budget.
+func (c *Config) compileOptions(budget int64) []ooc.Option {
+	return c.compileOptionsFor(memoryPlan{planned: budget, chunk: c.Chunk})
+}
+
+// compileOptionsFor are the Compile options for a memory plan (its device
+// not included).
+func (c *Config) compileOptionsFor(p memoryPlan) []ooc.Option {
+	opts := []ooc.Option{ooc.WithAllocator(c.allocator()), ooc.WithWindow(c.Window)}
+	if p.chunk > 0 {
+		opts = append(opts, ooc.WithChunkSize(p.chunk))
+	}
+	if c.Scheduler == "baseline" {
+		return append(opts, ooc.Baseline())
+	}
+	return append(opts, ooc.WithBudget(p.planned))
+}
+
+// budgetError explains a budget Compile refused: with the window scheduler
+// it also finds, by bisection over ooc.Plan, about the least budget that
+// plans, so the user knows what to ask for.
+func (c *Config) budgetError(err error, plan func(budget int64) error, budget, inCore int64) error {
+	msg := fmt.Sprintf("-budget %s (%d bytes; in-core peak %d bytes): %v", c.Budget, budget, inCore, err)
+	if c.Scheduler != "window" || !strings.Contains(err.Error(), "infeasible") || budget >= inCore || plan(inCore) != nil {
+		return errors.New(msg)
+	}
+	lo, hi := budget, inCore
+	for i := 0; i < 20 && hi-lo > max(hi/200, 1); i++ {
+		mid := lo + (hi-lo)/2
+		if plan(mid) == nil {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return fmt.Errorf("%s; the least budget that plans is about %d bytes (%s, %.0f%% of the in-core peak): try -budget %.0f%%",
+		msg, hi, FormatBytes(hi), 100*float64(hi)/float64(inCore), math.Ceil(100*float64(hi)/float64(inCore)))
+}
+
+// budgetLine describes the budget a program was planned under.
+func (c *Config) budgetLine(budget, inCore int64) string {
+	if c.Scheduler == "baseline" {
+		return "no budget (baseline: in core, each tensor freed after its last use)"
+	}
+	s := fmt.Sprintf("budget %d B (%s", budget, FormatBytes(budget))
+	switch {
+	case c.Budget.Percent > 0 && budget == c.Budget.Resolve(inCore):
+		s += fmt.Sprintf(", %s of the in-core peak %s)", c.Budget, FormatBytes(inCore))
+	case inCore > 0:
+		s += fmt.Sprintf(", %.0f%% of the in-core peak %s)", 100*float64(budget)/float64(inCore), FormatBytes(inCore))
+	default:
+		s += ")"
+	}
+	return s
+}
+
+// learningRate is the rate for a (1-based) epoch: lr, times 0.1 for every
+// drop epoch before it.
+func learningRate(lr float64, drops []int, epoch int) float64 {
+	for _, d := range drops {
+		if d < epoch {
+			lr *= 0.1
+		}
+	}
+	return lr
+}

@@ -1,0 +1,116 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gorgonia-ooc/outofcore/models"
+	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/vm"
+	"github.com/gorgonia-ooc/outofcore/vm/alloc"
+)
+
+// memoryPlan is how a budget becomes a device: on the CPU device a budget of
+// B bytes is a device of B bytes, as a GPU's memory is, so the allocator
+// can never reserve more; the scheduler then plans under the largest budget
+// (at most B) whose step the allocator serves in that device.
+type memoryPlan struct {
+	device   int64 // the training device's capacity (0: the default CPU device)
+	chunk    int64 // VA chunk size (0: ooc's default)
+	planned  int64 // the scheduler's budget
+	adaptive bool  // the chunk was chosen for the budget, not given
+	tries    int   // budgets tried before one fitted
+}
+
+// chunkFor is the VA chunk size for a device of b bytes when none is given:
+// the paper's 40 MiB on a GPU-sized device, down to the 2 MiB granularity so
+// that a small device holds many chunks (about 24).
+func chunkFor(b int64) int64 {
+	c := b / 24 / alloc.Granularity * alloc.Granularity
+	return min(max(c, alloc.Granularity), alloc.DefaultChunkSize)
+}
+
+// fitMemory picks the device and the scheduling budget for a budget of b
+// bytes. It replays one step's allocations on an accounted device of the
+// same size (a simulated step: no compute) and lowers the scheduling budget
+// by 5% of b until the allocator serves every allocation, so that a real
+// step cannot run out of the device's memory however the allocator rounds.
+func fitMemory(cfg *Config, m *models.Model, b int64) (memoryPlan, error) {
+	if cfg.Scheduler == "baseline" || b <= 0 {
+		return memoryPlan{chunk: cfg.Chunk}, nil
+	}
+	p := memoryPlan{chunk: cfg.Chunk, planned: b}
+	if cfg.allocator() == ooc.VA && p.chunk == 0 {
+		p.chunk, p.adaptive = chunkFor(b), true
+	}
+	// The device holds at least one chunk (2 MiB segments for best-fit's
+	// small pool): nothing smaller can serve an allocation.
+	p.device = max(b, p.chunk, alloc.Granularity)
+	var last error
+	for p.tries = 1; p.tries <= 12 && p.planned > 0; p.tries++ {
+		err := replayStep(cfg, m, p)
+		switch {
+		case err == nil:
+			return p, nil
+		case errors.Is(err, alloc.ErrOutOfMemory):
+			last = err
+		case p.tries == 1:
+			return p, err // the budget itself does not plan: the caller explains it
+		default:
+			// Lowered until no plan exists: the allocator cannot serve
+			// any plan in this device.
+			return p, &deviceTooSmallError{device: p.device, chunk: p.chunk, last: last}
+		}
+		p.planned -= b / 20
+	}
+	return p, &deviceTooSmallError{device: p.device, chunk: p.chunk, last: last}
+}
+
+// deviceTooSmallError is a device in which the allocator serves no plan's
+// step: the budget plans, but rounding blocks to the allocator's segments
+// or chunks needs more memory than the device has.
+type deviceTooSmallError struct {
+	device, chunk int64
+	last          error
+}
+
+func (e *deviceTooSmallError) Error() string {
+	return fmt.Sprintf("a CPU device of %s cannot hold a step: the budget plans, but the allocator, rounding blocks to its chunks or segments, runs out of the device's memory under every budget tried (%v)",
+		FormatBytes(e.device), e.last)
+}
+
+// leastDevice finds, by bisection between b (which fails) and twice the
+// in-core peak, about the smallest budget whose device serves a step, or 0
+// when none up there does.
+func leastDevice(cfg *Config, m *models.Model, b, inCore int64) int64 {
+	fits := func(d int64) bool { _, err := fitMemory(cfg, m, d); return err == nil }
+	lo, hi := b, max(2*inCore, b+alloc.Granularity)
+	if !fits(hi) {
+		return 0
+	}
+	for i := 0; i < 10 && hi-lo > hi/100; i++ {
+		if mid := lo + (hi-lo)/2; fits(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// replayStep runs one simulated step of the plan on an accounted device of
+// the plan's size, holding what the CPU device holds (ooc.HostPersistent).
+func replayStep(cfg *Config, m *models.Model, p memoryPlan) error {
+	dev, err := vm.NewDevice("sim:v100-pcie", p.device)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	opts := append(cfg.compileOptionsFor(p), ooc.WithDevice(dev), ooc.HostPersistent(), ooc.BindDualValues(m.Learnables...))
+	machine, err := ooc.Compile(m.Graph, opts...)
+	if err != nil {
+		return err
+	}
+	defer machine.Close()
+	return machine.RunAll()
+}

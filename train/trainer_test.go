@@ -1,0 +1,175 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// stopAfter is a context whose Err reports cancellation from its n+1-th
+// call on: Fit checks it once before each step, so the run stops after
+// exactly n steps, with no timing involved.
+type stopAfter struct {
+	context.Context
+	n int
+}
+
+func (c *stopAfter) Err() error {
+	if c.n <= 0 {
+		return context.Canceled
+	}
+	c.n--
+	return nil
+}
+
+// runState is everything a checkpoint file holds that must match between an
+// interrupted-and-resumed run and a straight one.
+func runState(t *testing.T, path string) (*Checkpoint, map[string][]byte) {
+	t.Helper()
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string][]byte{}
+	for _, nt := range c.Tensors {
+		m[nt.Name] = encodeBits(t, nt)
+	}
+	return c, m
+}
+
+func encodeBits(t *testing.T, nt NamedTensor) []byte {
+	t.Helper()
+	_, _, write, err := tensorWriter(nt.T)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := write(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// A run interrupted after any of several steps (the first, mid-epoch, at an
+// epoch's end, mid-way through the second epoch, with -save-every between)
+// and resumed from its checkpoint alone, with the configuration the
+// checkpoint holds, ends with the same weights, batch-norm statistics,
+// optimizer state, per-step losses and per-epoch history as a run that was
+// never interrupted, bit for bit.
+func TestInterruptAndResume(t *testing.T) {
+	base := tinyConfig()
+	base.Epochs, base.Optimizer, base.Augment, base.SaveEvery = 3, "momentum", true, 3
+	dir := t.TempDir()
+	straight := base
+	straight.Checkpoint = filepath.Join(dir, "straight.ckpt")
+	fit(t, straight)
+	want, wantT := runState(t, straight.Checkpoint)
+	if len(want.Losses) != 12 || len(want.Meta.Epochs) != 3 {
+		t.Fatalf("straight run: %d losses, %d epochs", len(want.Losses), len(want.Meta.Epochs))
+	}
+	for _, stops := range [][]int{{1}, {2}, {4}, {6}, {2, 5, 9}} {
+		t.Run("stop-after-"+strings.Trim(strings.ReplaceAll(fmt.Sprint(stops), " ", "-"), "[]"), func(t *testing.T) {
+			cfg := base
+			cfg.Checkpoint = filepath.Join(t.TempDir(), "run.ckpt")
+			tr, err := Open(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := 0
+			for i, stop := range stops {
+				_, err = tr.Fit(&stopAfter{context.Background(), stop - done})
+				var intr *InterruptedError
+				if !errors.As(err, &intr) || intr.Step != stop || intr.SaveErr != nil || !errors.Is(err, context.Canceled) {
+					t.Fatalf("interrupt %d: %v", i, err)
+				}
+				tr.Close()
+				done = stop
+				ck, err := Load(cfg.Checkpoint)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ck.Meta.Step != stop || ck.Meta.Run == nil || ck.Meta.Run.Epochs != 3 || len(ck.Losses) != stop {
+					t.Fatalf("checkpoint after %d steps: step %d, run %+v, %d losses", stop, ck.Meta.Step, ck.Meta.Run, len(ck.Losses))
+				}
+				// The checkpoint alone: its own configuration, nothing else.
+				if tr, err = Resume(ck, cfg.Checkpoint, RunConfig(ck)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			res, err := tr.Fit(context.Background())
+			tr.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.First != done+1 || res.Steps != 12 {
+				t.Errorf("the last resume ran steps %d..%d", res.First, res.Steps)
+			}
+			got, gotT := runState(t, cfg.Checkpoint)
+			if len(gotT) != len(wantT) {
+				t.Fatalf("%d tensors, want %d", len(gotT), len(wantT))
+			}
+			for name, w := range wantT {
+				if !bytes.Equal(gotT[name], w) {
+					t.Errorf("%s differs from the straight run", name)
+				}
+			}
+			for i := range want.Losses {
+				if math.Float64bits(got.Losses[i]) != math.Float64bits(want.Losses[i]) {
+					t.Errorf("step %d: loss %v, straight %v", i+1, got.Losses[i], want.Losses[i])
+				}
+			}
+			if !reflect.DeepEqual(got.Meta.Epochs, want.Meta.Epochs) || !reflect.DeepEqual(got.Meta.LastEval, want.Meta.LastEval) {
+				t.Errorf("history differs:\n%+v\n%+v", got.Meta.Epochs, want.Meta.Epochs)
+			}
+			if got.Meta.OptimizerIter != want.Meta.OptimizerIter || got.Meta.NextEpoch != want.Meta.NextEpoch || got.Meta.EpochLossSum != want.Meta.EpochLossSum {
+				t.Errorf("meta differs:\n%+v\n%+v", got.Meta, want.Meta)
+			}
+		})
+	}
+}
+
+// On the CPU device a budget of B bytes is a device of B bytes: the
+// allocator never reserves more, the scheduler plans under what the
+// allocator can serve in it, and a budget whose device cannot hold a step
+// is refused before training with the least budget that works.
+func TestBudgetIsDevice(t *testing.T) {
+	base := Config{Model: "smallcnn", Data: "synthetic:n=32", Batch: 32, Image: 32, Seed: 1, Steps: 1}
+	for _, pct := range []float64{60, 100} {
+		t.Run(fmt.Sprintf("%v%%", pct), func(t *testing.T) {
+			cfg := base
+			cfg.Budget = Budget{Percent: pct}
+			tr, res := fit(t, cfg)
+			if tr.mem.device != tr.budget || tr.mem.chunk != 2<<20 || !tr.mem.adaptive {
+				t.Errorf("budget %d: device %d, chunk %d", tr.budget, tr.mem.device, tr.mem.chunk)
+			}
+			st := res.Stats
+			if st.ReservedBytes <= 0 || st.ReservedBytes > tr.mem.device || st.PeakDeviceBytes > tr.mem.planned || tr.mem.planned > tr.budget {
+				t.Errorf("device %d, planned %d: reserved %d, peak %d", tr.mem.device, tr.mem.planned, st.ReservedBytes, st.PeakDeviceBytes)
+			}
+			var out bytes.Buffer
+			tr.Summary(&out, res)
+			if !strings.Contains(out.String(), "a CPU device of ") || !strings.Contains(out.String(), "peak requested from it") {
+				t.Errorf("summary:\n%s", out.String())
+			}
+		})
+	}
+	cfg := base
+	cfg.Budget = Budget{Percent: 20}
+	_, err := Open(cfg)
+	m := regexp.MustCompile(`the least device that serves a step is about .*\(or -budget ([0-9]+)\)`).FindStringSubmatch(fmt.Sprint(err))
+	if m == nil {
+		t.Fatalf("20%%: %v", err)
+	}
+	// The budget suggested works.
+	b, _ := strconv.ParseInt(m[1], 10, 64)
+	cfg.Budget = Budget{Bytes: b}
+	fit(t, cfg)
+}
