@@ -59,6 +59,8 @@ type settings struct {
 	inference bool
 	poison    bool
 	model     *vm.Sim // op times measured on the device (see Compile)
+	reducer   AllReducer
+	replica   replicaPos // which replica CompileParallel plans for
 	errs      []error
 }
 

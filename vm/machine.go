@@ -317,6 +317,7 @@ func (m *Machine) RunAll() (err error) {
 	}()
 	if m.sim != nil {
 		m.clock = simClock{}
+		m.sim.beginStep()
 	} else if err = m.loadLeaves(); err != nil {
 		return err
 	}
@@ -333,6 +334,7 @@ func (m *Machine) RunAll() (err error) {
 	pc = -1
 	if m.sim != nil {
 		m.simUpdate()
+		m.sim.endStep()
 		m.stats.Steps++
 		m.stats.StepTime += m.clock.end()
 		return m.endStep()

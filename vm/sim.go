@@ -29,6 +29,12 @@ type Profile struct {
 	// LinkBandwidth is the host link, bytes/s in each direction; each
 	// direction has its own copy engine.
 	LinkBandwidth float64
+	// DevicesPerSwitch is how many devices share one host link when
+	// several are made together (NewSimGroup, NewDevices "sim:P*4"), and
+	// SwitchBandwidth what that link carries each way in all (0: the
+	// LinkBandwidth of one). 0 devices: every device has its own link.
+	DevicesPerSwitch int
+	SwitchBandwidth  float64
 	// Launch is the fixed cost of every op (kernel launch, framework).
 	Launch time.Duration
 	// Source says where the numbers come from.
@@ -166,6 +172,8 @@ func WriteOpTimes(file, machine string, capacity int64, linkBandwidth float64, o
 type Sim struct {
 	prof Profile
 	mem  alloc.Memory
+	sw   *hostSwitch // the link shared with other devices, if any
+	link linkState
 }
 
 // NewSim makes a simulated device.
