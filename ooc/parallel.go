@@ -158,6 +158,11 @@ type ParallelStats struct {
 // replicas' mean, so a solver steps once, on the script's learnables.
 // Before each run the script's learnables are copied to every replica.
 //
+// On simulated devices nothing is computed: the builder is called once
+// per replica (it may hand every replica one graph), Model is replica 0's
+// graph, and RunAll times a step (Stats) with the replicas' transfers
+// sharing their switches' host links (vm.CoSimulate).
+//
 // With one device the step is bit for bit Compile's on the whole batch;
 // with more, the gradients differ from it only by float rounding. Batch
 // statistics (batch norm) are each replica's own. The devices are the
@@ -205,8 +210,10 @@ func CompileParallel(build Builder, batch int, devices []vm.Device, opts ...Opti
 		return nil, errors.New("ooc: CompileParallel: simulated and real devices cannot train together")
 	}
 	p.sim = simulated == n
-	if p.model, err = buildReplica(build, batch, "the script's graph"); err != nil {
-		return nil, err
+	if !p.sim {
+		if p.model, err = buildReplica(build, batch, "the script's graph"); err != nil {
+			return nil, err
+		}
 	}
 	made := p
 	defer func() {
@@ -223,7 +230,10 @@ func CompileParallel(build Builder, batch int, devices []vm.Device, opts ...Opti
 		if err != nil {
 			return nil, err
 		}
-		if err := p.matches(r, i, n); err != nil {
+		if p.sim && i == 0 {
+			p.model = r
+		}
+		if err := p.matches(r, i, n); err != nil && !p.sim {
 			return nil, err
 		}
 		rs := *s
