@@ -166,36 +166,41 @@ func (s MultiVDNN) tune(p *Problem, sched *Schedule) error {
 			break
 		}
 	}
+	// Step 3, in the order the swap-ins fire (the host-to-device engine
+	// serves them in that order): each as late as it can start and still
+	// land before its use on the step's timeline, no earlier than the one
+	// before it. The result must simulate no slower than step 2's, else
+	// step 2's stands.
+	tm, err := deviceTiming(t, sim)
+	if err != nil {
+		return err
+	}
+	startAt := make([]time.Duration, len(t.Funcs)+1)
+	for i, d := range tm.op {
+		startAt[i+1] = startAt[i] + d
+	}
+	earliest := cloneSchedule(sched)
 	end := t.forwardEnd()
-	type trig struct{ v, at, use int }
-	var trigs []trig
-	for i, vs := range sched.SwapIn {
-		for _, v := range vs {
-			trigs = append(trigs, trig{v, i, t.NextUse(v, end)})
-		}
-	}
-	move := func(v, from, to int) {
-		sched.SwapIn[from] = remove(sched.SwapIn[from], v)
-		sched.SwapIn[to] = append(sched.SwapIn[to], v)
-	}
-	for _, tr := range trigs {
-		// The latest trigger in [at, use] with no added delay: a binary
-		// search, as a later trigger never lands sooner.
-		lo, hi := tr.at, tr.use
-		for lo < hi {
-			mid := (lo + hi + 1) / 2
-			move(tr.v, tr.at, mid)
-			d, err := stepTime()
-			move(tr.v, mid, tr.at)
-			if err == nil && d <= base {
-				lo = mid
-			} else {
-				hi = mid - 1
+	var h2d time.Duration
+	floor := 0
+	for i := range t.Funcs {
+		for _, v := range earliest.SwapIn[i] {
+			use := t.NextUse(v, end)
+			copyTime := tm.copyTime(t.DeviceBytes(v))
+			at := max(i, floor)
+			for at < use && max(startAt[at+1], h2d)+copyTime <= startAt[use] {
+				at++
 			}
+			if at != i {
+				sched.SwapIn[i] = remove(sched.SwapIn[i], v)
+				sched.SwapIn[at] = append(sched.SwapIn[at], v)
+			}
+			floor = at
+			h2d = max(startAt[at], h2d) + copyTime
 		}
-		if lo != tr.at {
-			move(tr.v, tr.at, lo)
-		}
+	}
+	if d, err := stepTime(); err != nil || d > base {
+		*sched = *earliest
 	}
 	sched.Timing = p.timingNote()
 	return nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -331,4 +332,81 @@ func persistentBytes(m *models.Model) int64 {
 		total += 3 * size(l)
 	}
 	return total
+}
+
+// CPUReplicas is a measured comparison on this machine's CPU: steps of
+// one device on a whole batch against steps of Replicas CPU devices, one
+// replica each, on the same batch split among them.
+type CPUReplicas struct {
+	Model                string
+	Batch, Image, Steps  int
+	Replicas             int
+	Single, Parallel     time.Duration // mean step time, after one warm-up step each
+	SingleLoss, ParaLoss float64       // the last step's loss (they differ by rounding and batch norm statistics)
+}
+
+// MeasureCPUReplicas times steps of one CPU device and of n CPU replicas,
+// alternating one step of each so both see the same machine load.
+func MeasureCPUReplicas(model string, batch, image, classes, steps, n int) (*CPUReplicas, error) {
+	build := func(b int) (ooc.Replica, error) {
+		m, err := models.Build(model, models.Config{Batch: b, Channels: 3, Height: image, Width: image, Classes: classes, Seed: 1})
+		if err != nil {
+			return ooc.Replica{}, err
+		}
+		return ooc.Replica{Graph: m.Graph, Inputs: G.Nodes{m.Input, m.Labels}, Learnables: m.Learnables, Loss: m.Loss}, nil
+	}
+	one, err := models.Build(model, models.Config{Batch: batch, Channels: 3, Height: image, Width: image, Classes: classes, Seed: 1})
+	if err != nil {
+		return nil, err
+	}
+	if err := one.BindRandom(1); err != nil {
+		return nil, err
+	}
+	single, err := ooc.Compile(one.Graph, ooc.BindDualValues(one.Learnables...))
+	if err != nil {
+		return nil, err
+	}
+	defer single.Close()
+	devs, err := vm.NewDevices(fmt.Sprintf("cpu*%d", n), 0)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, d := range devs {
+			_ = d.Close()
+		}
+	}()
+	par, err := ooc.CompileParallel(build, batch, devs, ooc.BindDualValues())
+	if err != nil {
+		return nil, err
+	}
+	defer par.Close()
+	pm := par.Model()
+	if err := (&models.Model{Input: pm.Inputs[0], Labels: pm.Inputs[1]}).BindRandom(1); err != nil {
+		return nil, err
+	}
+	r := &CPUReplicas{Model: model, Batch: batch, Image: image, Steps: steps, Replicas: n}
+	timeStep := func(vm G.VM) (time.Duration, error) {
+		t0 := time.Now()
+		err := vm.RunAll()
+		vm.Reset()
+		return time.Since(t0), err
+	}
+	for s := 0; s <= steps; s++ {
+		a, err := timeStep(single)
+		if err != nil {
+			return nil, err
+		}
+		b, err := timeStep(par)
+		if err != nil {
+			return nil, err
+		}
+		if s > 0 {
+			r.Single += a / time.Duration(steps)
+			r.Parallel += b / time.Duration(steps)
+		}
+	}
+	r.SingleLoss = float64(one.Loss.Value().Data().(float32))
+	r.ParaLoss = float64(pm.Loss.Value().Data().(float32))
+	return r, nil
 }
