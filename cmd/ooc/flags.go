@@ -88,6 +88,7 @@ type trainOptions struct {
 	Augment                bool
 	memoryOptions
 
+	Devices    int // -devices: data parallel on this many (trainparallel.go)
 	Checkpoint string
 	Resume     bool
 	SaveEvery  int
@@ -124,6 +125,7 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.Int64Var(&o.Seed, "seed", 1, "seed of the weights, the data order and synthetic data")
 	fs.BoolVar(&o.Augment, "augment", false, "augment the training data: random crop (4-pixel padding) and horizontal flip")
 	o.memoryOptions.define(fs, "60%", "the in-core peak (ooc.Plan with ooc.Baseline)")
+	fs.IntVar(&o.Devices, "devices", 0, devicesHelp)
 	fs.StringVar(&o.Checkpoint, "checkpoint", "", "checkpoint file, written atomically after each epoch, every -save-every steps and at the end")
 	fs.BoolVar(&o.Resume, "resume", false, "continue the run saved in -checkpoint, bit for bit")
 	fs.IntVar(&o.SaveEvery, "save-every", 0, "also write the checkpoint every N steps (0: after each epoch and at the end only)")
@@ -141,7 +143,7 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected arguments %q (flags only)", fs.Args())
 	}
-	if err := checkRunDevice(o.Device); err != nil {
+	if err := o.checkTrainDevices(); err != nil {
 		return nil, err
 	}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })

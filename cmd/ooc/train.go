@@ -128,6 +128,9 @@ func checkFit(m *models.Model, l *datasets.Loader, model, spec string) error {
 func wantsSegmentation(m *models.Model) bool { return m.Labels.Shape().Dims() == 4 }
 
 func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResult, err error) {
+	if o.parallelDevices() != "" {
+		return trainParallel(ctx, o, out)
+	}
 	// A run either resumes a checkpoint or starts one; it never replaces a
 	// checkpoint it did not load.
 	var ck *checkpoint
