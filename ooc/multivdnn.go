@@ -152,11 +152,10 @@ func (s MultiVDNN) tune(p *Problem, sched *Schedule) error {
 	var base time.Duration
 	for k := int64(0); ; k++ {
 		if k == 5 {
+			// Not even vDNN's triggers run in the simulator: leave them,
+			// and the step, to the machine.
 			*sched = *original
-			if base, err = stepTime(); err != nil {
-				return fmt.Errorf("ooc: %s: %w", s.Name(), err)
-			}
-			break
+			return nil
 		}
 		*sched = *cloneSchedule(original)
 		if err := hoistSwapIns(t, sched, p.Budget-k*p.Budget/50); err != nil {

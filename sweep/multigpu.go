@@ -242,10 +242,10 @@ func (c *MultiGPUConfig) point(cache *graphCache, s MultiScheme, n, batch int) M
 			_ = par.Close()
 		}
 		par, err = ooc.CompileParallel(build, batch*n, devs, append(opts, ooc.WithBudget(budget))...)
-		if err != nil {
-			break
+		if err == nil {
+			err = par.RunAll()
 		}
-		if err = par.RunAll(); err == nil || s.Scheduler == nil {
+		if err == nil || s.Scheduler == nil {
 			break
 		}
 	}
