@@ -34,6 +34,12 @@ func Compile(g *gorgonia.ExprGraph, opts ...Option) (m *vm.Machine, err error) {
 	if err != nil {
 		return nil, err
 	}
+	return compile(g, s)
+}
+
+// compile is Compile for settings already gathered (CompileParallel makes
+// one set per replica).
+func compile(g *gorgonia.ExprGraph, s *settings) (m *vm.Machine, err error) {
 	ownDevice := s.device == nil
 	if ownDevice {
 		if s.device, err = vm.NewCPU(0); err != nil {
@@ -188,7 +194,8 @@ func plan(t *Trace, budget int64, s *settings) (*vm.Program, error) {
 	case sc == nil:
 		sc = Window{}
 	}
-	p := &Problem{Trace: t, Budget: budget, Window: s.window, Device: s.device, model: s.model}
+	p := &Problem{Trace: t, Budget: budget, Window: s.window, Device: s.device, model: s.model,
+		Replica: s.replica.index, Replicas: max(s.replica.count, 1), GroupSize: max(s.replica.group, 1)}
 	sched, err := sc.Plan(p)
 	if err != nil {
 		return nil, err

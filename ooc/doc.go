@@ -37,6 +37,29 @@
 // paper's bound on any schedule's makespan; makespan / LowerBound scores
 // them (sweep.Compare, ooc compare).
 //
+// # Several devices
+//
+// CompileParallel trains data parallel: a Builder makes the model graph
+// for a batch size; one copy at the whole batch is the script's (it feeds
+// the inputs, steps the solver on the learnables, reads the loss) and one
+// copy per device, at its share of the batch, is compiled by Compile for
+// that device and budget. A step (Parallel.RunAll) copies the script's
+// learnables and each replica's rows of the inputs to the replicas, runs
+// them concurrently, averages their gradients with an AllReducer
+// (HostAllReduce: in process, summed in replica order, so runs repeat bit
+// for bit) into the script's learnables, and sets the loss to the
+// replicas' mean. One replica is Compile on the whole batch, bit for bit.
+// A replica that fails (out of memory, say) fails the step with its
+// index and device named, the script's gradients untouched.
+//
+// On simulated devices grouped behind switches (vm.NewSimGroup, a profile
+// with DevicesPerSwitch), the replicas' copies share each switch's host
+// link and are co-simulated (vm.CoSimulate). MultiVDNN is the multi-GPU
+// paper's vDNN: the original (every layer swapped on every replica), its
+// transfer cap (replica i of a switch group swaps layers i%x + j*x) and its
+// search of each swap-in's trigger; sweep.RunMultiGPU and ooc multigpu
+// compare them with the window scheduler.
+//
 // The budget covers what the machine allocates on the device: activations,
 // gradients and op workspaces. Leaf values (the input batch, the learnables
 // and constants) stay in the memory the user bound them in and are reported

@@ -136,7 +136,7 @@ func simulate(prog *vm.Program, sim *vm.Sim, budget int64) (time.Duration, error
 	if err != nil {
 		return 0, err
 	}
-	m, err := vm.New(prog, vm.Config{Device: sim, Allocator: al, Budget: budget})
+	m, err := vm.New(prog, vm.Config{Device: sim.Alone(), Allocator: al, Budget: budget})
 	if err != nil {
 		_ = al.Close()
 		return 0, err

@@ -61,6 +61,8 @@ type settings struct {
 	poison    bool
 	model     *vm.Sim // op times measured on the device (see Compile)
 	hostPers  bool    // HostPersistent
+	reducer   AllReducer
+	replica   replicaPos // which replica CompileParallel plans for
 	errs      []error
 }
 

@@ -16,6 +16,11 @@ type Problem struct {
 	// Device is where the program will run (nil: a CPU device); schedulers
 	// that tune themselves simulate on it when it is simulated.
 	Device vm.Device
+	// Replica is this program's place among CompileParallel's Replicas
+	// (0 of 1 under Compile), and GroupSize how many replicas share one
+	// host link (a switch): planners that stagger the replicas' transfers
+	// (MultiVDNN) read them.
+	Replica, Replicas, GroupSize int
 
 	// model, when set, is the simulated device planners time the trace on
 	// instead: one whose op times were measured on Device.

@@ -333,6 +333,7 @@ func (m *Machine) RunAll() (err error) {
 	}()
 	if m.sim != nil {
 		m.clock = simClock{}
+		m.sim.beginStep()
 	} else if err = m.loadLeaves(); err != nil {
 		return err
 	}
@@ -349,6 +350,7 @@ func (m *Machine) RunAll() (err error) {
 	pc = -1
 	if m.sim != nil {
 		m.simUpdate()
+		m.sim.endStep()
 		m.stats.Steps++
 		m.stats.StepTime += m.clock.end()
 		return m.endStep()

@@ -29,6 +29,12 @@ type Profile struct {
 	// LinkBandwidth is the host link, bytes/s in each direction; each
 	// direction has its own copy engine.
 	LinkBandwidth float64
+	// DevicesPerSwitch is how many devices share one host link when
+	// several are made together (NewSimGroup, NewDevices "sim:P*4"), and
+	// SwitchBandwidth what that link carries each way in all (0: the
+	// LinkBandwidth of one). 0 devices: every device has its own link.
+	DevicesPerSwitch int
+	SwitchBandwidth  float64
 	// Launch is the fixed cost of every op (kernel launch, framework).
 	Launch time.Duration
 	// Source says where the numbers come from.
@@ -69,6 +75,20 @@ var profiles = map[string]Profile{
 	// Titan Xp: 12 GB GDDR5X, 12.1 TFLOP/s FP32, 547.6 GB/s; PCIe 3.0.
 	"titanxp-pcie": {Capacity: 12 << 30, PeakFLOPS: 12.1e12, MemBandwidth: 547.6e9, LinkBandwidth: 12.2e9,
 		Source: "NVIDIA Titan Xp specifications; PCIe 3.0 x16 at 12.2 GB/s effective"},
+	// The multi-GPU paper's machines (Kim et al., seed 002). Table I: one
+	// Titan Xp 12 GB (figures above). For several: Titan Xps behind one
+	// PCIe 3.0 switch whose x16 upstream port (12.2 GB/s effective, as for
+	// one device) all four share; this switch topology is assumed (the
+	// paper gives it only for its P100 server).
+	"titanxp-switch": {Capacity: 12 << 30, PeakFLOPS: 12.1e12, MemBandwidth: 547.6e9, LinkBandwidth: 12.2e9,
+		DevicesPerSwitch: 4, SwitchBandwidth: 12.2e9,
+		Source: "NVIDIA Titan Xp specifications; PCIe 3.0 x16 at 12.2 GB/s effective per device; 4 devices share one switch uplink of 12.2 GB/s (assumed topology)"},
+	// Tables II and III: four Tesla P100 16 GB on two PCIe switches, two
+	// GPUs each (the paper's section IV.B), each switch's x16 uplink
+	// shared by its two.
+	"p100-2switch": {Capacity: 16 << 30, PeakFLOPS: 9.3e12, MemBandwidth: 732e9, LinkBandwidth: 12.2e9,
+		DevicesPerSwitch: 2, SwitchBandwidth: 12.2e9,
+		Source: "P100-PCIe 16 GB datasheet; two GPUs per PCIe 3.0 switch as in the multi-GPU paper's section IV.B, uplink 12.2 GB/s effective"},
 	// H100-PCIe 80 GB: 51.2 TFLOP/s FP32, 2.0 TB/s HBM2e; PCIe 5.0 x16 at
 	// about 50 GB/s effective.
 	"h100-pcie": {Capacity: 80 << 30, PeakFLOPS: 51.2e12, MemBandwidth: 2.0e12, LinkBandwidth: 50e9,
@@ -166,6 +186,8 @@ func WriteOpTimes(file, machine string, capacity int64, linkBandwidth float64, o
 type Sim struct {
 	prof Profile
 	mem  alloc.Memory
+	sw   *hostSwitch // the link shared with other devices, if any
+	link linkState
 }
 
 // NewSim makes a simulated device.

@@ -120,7 +120,7 @@ func (m *Machine) simStep(in Instr) error {
 			return nil
 		}
 		start := max(c.d2h, c.compute)
-		c.d2h = start + m.sim.CopyTime(v.Bytes)
+		c.d2h = m.sim.transfer(dirD2H, start, v.Bytes)
 		c.outAt[in.Var] = c.d2h
 		c.onHost[in.Var] = true
 		m.stats.SwapOuts++
@@ -138,7 +138,7 @@ func (m *Machine) simStep(in Instr) error {
 		}
 		s.block = blk
 		start := max(c.h2d, c.compute, c.outAt[in.Var])
-		c.h2d = start + m.sim.CopyTime(v.Bytes)
+		c.h2d = m.sim.transfer(dirH2D, start, v.Bytes)
 		c.inAt[in.Var] = c.h2d
 		m.stats.SwapIns++
 		m.stats.SwapInBytes += v.Bytes

@@ -8,6 +8,7 @@
 //	ooc plan  [flags]   plan one step and show its tape and memory
 //	ooc compare [flags] makespan / lower bound of the schedulers across budgets
 //	ooc doctor [flags]  check a GPU: driver, device, memory, VMM, bandwidth, allocators, streams
+//	ooc multigpu [flags] the multi-GPU paper's tables (simulated), or -cpu replicas against one device (measured)
 //
 // Run "ooc <command> -h" for a command's flags.
 package main
@@ -36,6 +37,7 @@ var commands = []command{
 	{"sweep", "batch-size sweep: images/s per scheduler, allocator and batch (the paper's Table 1)", runSweep},
 	{"plan", "plan one step: the tape, a summary, and memory over the step", runPlan},
 	{"compare", "makespan / lower bound of every scheduler across budgets (simulated)", runCompare},
+	{"multigpu", "the multi-GPU paper's tables: data-parallel swapping on devices sharing a host link (simulated), or -cpu replicas (measured)", runMultiGPU},
 	{"doctor", "check a GPU: driver, device, memory, VMM, pinned bandwidth, allocators and streams", runDoctor},
 }
 
