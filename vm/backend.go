@@ -208,3 +208,7 @@ func (m *Machine) dropBackend() {
 		m.run = nil
 	}
 }
+
+// Runner returns the backend runner the machine computes through (nil on
+// CPU and simulated devices), for what a backend reports beyond Stats.
+func (m *Machine) Runner() Runner { return m.run }

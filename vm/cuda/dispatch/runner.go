@@ -125,17 +125,20 @@ func (r *Runner) Run(fi int, out uintptr, ins []uintptr, ws uintptr) error {
 	return nil
 }
 
-// merge counts repeated launch configurations of one function.
+// merge counts the launches of one function by configuration (kernel,
+// grid, block, bytes, FLOPs), in order of first appearance.
 func merge(fi int, node string, ls []Launch) []Launch {
 	out := []Launch{}
+	at := map[Launch]int{}
 	for _, l := range ls {
-		l.Func, l.Node, l.Count = fi, node, 1
-		if n := len(out); n > 0 && out[n-1].Kernel == l.Kernel && out[n-1].Grid == l.Grid && out[n-1].Block == l.Block &&
-			out[n-1].Bytes == l.Bytes && out[n-1].FLOPs == l.FLOPs {
-			out[n-1].Count++
-			continue
+		l.Func, l.Node, l.Count = fi, node, 0
+		k, ok := at[l]
+		if !ok {
+			k = len(out)
+			at[l] = k
+			out = append(out, l)
 		}
-		out = append(out, l)
+		out[k].Count++
 	}
 	return out
 }
