@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"gorgonia.org/gorgonia"
+
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
 
@@ -127,6 +129,12 @@ func (m *Machine) uploadLeaves() error {
 		if blk == nil {
 			continue
 		}
+		if up, kept := m.kept[i]; kept {
+			if up {
+				continue // the device's copy counts
+			}
+			m.kept[i] = true
+		}
 		src, err := rawBytes(m.leaves[i])
 		if err != nil {
 			return fmt.Errorf("vm: leaf %s: %w", m.prog.Vars[i].Name, err)
@@ -212,3 +220,94 @@ func (m *Machine) dropBackend() {
 // Runner returns the backend runner the machine computes through (nil on
 // CPU and simulated devices), for what a backend reports beyond Stats.
 func (m *Machine) Runner() Runner { return m.run }
+
+// GradientSink takes learnables' gradients where a backend computed them,
+// for an optimizer that updates the weights on the device: a gradient it
+// takes is not downloaded to the learnable's Grad on the host.
+type GradientSink interface {
+	// TakeGradient is called when the gradient of learnable is computed, at
+	// device address addr, before anything may overwrite it. It reports
+	// whether it took the gradient.
+	TakeGradient(learnable *gorgonia.Node, addr uintptr) (bool, error)
+}
+
+// SetGradientSink hands learnables' gradients to s on the device (nil: back
+// to the host). Only a machine computing through a backend has them there.
+func (m *Machine) SetGradientSink(s GradientSink) error {
+	if m.run == nil && s != nil {
+		return fmt.Errorf("vm: %s computes on the host: gradients are on the host already", m.dev.Name())
+	}
+	m.sink = s
+	return nil
+}
+
+// leafIndex is the variable of a leaf node held in a device block.
+func (m *Machine) leafIndex(n *gorgonia.Node) (int, error) {
+	if m.run == nil {
+		return 0, fmt.Errorf("vm: %s keeps no leaves on a device", m.dev.Name())
+	}
+	for i := range m.prog.Vars {
+		if m.prog.Vars[i].Node == n && m.leafBlocks[i] != nil {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("vm: %s is not a leaf of the program held on %s", n.Name(), m.dev.Name())
+}
+
+// KeepOnDevice makes the device copy of the given leaves (learnables whose
+// optimizer runs on the device) the one that counts: they are uploaded at
+// the next run and never again, so what the device did to them stays.
+// SyncToHost brings them back.
+func (m *Machine) KeepOnDevice(nodes ...*gorgonia.Node) error {
+	for _, n := range nodes {
+		i, err := m.leafIndex(n)
+		if err != nil {
+			return err
+		}
+		if m.kept == nil {
+			m.kept = map[int]bool{}
+		}
+		m.kept[i] = false // not uploaded yet
+	}
+	return nil
+}
+
+// LeafAddr is the device address of a leaf's value.
+func (m *Machine) LeafAddr(n *gorgonia.Node) (uintptr, error) {
+	i, err := m.leafIndex(n)
+	if err != nil {
+		return 0, err
+	}
+	return m.leafBlocks[i].Addr(), nil
+}
+
+// SyncToHost copies the device values of the given leaves into their
+// nodes' host values, after the work queued so far: the explicit host
+// synchronisation of weights updated on the device.
+func (m *Machine) SyncToHost(nodes ...*gorgonia.Node) error {
+	for _, n := range nodes {
+		i, err := m.leafIndex(n)
+		if err != nil {
+			return err
+		}
+		val, err := leafValue(n)
+		if err != nil {
+			return err
+		}
+		dst, err := rawBytes(val)
+		if err != nil {
+			return err
+		}
+		if int64(len(dst)) != m.prog.Vars[i].Bytes {
+			return fmt.Errorf("vm: %s holds %d bytes, its device copy %d", n.Name(), len(dst), m.prog.Vars[i].Bytes)
+		}
+		w, err := m.run.CopyOut(dst, m.leafBlocks[i].Addr())
+		if err != nil {
+			return err
+		}
+		if err := w.Wait(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -126,6 +126,8 @@ type Machine struct {
 	run        Runner
 	leafBlocks []*alloc.Block
 	addrs      []uintptr // operand addresses, reused
+	sink       GradientSink
+	kept       map[int]bool // leaves the device's copy of counts: uploaded yet?
 }
 
 type varState struct {
@@ -723,6 +725,15 @@ func (m *Machine) outputBlock(f *Func) (*alloc.Block, error) {
 // in TapeMachine, whose Set is its op writing over the leaf).
 func (m *Machine) publish(i int) error {
 	v := &m.prog.Vars[i]
+	if m.sink != nil && v.Role == Gradient && !v.IsLeaf() {
+		a, err := m.addr(i)
+		if err != nil {
+			return err
+		}
+		if took, err := m.sink.TakeGradient(v.Learnable, a); took || err != nil {
+			return err
+		}
+	}
 	src, kind, err := m.hostBytes(i)
 	if err != nil {
 		return err
