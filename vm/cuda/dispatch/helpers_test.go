@@ -113,27 +113,20 @@ func set(d *tensor.Dense, i int, v float64) {
 // pair is one model built twice (equal weights): once for the CPU device,
 // once for the fake CUDA device.
 type pair struct {
-	cpu, gpu   *models.Model
-	mc, mg     *vm.Machine
-	sc, sg     G.Solver
-	cpuLoss    G.Value
-	gpuLoss    G.Value
-	worst      map[string]float64
-	budgetNote string
+	cpu, gpu *models.Model
+	mc, mg   *vm.Machine
+	sc, sg   G.Solver
+	cpuLoss  G.Value
+	gpuLoss  G.Value
+	worst    map[string]float64
 }
 
 // newPair compiles both machines with the given options (a budget, a
 // scheduler) added to the binding of the learnables.
-func newPair(t testing.TB, d *cuda.Device, name string, cfg models.Config, opts ...ooc.Option) *pair {
+func newPair(t testing.TB, d *cuda.Device, c zooCase, opts ...ooc.Option) *pair {
 	t.Helper()
-	p := &pair{worst: map[string]float64{}}
+	p := &pair{worst: map[string]float64{}, cpu: c.build(t), gpu: c.build(t)}
 	var err error
-	if p.cpu, err = models.Build(name, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if p.gpu, err = models.Build(name, cfg); err != nil {
-		t.Fatal(err)
-	}
 	G.Read(p.cpu.Loss, &p.cpuLoss)
 	G.Read(p.gpu.Loss, &p.gpuLoss)
 	if p.mc, err = ooc.Compile(p.cpu.Graph, append([]ooc.Option{ooc.BindDualValues(p.cpu.Learnables...)}, opts...)...); err != nil {
@@ -232,4 +225,3 @@ func (p *pair) check(t testing.TB, label string, tol float64) {
 		}
 	}
 }
-

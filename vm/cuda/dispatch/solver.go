@@ -131,7 +131,7 @@ func (s *Solver) TakeGradient(l *G.Node, addr uintptr) (bool, error) {
 // settings reads the gorgonia solver's hyperparameters.
 type settings struct {
 	eta, eps, beta1, beta2, momentum, clip, l1, l2, batch float64
-	useClip, useL1, useL2                                  bool
+	useClip, useL1, useL2                                 bool
 }
 
 func (s *Solver) settings() (st settings, err error) {

@@ -31,7 +31,7 @@ func TestDeviceSolver(t *testing.T) {
 	} {
 		t.Run(c.kind+"/"+c.dt.String(), func(t *testing.T) {
 			cfg := models.Config{Batch: 2, Channels: 3, Height: 8, Width: 8, Classes: 4, Dtype: c.dt, Seed: 11}
-			p := newPair(t, d, "smallcnn", cfg, ooc.WithBudget(0))
+			p := newPair(t, d, zooCase{name: "smallcnn", cfg: cfg}, ooc.WithBudget(0))
 			p.sc = c.make()
 			gs := c.make()
 			ds, err := dispatch.NewSolver(p.mg, gs, p.gpu.Learnables...)

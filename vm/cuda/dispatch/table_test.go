@@ -16,7 +16,7 @@ import (
 // and cuBLAS calls count 2mnk FLOPs.
 func TestLaunchTable(t *testing.T) {
 	d := openFake(t)
-	p := newPair(t, d, "smallcnn", models.Config{Batch: 2, Channels: 3, Height: 8, Width: 8, Classes: 4, Seed: 9})
+	p := newPair(t, d, zooCase{name: "smallcnn", cfg: models.Config{Batch: 2, Channels: 3, Height: 8, Width: 8, Classes: 4, Seed: 9}})
 	p.step(t, rand.New(rand.NewSource(1)))
 	ls, ok := dispatch.LaunchesOf(p.mg)
 	if !ok {

@@ -20,22 +20,35 @@ const zooEnv = "OOC_CUDA_ZOO"
 type zooCase struct {
 	name  string
 	cfg   models.Config
+	div   int // width divisor (models.BuildNarrow); 0 is 1
 	steps int
 	deep  bool // only with OOC_CUDA_ZOO=1
 }
 
-// zooCases are small enough for the fake's host GEMM and large enough that
-// every batch norm normalises over at least 8 values: over 2 (resnet18 at
+func (c zooCase) build(t testing.TB) *models.Model {
+	t.Helper()
+	m, err := models.BuildNarrow(c.name, c.cfg, max(c.div, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// zooCases are the models' own training-test sizes (vgg16 and unet at an
+// eighth of their widths, whose full-width classifier or bottom gradients
+// alone would need most of the in-core peak), small enough for the fake's
+// host GEMM, and large enough that every batch norm normalises over at
+// least 8 values: over 2 (resnet18 at
 // 32x32 and batch 2, whose last stage is 1x1) its gradient amplifies
 // rounding about 1e5-fold on either device (float64 gradients then differ
 // by 4e-11, float32 ones by 0.1), which says nothing about the kernels.
 var zooCases = []zooCase{
 	{name: "smallcnn", cfg: models.Config{Batch: 4, Channels: 3, Height: 16, Width: 16, Classes: 4, Dtype: tensor.Float64, Seed: 1}, steps: 2},
 	{name: "smallcnn", cfg: models.Config{Batch: 4, Channels: 3, Height: 16, Width: 16, Classes: 4, Seed: 2}, steps: 2},
-	{name: "resnet18", cfg: models.Config{Batch: 4, Channels: 3, Height: 64, Width: 64, Classes: 10, Seed: 3}, steps: 2, deep: true},
+	{name: "resnet18", cfg: models.Config{Batch: 8, Channels: 3, Height: 64, Width: 64, Classes: 10, Seed: 3}, steps: 2, deep: true},
 	{name: "densenet121", cfg: models.Config{Batch: 2, Channels: 3, Height: 64, Width: 64, Classes: 10, Seed: 5}, steps: 2, deep: true},
-	{name: "vgg16", cfg: models.Config{Batch: 1, Channels: 3, Height: 32, Width: 32, Classes: 10, Seed: 6}, steps: 2, deep: true},
-	{name: "unet", cfg: models.Config{Batch: 1, Channels: 3, Height: 32, Width: 32, Classes: 3, Seed: 7}, steps: 2, deep: true},
+	{name: "vgg16", cfg: models.Config{Batch: 8, Channels: 3, Height: 32, Width: 32, Classes: 10, Seed: 6}, div: 8, steps: 2, deep: true},
+	{name: "unet", cfg: models.Config{Batch: 4, Channels: 3, Height: 32, Width: 32, Classes: 3, Seed: 7}, div: 8, steps: 2, deep: true},
 }
 
 // TestZooOnFakeDevice: each model trains a few SGD steps on the fake CUDA
@@ -61,11 +74,7 @@ func TestZooOnFakeDevice(t *testing.T) {
 			if dt == tensor.Float64 {
 				tol = 1e-12
 			}
-			m, err := models.Build(c.name, c.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			peak, err := ooc.InCorePeak(m.Graph)
+			peak, err := ooc.InCorePeak(c.build(t).Graph)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +83,7 @@ func TestZooOnFakeDevice(t *testing.T) {
 				label  string
 				budget int64
 			}{{"100%", peak}, {"50%", peak / 2}, {"least", least}} {
-				p := newPair(t, d, c.name, c.cfg, ooc.WithBudget(b.budget))
+				p := newPair(t, d, c, ooc.WithBudget(b.budget))
 				p.sgd()
 				rng := rand.New(rand.NewSource(c.cfg.Seed))
 				for s := 0; s < c.steps; s++ {
@@ -106,11 +115,7 @@ func leastBudget(t *testing.T, d *cuda.Device, c zooCase, peak int64) int64 {
 		mid := (lo + hi) / 2
 		ok := true
 		for _, opts := range [][]ooc.Option{nil, {ooc.WithDevice(d)}} {
-			m, err := models.Build(c.name, c.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := ooc.Plan(m.Graph, append(opts, ooc.WithBudget(mid))...); err != nil {
+			if _, err := ooc.Plan(c.build(t).Graph, append(opts, ooc.WithBudget(mid))...); err != nil {
 				ok = false
 				break
 			}
