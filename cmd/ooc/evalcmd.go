@@ -87,6 +87,10 @@ func evalCheckpoint(o *evalOptions, out io.Writer) (*evalResult, error) {
 		}
 		o.Budget = budgetSpec{bytes: budget}
 	}
+	if err := o.openRunDevice(); err != nil {
+		return nil, err
+	}
+	defer o.closeRunDevice()
 	if err := ev.compile(o.options(budget)...); err != nil {
 		return nil, o.budgetError(err, func(b int64) error {
 			_, err := ooc.Plan(ev.graph, ev.options(ooc.WithWindow(o.Window), ooc.WithBudget(b))...)

@@ -14,6 +14,7 @@ import (
 	"github.com/gorgonia-ooc/outofcore/datasets"
 	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/vm"
 )
 
 // errUsage marks errors in the command line (exit status 2).
@@ -36,6 +37,8 @@ type memoryOptions struct {
 	Window     int64
 	Scheduler  string
 	Allocator  ooc.AllocatorKind
+
+	dev vm.Device // the -device opened by openRunDevice (nil: the CPU device Compile makes)
 }
 
 func (m *memoryOptions) define(fs *flag.FlagSet, def, of string) {
@@ -69,6 +72,9 @@ func (m *memoryOptions) check() error {
 // options returns the Compile options for a resolved budget.
 func (m *memoryOptions) options(budget int64) []ooc.Option {
 	opts := []ooc.Option{ooc.WithAllocator(m.Allocator), ooc.WithWindow(m.Window)}
+	if m.dev != nil {
+		opts = append(opts, ooc.WithDevice(m.dev))
+	}
 	if m.Scheduler == "baseline" {
 		return append(opts, ooc.Baseline())
 	}
@@ -95,6 +101,10 @@ type trainOptions struct {
 	Progress   string
 	// RecordProfile is where to write the measured per-op times.
 	RecordProfile string
+	// HostUpdate runs the optimizer on the host on a CUDA device (default: on the device).
+	HostUpdate bool
+	// LaunchTable is where to write the kernel launch table of a CUDA run.
+	LaunchTable string
 	// History and Plot receive the per-epoch train loss and test accuracy.
 	History, Plot string
 
@@ -132,6 +142,8 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.StringVar(&o.History, "history", "", "write per-epoch train loss and test accuracy, and per-step losses, as JSON to this file")
 	fs.StringVar(&o.Plot, "plot", "", "draw per-epoch train loss and test accuracy to this file (.svg, .png)")
 	fs.StringVar(&o.RecordProfile, "record-profile", "", "write the per-op times measured here as a device profile for -device sim:measured:FILE")
+	fs.BoolVar(&o.HostUpdate, "host-update", false, "-device cuda: run the optimizer on the host (gradients down, weights up each step) instead of on the device")
+	fs.StringVar(&o.LaunchTable, "launch-table", "", "-device cuda: write each kernel's launch configuration, launches per step, bytes moved and FLOPs to this file")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err

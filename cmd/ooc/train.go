@@ -213,6 +213,10 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 		return nil, err
 	}
 	budget := o.Budget.resolve(inCore.Peak)
+	if err := o.openRunDevice(); err != nil {
+		return nil, err
+	}
+	defer o.closeRunDevice()
 	machine, err := ooc.Compile(m.Graph, append(o.options(budget), ooc.BindDualValues(m.Learnables...))...)
 	if err != nil {
 		return nil, o.budgetError(err, func(b int64) error {
@@ -256,6 +260,11 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 		step, nextEpoch, nextBatch = ck.Meta.Step, ck.Meta.NextEpoch, ck.Meta.NextBatch
 		epochLoss, epochSteps, lastEval = ck.Meta.EpochLossSum, ck.Meta.EpochSteps, ck.Meta.LastEval
 	}
+	upd, err := newDeviceUpdate(o.HostUpdate, machine, solver, m.Learnables)
+	if err != nil {
+		return nil, err
+	}
+	defer upd.close()
 	lastStep := o.Epochs * bpe
 	if o.Steps > 0 && o.Steps < lastStep {
 		lastStep = o.Steps
@@ -307,6 +316,9 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 		if o.Checkpoint == "" || saved == step {
 			return nil
 		}
+		if err := upd.toHost(); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
 		tensors, iter, err := captureTensors(m.Learnables, bns, solver, o.Optimizer)
 		if err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
@@ -332,6 +344,9 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 			return nil
 		}
 		t0 := time.Now()
+		if err := upd.weightsToHost(); err != nil {
+			return err
+		}
 		r, err := ev.evaluate(testDS, evalOpt)
 		evalTime += time.Since(t0)
 		if err != nil {
@@ -390,7 +405,7 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 			return res, fmt.Errorf("step %d: the loss is %v (try a smaller -lr); the checkpoint, if any, is left as it was at step %d", step+1, loss, saved)
 		}
 		t1 := time.Now()
-		if err := solver.Step(G.NodesToValueGrads(m.Learnables)); err != nil {
+		if err := upd.step(solver, m.Learnables); err != nil {
 			return res, fmt.Errorf("step %d: %s: %w", step+1, o.Optimizer, err)
 		}
 		solverTime += time.Since(t1)
@@ -459,6 +474,15 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 			return res, err
 		}
 		fmt.Fprintf(out, "loss and accuracy plot written to %s\n", o.Plot)
+	}
+	if err := upd.weightsToHost(); err != nil {
+		return res, err
+	}
+	if o.LaunchTable != "" {
+		if err := writeLaunchTable(o.LaunchTable, machine); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(out, "kernel launch table written to %s\n", o.LaunchTable)
 	}
 	if o.RecordProfile != "" {
 		if err := recordProfile(o.RecordProfile, machine); err != nil {

@@ -12,8 +12,7 @@ import (
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/vm"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda"
-	"github.com/gorgonia-ooc/outofcore/vm/cuda/internal/fakecuda"
-	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels/kernelstest"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch/dispatchtest"
 )
 
 // openFake opens cuda:0 of a fresh fake driver whose kernels are the host
@@ -21,10 +20,7 @@ import (
 // test cannot be parallel (it sets environment variables).
 func openFake(t testing.TB) *cuda.Device {
 	t.Helper()
-	lib := fakecuda.Build(t)
-	t.Setenv("OOC_FAKECUDA_KERNELS", kernelstest.BuildHost(t))
-	t.Setenv("OOC_CUBLAS_LIBRARY", fakecuda.BuildBLAS(t))
-	t.Setenv("OOC_FAKECUBLAS_DRIVER", lib)
+	lib := dispatchtest.Setenv(t)
 	d, err := cuda.Open(0, cuda.WithLibrary(lib), cuda.WithCapacity(2<<30))
 	if err != nil {
 		t.Fatal(err)
