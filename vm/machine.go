@@ -301,13 +301,14 @@ func (m *Machine) Close() error {
 		_ = m.al.Free(b)
 	}
 	m.persistent = nil
+	var runErr error
 	if m.run != nil {
-		_ = m.run.Close()
+		runErr = m.run.Close()
 	}
 	m.closed = true
 	m.d2h.stop()
 	m.h2d.stop()
-	err := m.al.Close()
+	err := errors.Join(runErr, m.al.Close())
 	if m.ownDev {
 		err = errors.Join(err, m.dev.Close())
 	}
