@@ -212,6 +212,21 @@ func Build(name string, cfg Config) (m *Model, err error) {
 	return build(name, a, cfg, 1)
 }
 
+// BuildNarrow is Build with every layer's channel count divided by div (at
+// least 1 channel): the real topology at a fraction of its width, for tests
+// and experiments that must run quickly (the models' own tests train vgg16
+// and unet at an eighth of their widths). div 1 is Build.
+func BuildNarrow(name string, cfg Config, div int) (*Model, error) {
+	a, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("models: unknown model %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	if div < 1 {
+		return nil, fmt.Errorf("models: %s: width divisor %d is not positive", name, div)
+	}
+	return build(name, a, cfg, div)
+}
+
 // build is Build with a width divisor: every layer's channel count is divided by div (at least 1
 // channel), which the tests use to run the real topologies quickly. div 1 is the real model.
 func build(name string, a arch, cfg Config, div int) (m *Model, err error) {

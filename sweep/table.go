@@ -65,6 +65,8 @@ func writeGrid(w io.Writer, rs []Result, what string, cell func(Result) string) 
 		where = "SIMULATED on " + first.Device + " (per-op times measured on a real device)"
 	case first.Simulated:
 		where = "SIMULATED on " + first.Device + " (" + vm.CalibrationNote + ")"
+	case strings.HasPrefix(first.Device, "cuda"):
+		where = "measured on " + first.Device + " of this machine (a fake driver's host kernels if run by the tests)"
 	}
 	fmt.Fprintf(w, "%s %s, %s, device memory %.2f GiB; %s\n", first.Model, first.Size(), what, float64(first.Capacity)/(1<<30), where)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

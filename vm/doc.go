@@ -17,4 +17,12 @@
 // On the CPU device the ops are gorgonia's own CPU ops, run on tensors whose
 // bytes are device memory, so a Machine's results equal gorgonia's
 // TapeMachine bit for bit.
+//
+// A device whose memory the host cannot address (a GPU) computes through a
+// Backend, registered by its package (vm/cuda/dispatch for CUDA): the
+// backend plans every function when the machine is made (an op it cannot
+// run is an error then), the machine hands it device addresses, swaps run on
+// the device's copy streams, leaves live in device blocks outside the budget
+// (uploaded each run, or kept there for an optimizer on the device, see
+// KeepOnDevice and GradientSink), and what the user reads is downloaded.
 package vm

@@ -134,6 +134,14 @@ type Machine struct {
 	clock      simClock
 	persistent []*alloc.Block
 	opTimes    []time.Duration // per function, summed over steps
+
+	// run is the backend of a device that computes on itself (nil on CPU
+	// and simulated devices); leafBlocks hold the leaves on it.
+	run        Runner
+	leafBlocks []*alloc.Block
+	addrs      []uintptr // operand addresses, reused
+	sink       GradientSink
+	kept       map[int]bool // leaves the device's copy of counts: uploaded yet?
 }
 
 type varState struct {
@@ -142,6 +150,8 @@ type varState struct {
 	host  []byte     // host copy written by a swap-out; valid until the step ends
 	out   *copyEvent // swap-out in flight
 	in    *copyEvent // swap-in in flight, not yet waited for
+	// devOut and devIn are the same on a backend's copy streams.
+	devOut, devIn Waiter
 }
 
 // New makes a Machine for a program. Leaf values are read from their nodes at
@@ -186,6 +196,10 @@ func New(p *Program, cfg Config) (*Machine, error) {
 		}
 	}
 	if err := m.setTraining(); err != nil {
+		return nil, err
+	}
+	if err := m.bindBackend(); err != nil {
+		m.dropBackend()
 		return nil, err
 	}
 	if sim, ok := cfg.Device.(*Sim); ok {
@@ -303,10 +317,14 @@ func (m *Machine) Close() error {
 		_ = m.al.Free(b)
 	}
 	m.persistent = nil
+	var runErr error
+	if m.run != nil {
+		runErr = m.run.Close()
+	}
 	m.closed = true
 	m.d2h.stop()
 	m.h2d.stop()
-	err := m.al.Close()
+	err := errors.Join(runErr, m.al.Close())
 	if m.ownDev {
 		err = errors.Join(err, m.dev.Close())
 	}
@@ -336,6 +354,10 @@ func (m *Machine) RunAll() (err error) {
 		m.sim.beginStep()
 	} else if err = m.loadLeaves(); err != nil {
 		return err
+	} else if m.run != nil {
+		if err = m.uploadLeaves(); err != nil {
+			return err
+		}
 	}
 	for pc = range m.prog.Instrs {
 		if m.sim != nil {
@@ -527,10 +549,13 @@ func (m *Machine) value(i int) (gorgonia.Value, error) {
 
 // HostBytes is the host memory the machine takes on device dev (nil: a
 // CPU device) to run a function whose op cannot write into device memory:
-// Do's result, copied in afterwards. A simulated device models a GPU, where
-// every op writes into device memory.
+// Do's result, copied in afterwards. A simulated device models a GPU, and a
+// device with a Backend is one: every op writes into device memory.
 func HostBytes(dev Device, f *Func, out *Var) int64 {
-	if (dev != nil && dev.Simulated()) || deviceRun(f, out) != nil {
+	if dev != nil && dev.Simulated() {
+		return 0
+	}
+	if _, ok := BackendFor(dev); ok || deviceRun(f, out) != nil {
 		return 0
 	}
 	if _, ok := f.Op.(WorkspaceOp); ok && f.Workspace > 0 && !isScalarNode(out) {
@@ -584,7 +609,18 @@ func (m *Machine) exec(fi int) (err error) {
 		return fmt.Errorf("%s is already resident", out.Name)
 	}
 	ins := m.scratch[:0]
+	ops := m.addrs[:0]
 	for _, vi := range f.Operands() {
+		if m.run != nil {
+			// The backend reads device addresses, taken before an
+			// in-place output takes its operand's block.
+			a, err := m.addr(vi)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, a)
+			continue
+		}
 		v, err := m.value(vi)
 		if err != nil {
 			return err
@@ -621,6 +657,13 @@ func (m *Machine) exec(fi int) (err error) {
 	kind := kindDense
 	scalarNode := out.Node.IsScalar()
 	switch {
+	case m.run != nil:
+		if scalarNode {
+			kind = kindScalar
+		}
+		if err = m.execBackend(fi, blk, ws, ops); err != nil {
+			return fmt.Errorf("op %v: %w", f.Op, err)
+		}
 	case ws != nil && !scalarNode:
 		wop, ok := f.Op.(WorkspaceOp)
 		if !ok {
@@ -701,15 +744,16 @@ func (m *Machine) outputBlock(f *Func) (*alloc.Block, error) {
 // in TapeMachine, whose Set is its op writing over the leaf).
 func (m *Machine) publish(i int) error {
 	v := &m.prog.Vars[i]
-	val, err := m.value(i)
-	if err != nil {
-		return err
+	if m.sink != nil && v.Role == Gradient && !v.IsLeaf() {
+		a, err := m.addr(i)
+		if err != nil {
+			return err
+		}
+		if took, err := m.sink.TakeGradient(v.Learnable, a); took || err != nil {
+			return err
+		}
 	}
-	src, err := rawBytes(val)
-	if err != nil {
-		return err
-	}
-	kind, err := kindOf(val)
+	src, kind, err := m.hostBytes(i)
 	if err != nil {
 		return err
 	}
@@ -766,6 +810,30 @@ func (m *Machine) publish(i int) error {
 		copy(dst, src)
 	}
 	return nil
+}
+
+// hostBytes is a variable's value as bytes the host can read, and its kind:
+// on a backend, computed values are downloaded first.
+func (m *Machine) hostBytes(i int) ([]byte, valueKind, error) {
+	v := &m.prog.Vars[i]
+	if m.run != nil && !v.IsLeaf() {
+		b, err := m.download(i)
+		kind := kindDense
+		if isScalarNode(v) {
+			kind = kindScalar
+		}
+		return b, kind, err
+	}
+	val, err := m.value(i)
+	if err != nil {
+		return nil, 0, err
+	}
+	src, err := rawBytes(val)
+	if err != nil {
+		return nil, 0, err
+	}
+	kind, err := kindOf(val)
+	return src, kind, err
 }
 
 // writableLike returns the bytes of val when a value of the given kind and
@@ -826,11 +894,20 @@ func (m *Machine) swapOut(i int) error {
 	if s.block == nil {
 		return fmt.Errorf("swap-out of %s, which is not resident", v.Name)
 	}
-	if s.host != nil || s.out != nil {
+	if s.host != nil || s.out != nil || s.devOut != nil {
 		return nil // the host copy made earlier is still good: values never change
 	}
-	s.host = m.pool.get(len(s.block.Bytes()))
-	s.out = m.d2h.submit(s.host, s.block.Bytes())
+	if m.run != nil {
+		s.host = m.pool.get(int(v.Bytes))
+		w, err := m.run.CopyOut(s.host, s.block.Addr())
+		if err != nil {
+			return err
+		}
+		s.devOut = w
+	} else {
+		s.host = m.pool.get(len(s.block.Bytes()))
+		s.out = m.d2h.submit(s.host, s.block.Bytes())
+	}
 	m.stats.SwapOuts++
 	m.stats.SwapOutBytes += v.Bytes
 	return nil
@@ -851,7 +928,15 @@ func (m *Machine) swapIn(i int) error {
 		return err
 	}
 	s.block = blk
-	s.in = m.h2d.submit(blk.Bytes(), s.host)
+	if m.run != nil {
+		w, err := m.run.CopyIn(blk.Addr(), s.host)
+		if err != nil {
+			return err
+		}
+		s.devIn = w
+	} else {
+		s.in = m.h2d.submit(blk.Bytes(), s.host)
+	}
 	m.stats.SwapIns++
 	m.stats.SwapInBytes += v.Bytes
 	return nil
@@ -859,6 +944,7 @@ func (m *Machine) swapIn(i int) error {
 
 func (m *Machine) waitIn(i int) {
 	s := &m.vars[i]
+	m.waitDev(&s.devIn)
 	if s.in == nil {
 		return
 	}
@@ -868,6 +954,7 @@ func (m *Machine) waitIn(i int) {
 
 func (m *Machine) waitOut(i int) {
 	s := &m.vars[i]
+	m.waitDev(&s.devOut)
 	if s.out == nil {
 		return
 	}
@@ -889,8 +976,28 @@ func (m *Machine) free(i int) error {
 	return err
 }
 
+// waitDev makes the host wait for a backend copy; the time counts as stall.
+// A failed copy shows again at the step's end (EndStep), where it is reported.
+func (m *Machine) waitDev(w *Waiter) {
+	if *w == nil {
+		return
+	}
+	t := time.Now()
+	_ = (*w).Wait()
+	m.stats.StallTime += time.Since(t)
+	*w = nil
+}
+
 // endStep checks the tape left the device empty and recycles host copies.
 func (m *Machine) endStep() error {
+	if m.run != nil {
+		stall, err := m.run.EndStep()
+		m.stats.StallTime += stall
+		if err != nil {
+			m.releaseAll()
+			return fmt.Errorf("vm: end of step on %s: %w", m.dev.Name(), err)
+		}
+	}
 	var leaked []string
 	for i := range m.vars {
 		if m.vars[i].block != nil {

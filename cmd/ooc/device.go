@@ -6,11 +6,11 @@ import (
 	"strings"
 
 	"github.com/gorgonia-ooc/outofcore/vm"
-	_ "github.com/gorgonia-ooc/outofcore/vm/cuda" // -device cuda and cuda:N
+	_ "github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch" // -device cuda and cuda:N, computing with the CUDA kernels
 )
 
 // deviceHelp describes -device for the commands that run real steps.
-const deviceHelp = "device: cpu, or cuda / cuda:N (opened and checked: training steps on CUDA come with part 2 of issue 14; ooc doctor checks a GPU)"
+const deviceHelp = "device: cpu, or cuda / cuda:N (the kernels of vm/cuda/kernels and cuBLAS; ooc doctor checks a GPU)"
 
 // openDevice opens the device a -device flag names. A name no device answers to, or an
 // unknown simulated profile, is a usage error; a device that exists by name but cannot be
@@ -28,9 +28,9 @@ func openDevice(spec string, capacity int64) (vm.Device, error) {
 }
 
 // checkRunDevice checks the -device of a command that runs training steps for real. The
-// CPU runs them. Any other device is opened, so that a machine without its driver or
-// hardware fails at once, and is then refused: the VM does not launch ops on a GPU before
-// part 2 of issue 14, and a simulated device would run no real step.
+// CPU runs them, and so does a device with a backend that computes on it (CUDA, through
+// vm/cuda/dispatch). Any other device is opened, so that a machine without its driver or
+// hardware fails at once; a simulated device is refused, as it would run no real step.
 func checkRunDevice(spec string) error {
 	if spec == "cpu" || spec == "" {
 		return nil
@@ -40,12 +40,15 @@ func checkRunDevice(spec string) error {
 		return err
 	}
 	name, simulated := d.Name(), d.Simulated()
+	_, computes := vm.BackendFor(d)
 	if err := d.Close(); err != nil {
 		return fmt.Errorf("-device %s: %w", spec, err)
 	}
-	if simulated {
+	switch {
+	case simulated:
 		return usagef("-device %s: this command runs real steps: use cpu (sweep, plan and compare take sim:PROFILE)", spec)
+	case !computes:
+		return fmt.Errorf("-device %s: %s opened, but no backend runs ops on it", spec, name)
 	}
-	return fmt.Errorf("-device %s: %s opened, but training steps do not run on CUDA yet: the VM launches no ops on a GPU "+
-		"before part 2 of issue 14 (ooc doctor checks this GPU meanwhile)", spec, name)
+	return nil
 }

@@ -81,9 +81,9 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if sched != nil && ooc.TimesOps(sched) && !dev.Simulated() {
-		if dev.Name() != "cpu" {
-			return fmt.Errorf("-scheduler %s times the ops with a step on the device, and steps on %s come with part 2 of issue 14: use a scheduler that does not (window, lms) or a sim:PROFILE", *schedName, dev.Name())
+	if sc, _ := sweep.SchedulerNamed(*schedName); sc != nil && ooc.TimesOps(sc) && !dev.Simulated() {
+		if _, computes := vm.BackendFor(dev); dev.Name() != "cpu" && !computes {
+			return fmt.Errorf("-scheduler %s times the ops with a step on the device, and no backend runs steps on %s: use a scheduler that does not (window, lms) or a sim:PROFILE", *schedName, dev.Name())
 		}
 		// The planner times the ops: on a real device, with times measured
 		// in a first step, as a compiled machine does.

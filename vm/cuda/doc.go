@@ -25,6 +25,15 @@
 // only after its copy's event completed; compute waits on a swap-in's event only at the
 // instruction that reads it; a step ends with one synchronization.
 //
+// # Compute
+//
+// The device only moves and launches; package vm/cuda/dispatch makes a machine compute on
+// it: LaunchPacked launches a kernel of package kernels with its prepared kernelParams, and
+// OpenBLAS dlopens cuBLAS (libcublas.so.12 or .11, or $OOC_CUBLAS_LIBRARY) for Gemm on the
+// compute stream. ComputesOnDevice tells package vm that a machine on this device needs that
+// backend. The tests' fake cuBLAS (internal/fakecuda, BuildBLAS) is a host GEMM with
+// cuBLAS's column-major contract that drains the handle's stream before it computes.
+//
 // # Driver, errors
 //
 // The driver's functions are bound by their ABI names (cuCtxCreate_v2, cuMemAlloc_v2,

@@ -90,8 +90,9 @@
 //
 // The same sources compile with g++ into a host library (kernelstest;
 // src/host.h emulates the grid: blockIdx and threadIdx are loop variables,
-// kernels with __syncthreads run each block's threads as ucontext fibers
-// that all reach a barrier before any passes it, __shared__ is a
+// kernels with __syncthreads run each block's threads as fibers (a stack
+// switch of a few instructions on x86-64, ucontext elsewhere and under the
+// sanitizers) that all reach a barrier before any passes it, __shared__ is a
 // thread-local static). Each launch is made through purego exactly as
 // cuLaunchKernel's arguments (grid, block, kernelParams from Prepare) and
 // compared with the CPU op on random inputs, odd sizes and special values

@@ -63,6 +63,24 @@ func BuildKernels(t testing.TB, csource string) string {
 	return compile(t, "kernels", map[string][]byte{"kernels.c": []byte(csource)})
 }
 
+//go:embed blas/fakecublas.c
+var blasSource []byte
+
+// BLASName is the file name of a built fake cuBLAS, the real library's soname.
+const BLASName = "libcublas.so.12"
+
+// BuildBLAS compiles the fake cuBLAS (blas/fakecublas.c says what it does) and returns
+// its path, named libcublas.so.12, for $OOC_CUBLAS_LIBRARY. It synchronises streams
+// through the fake driver whose path is in $OOC_FAKECUBLAS_DRIVER: set both (t.Setenv).
+// It skips the test, saying what to install, when there is no C compiler.
+func BuildBLAS(t testing.TB) string {
+	t.Helper()
+	built := compile(t, "cublas", map[string][]byte{"fakecublas.c": blasSource})
+	lib := filepath.Join(t.TempDir(), BLASName)
+	copyFile(t, built, lib)
+	return lib
+}
+
 var (
 	builtMu sync.Mutex
 	built   = map[[32]byte]string{}

@@ -210,6 +210,10 @@ typedef struct {
 typedef struct {
 	module_t *mod;
 	host_kernel fn;
+	/* sizes are the parameters' byte sizes, 0-terminated, when the kernel library exports
+	 * ooc_params_K (the real driver reads them from the kernel image); NULL otherwise,
+	 * and then every argument is taken as one 8-byte slot. */
+	const unsigned *sizes;
 } function_t;
 
 /* Everything shared between the sources is hidden: each copy of the library loaded from its

@@ -368,17 +368,20 @@ CUresult cuModuleGetFunction(function_t **pf, module_t *m, const char *name) {
 	host_kernel fn = (host_kernel)dlsym(kernels_lib, sym);
 	if (!fn)
 		return leave(CUDA_ERROR_NOT_FOUND);
+	snprintf(sym, sizeof sym, "ooc_params_%s", name);
+	const unsigned *sizes = (const unsigned *)dlsym(kernels_lib, sym);
 	function_t *f = calloc(1, sizeof(function_t));
-	*f = (function_t){m, fn};
+	*f = (function_t){m, fn, sizes};
 	vpush(&functions, f);
 	*pf = f;
 	return leave(CUDA_SUCCESS);
 }
 
 /* cuLaunchKernel copies the arguments at the call, as the driver does. The driver knows
- * each parameter's size from the kernel image; the fake does not, so it reads 8 bytes per
- * argument, up to a NULL entry: package cuda terminates kernelParams with NULL and gives
- * every argument an 8-byte slot. */
+ * each parameter's size from the kernel image; the fake knows them when the kernel library
+ * exports ooc_params_K (the project's kernels do), else it reads 8 bytes per argument, up
+ * to a NULL entry: package cuda's Launch terminates kernelParams with NULL and gives every
+ * argument an 8-byte slot. */
 CUresult cuLaunchKernel(function_t *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shared, uintptr_t hs, void **params, void **extra) {
 	ENTER("cuLaunchKernel", 1);
@@ -394,13 +397,28 @@ CUresult cuLaunchKernel(function_t *f, unsigned gx, unsigned gy, unsigned gz, un
 	o->grid[0] = gx, o->grid[1] = gy, o->grid[2] = gz;
 	o->block[0] = bx, o->block[1] = by, o->block[2] = bz;
 	o->shared = shared;
-	for (int i = 0; params && params[i]; i++) {
-		if (i == 64) {
-			free(o);
-			return leave(CUDA_ERROR_INVALID_VALUE);
+	if (f->sizes) {
+		/* Sizes known: each argument is copied whole (structs too) into 8-byte aligned slots. */
+		size_t off = 0;
+		for (int i = 0; f->sizes[i]; i++) {
+			size_t words = (f->sizes[i] + 7) / 8;
+			if (!params || !params[i] || i == 64 || off + words > 64) {
+				free(o);
+				return leave(CUDA_ERROR_INVALID_VALUE);
+			}
+			memcpy(&o->slots[off], params[i], f->sizes[i]);
+			o->params[i] = &o->slots[off];
+			off += words;
 		}
-		memcpy(&o->slots[i], params[i], 8);
-		o->params[i] = &o->slots[i];
+	} else {
+		for (int i = 0; params && params[i]; i++) {
+			if (i == 64) {
+				free(o);
+				return leave(CUDA_ERROR_INVALID_VALUE);
+			}
+			memcpy(&o->slots[i], params[i], 8);
+			o->params[i] = &o->slots[i];
+		}
 	}
 	launches++;
 	enqueue(s, o);

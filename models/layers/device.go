@@ -1,0 +1,93 @@
+package layers
+
+import (
+	G "gorgonia.org/gorgonia"
+)
+
+// DeviceKind names what a layers op computes, for device backends that run
+// it with kernels of their own (vm/cuda/dispatch).
+type DeviceKind uint8
+
+// The ops a backend may meet, one per op type (and convolution kind).
+const (
+	DevNone        DeviceKind = iota
+	DevConv                   // Conv2D forward (x, w[, b]) -> y; also the data gradient of ConvTranspose2D
+	DevConvData               // (w, dy[, b]) -> dx: Conv2D's data gradient, ConvTranspose2D's forward
+	DevConvFilter             // (x, dy) -> dw
+	DevChannelSum             // (dy) -> per-channel sums: bias and BN beta gradients
+	DevBatchNorm              // (x, gamma, beta) -> y
+	DevBNGradGamma            // (x, dy) -> dgamma
+	DevBNGradX                // (x, gamma, dy) -> dx
+	DevReLU                   // (x) -> y
+	DevReLUGrad               // (y, dy) -> dx
+	DevMaxPool                // (x) -> y
+	DevMaxPoolGrad            // (x, dy) -> dx
+	DevAvgPool                // (x) -> y
+	DevAvgPoolGrad            // (dy) -> dx
+	DevGAP                    // (x) -> (N, C)
+	DevGAPGrad                // (dy) -> dx
+)
+
+// PoolWindow is a pooling op's window: kernel, stride and padding per axis.
+type PoolWindow struct{ KH, KW, SH, SW, PH, PW int }
+
+// DeviceOp is what a backend needs to know of a layers op beyond its
+// operands' shapes.
+type DeviceOp struct {
+	Kind DeviceKind
+	// Conv is the geometry of a convolution (strides and dilations made
+	// 1 where 0); KH, KW its kernel; H, W the data-side image (convData);
+	// Bias whether it takes a bias operand.
+	Conv   ConvParams
+	KH, KW int
+	H, W   int
+	Bias   bool
+	// Pool is a pooling window; ExcludePad marks an average pool that
+	// divides by the unpadded window (count_include_pad=False).
+	Pool       PoolWindow
+	ExcludePad bool
+	// BN is the batch-norm op itself (running statistics, mode, epsilon,
+	// momentum), for batch norm and its gradients.
+	BN *BatchNormOp
+}
+
+// Describe tells a backend what a layers op computes; ok is false for ops
+// of other packages (and layers ops a backend cannot be told about).
+func Describe(op G.Op) (d DeviceOp, ok bool) {
+	pool := func(g poolGeom) PoolWindow { return PoolWindow{g.kh, g.kw, g.sh, g.sw, g.ph, g.pw} }
+	switch o := op.(type) {
+	case *convOp:
+		d = DeviceOp{Conv: o.p.norm(), KH: o.kh, KW: o.kw, H: o.h, W: o.w, Bias: o.bias}
+		d.Kind = map[convKind]DeviceKind{convForward: DevConv, convData: DevConvData, convFilter: DevConvFilter}[o.kind]
+	case channelSumOp:
+		d.Kind = DevChannelSum
+	case *channelSumOp:
+		d.Kind = DevChannelSum
+	case *BatchNormOp:
+		d = DeviceOp{Kind: DevBatchNorm, BN: o}
+	case *bnGradOp:
+		d = DeviceOp{Kind: DevBNGradX, BN: o.bn}
+		if o.wrtGamma {
+			d.Kind = DevBNGradGamma
+		}
+	case *reluOp:
+		d.Kind = DevReLU
+	case *reluGradOp:
+		d.Kind = DevReLUGrad
+	case *maxPoolOp:
+		d = DeviceOp{Kind: DevMaxPool, Pool: pool(o.g)}
+	case *maxPoolGradOp:
+		d = DeviceOp{Kind: DevMaxPoolGrad, Pool: pool(o.g)}
+	case *avgPoolOp:
+		d = DeviceOp{Kind: DevAvgPool, Pool: pool(o.g), ExcludePad: o.exclude}
+	case *avgPoolGradOp:
+		d = DeviceOp{Kind: DevAvgPoolGrad, Pool: pool(o.g), ExcludePad: o.exclude, H: o.h, W: o.w}
+	case *globalAvgPoolOp:
+		d.Kind = DevGAP
+	case *globalAvgPoolGradOp:
+		d = DeviceOp{Kind: DevGAPGrad, H: o.h, W: o.w}
+	default:
+		return DeviceOp{}, false
+	}
+	return d, true
+}

@@ -1,0 +1,30 @@
+// Package dispatchtest sets up the fake CUDA device for tests outside
+// package vm/cuda: the fake driver (vm/cuda/internal/fakecuda), the host
+// builds of the kernels as its kernels (kernelstest) and the fake cuBLAS,
+// built by the system's compilers inside the test, so that "-device cuda"
+// and cuda.Open(0) reach them through the ordinary environment variables.
+// What the fake proves and cannot prove is said in package cuda's and
+// package dispatch's documentation.
+package dispatchtest
+
+import (
+	"testing"
+
+	"github.com/gorgonia-ooc/outofcore/vm/cuda/internal/fakecuda"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels/kernelstest"
+)
+
+// Setenv builds the fake driver, kernels and cuBLAS and points
+// OOC_CUDA_LIBRARY, OOC_FAKECUDA_KERNELS, OOC_CUBLAS_LIBRARY and
+// OOC_FAKECUBLAS_DRIVER at them (t.Setenv: the test cannot be parallel). It
+// returns the driver's path; each call gives a fresh driver instance. It
+// skips the test, saying what to install, without a C or C++ compiler.
+func Setenv(t testing.TB) (driver string) {
+	t.Helper()
+	driver = fakecuda.Build(t)
+	t.Setenv("OOC_CUDA_LIBRARY", driver)
+	t.Setenv("OOC_FAKECUDA_KERNELS", kernelstest.BuildHost(t))
+	t.Setenv("OOC_CUBLAS_LIBRARY", fakecuda.BuildBLAS(t))
+	t.Setenv("OOC_FAKECUBLAS_DRIVER", driver)
+	return driver
+}

@@ -1,0 +1,83 @@
+// Package dispatch makes the out-of-core machine compute on a CUDA device:
+// it implements vm.Backend for *cuda.Device, so that ooc.Compile(g,
+// ooc.WithDevice(cudaDevice)) gives a machine whose every op runs as the
+// CUDA kernels of package kernels (loaded from the embedded PTX with
+// cuModuleLoadData, launched with cuLaunchKernel on the compute stream) and
+// cuBLAS GEMMs (cublasSgemm_v2 / cublasDgemm_v2, dlopened, on the same
+// stream). Linking the package in registers the backend; package ooc and
+// cmd/ooc link it in.
+//
+// # Dispatch at Compile
+//
+// When the machine is made, Bind plans every function of the tape once, from
+// its op and operand shapes: which kernels and GEMMs, with which grids,
+// strides and geometry. An op with no plan is an error naming the op, its
+// type and its node, and Compile fails: nothing ever runs through host
+// memory. The plans:
+//
+//	op                                   device work
+//	layers Conv2D / ConvTranspose2D      per image: im2col, GEMM W·col (1x1 stride-1: no im2col); channel_bias
+//	  data gradient                      per image: GEMM Wᵀ·dy, col2im; channel_bias for ConvTranspose2D
+//	  filter gradient                    per image: im2col, GEMM dy·colᵀ accumulated over the images
+//	layers BatchNorm (train / eval)      bn_stats, bn_running (train) or bn_infer_stats (eval), bn_apply
+//	layers BN gradients                  bn_stats, bn_grad_sums (the gamma gradient), bn_grad_x
+//	layers ChannelSum, ReLU(+grad), pools channel_sum, relu(_grad), maxpool/avgpool(_grad), gap(_grad)
+//	gorgonia matmul (2-D, transposes)    one GEMM
+//	gorgonia + - ⊙ ÷ ^ (same shape or    binary with a layout (scalar operands broadcast by stride 0)
+//	  a scalar operand), unary ops       unary
+//	gorgonia Sum over adjacent axes      reduce
+//	gorgonia SoftMax, LogSoftMax (+grad) softmax(_grad)
+//	gorgonia Repeat, Slice, Concat       copy with a layout (Concat: one per operand)
+//	gorgonia SizeOf                      fill
+//
+// Reshapes are views and need nothing. Refused, for now: comparisons with
+// bool results, batched and matrix-vector products, sums over non-adjacent
+// axes, transposes, average pooling that excludes padding, and every op not
+// listed (the error names it). A convolution's column matrix is one image's,
+// within the workspace the op declares to the planner, so the budget counts
+// it; cuBLAS's own workspace is its default, inside the driver reserve
+// (cuda.DefaultReserve) outside the allocators' capacity. Batch norm's
+// per-channel statistics use a scratch segment of the runner (4 float64
+// and one element per channel of the widest layer, plus each layer's
+// running mean and variance), also outside the budget.
+//
+// Convolutions differ from the CPU op in summation order (one image per GEMM
+// where the CPU op batches small images, and cuBLAS's order), and block
+// reductions add in a fixed tree (package kernels says where bits are the
+// CPU's): results agree with the CPU device to rounding, not bit for bit.
+//
+// # State on the device
+//
+// The machine keeps the leaves (input batch, learnables, constants) in device
+// blocks for its lifetime, uploaded at each run; batch norm's running
+// statistics go up with the first forward of a step and come back at its end
+// into the op (gorgonia's API reads them there). Solver moves the optimizer to
+// the device: weights are uploaded once and stay, gradients are added into
+// device buffers as the step computes them, and sgd, momentum and adam
+// kernels update with gorgonia's formulas and the settings of the gorgonia
+// solver it wraps; SyncToHost and State bring weights and optimizer state
+// back for evaluation and checkpoints. ooc train -device cuda uses it by
+// default; -host-update keeps gorgonia's solver on the host.
+//
+// # Launch table
+//
+// Every kernel launch and GEMM of a run is recorded once per function with
+// its grid, block, count per step, bytes moved and FLOPs (LaunchesOf,
+// WriteLaunchTable; ooc train -launch-table FILE), so that kernel times of a
+// GPU run can be read against the simulator's roofline.
+//
+// # What is proven, and what is not
+//
+// No GPU has run this package: no machine of the project has one, and no
+// GPU result exists. The tests run it on the fake driver of vm/cuda with the
+// kernels' host builds behind cuLaunchKernel (real argument packing, grids
+// and parameter sizes) and a fake cuBLAS (a host GEMM with cuBLAS's
+// column-major contract, ordered on the stream): smallcnn, and with
+// OOC_CUDA_ZOO=1 resnet18, densenet121, vgg16 and unet, train on it at
+// 100%, 50% and the least budget with the VA allocator and swapping, and
+// match the CPU device per step (float64 within 1e-12, float32 within 1e-5,
+// normwise relative). That proves the planning, the argument and layout
+// arithmetic, the machine's device-memory protocol and the kernels' results;
+// it cannot prove the real driver's JIT of the PTX, cuBLAS's behaviour,
+// timing, or anything about a GPU's speed.
+package dispatch

@@ -1,0 +1,356 @@
+package dispatch
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/models/layers"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
+)
+
+// planLayer plans models/layers' ops: convolutions as im2col or col2im
+// around cuBLAS GEMMs, one image at a time (the column matrix of one image
+// fits in the workspace the CPU op declares, which the budget counts), and
+// the rest one kernel each.
+func planLayer(r *Runner, c fn, d layers.DeviceOp) (plan, error) {
+	sfx := c.sfx
+	switch d.Kind {
+	case layers.DevConv, layers.DevConvData, layers.DevConvFilter:
+		return planConv(c, d)
+	case layers.DevChannelSum:
+		N, C, plane := nchw(c.in(0))
+		return plan{run: func(r *Runner, a addrs) error {
+			return r.launch("channel_sum_"+sfx, ptr(a.out), ptr(a.in[0]), i64(N), i64(C), i64(plane))
+		}}, nil
+	case layers.DevReLU:
+		n := total(c.out.Shape)
+		return plan{run: func(r *Runner, a addrs) error { return r.launch("relu_"+sfx, ptr(a.out), ptr(a.in[0]), i64(n)) }}, nil
+	case layers.DevReLUGrad:
+		n := total(c.out.Shape)
+		return plan{run: func(r *Runner, a addrs) error {
+			return r.launch("relu_grad_"+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), i64(n))
+		}}, nil
+	case layers.DevMaxPool, layers.DevMaxPoolGrad, layers.DevAvgPool, layers.DevAvgPoolGrad:
+		if d.ExcludePad {
+			return plan{}, c.unsupported("average pooling that excludes padding has no kernel")
+		}
+		x, y := c.in(0), c.out.Shape
+		if d.Kind == layers.DevMaxPoolGrad || d.Kind == layers.DevAvgPoolGrad {
+			x, y = c.out.Shape, c.in(len(c.ins)-1)
+		}
+		if len(x) != 4 || len(y) != 4 {
+			return plan{}, c.unsupported("pooling of non-NCHW tensors")
+		}
+		w := d.Pool
+		g := kernels.PoolArg(kernels.PoolGeom{Planes: int64(x[0] * x[1]), H: int64(x[2]), W: int64(x[3]), OH: int64(y[2]), OW: int64(y[3]),
+			KH: int64(w.KH), KW: int64(w.KW), SH: int64(w.SH), SW: int64(w.SW), PH: int64(w.PH), PW: int64(w.PW)})
+		switch d.Kind {
+		case layers.DevMaxPool:
+			return plan{run: func(r *Runner, a addrs) error { return r.launch("maxpool_"+sfx, ptr(a.out), ptr(a.in[0]), g) }}, nil
+		case layers.DevAvgPool:
+			return plan{run: func(r *Runner, a addrs) error { return r.launch("avgpool_"+sfx, ptr(a.out), ptr(a.in[0]), g) }}, nil
+		case layers.DevMaxPoolGrad:
+			return plan{run: func(r *Runner, a addrs) error {
+				return r.launch("maxpool_grad_"+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), g)
+			}}, nil
+		default:
+			return plan{run: func(r *Runner, a addrs) error { return r.launch("avgpool_grad_"+sfx, ptr(a.out), ptr(a.in[0]), g) }}, nil
+		}
+	case layers.DevGAP, layers.DevGAPGrad:
+		x := c.in(0)
+		if d.Kind == layers.DevGAPGrad {
+			x = c.out.Shape
+		}
+		N, C, plane := nchw(x)
+		name := "gap_"
+		if d.Kind == layers.DevGAPGrad {
+			name = "gap_grad_"
+		}
+		return plan{run: func(r *Runner, a addrs) error {
+			return r.launch(name+sfx, ptr(a.out), ptr(a.in[0]), i64(N*C), i64(plane))
+		}}, nil
+	case layers.DevBatchNorm, layers.DevBNGradGamma, layers.DevBNGradX:
+		return planBN(r, c, d)
+	}
+	return plan{}, c.unsupported("no kernel plan for this layer op")
+}
+
+// nchw is (N, C, the product of the remaining axes).
+func nchw(s tensor.Shape) (N, C, plane int64) {
+	N, C, plane = 1, 1, 1
+	for i, v := range s {
+		switch i {
+		case 0:
+			N = int64(v)
+		case 1:
+			C = int64(v)
+		default:
+			plane *= int64(v)
+		}
+	}
+	return
+}
+
+func planConv(c fn, d layers.DeviceOp) (plan, error) {
+	var x, w, y tensor.Shape // (N,C,H,W), (O,C,KH,KW), (N,O,OH,OW)
+	switch d.Kind {
+	case layers.DevConv:
+		x, w, y = c.in(0), c.in(1), c.out.Shape
+	case layers.DevConvData:
+		w, y, x = c.in(0), c.in(1), c.out.Shape
+	default:
+		x, y, w = c.in(0), c.in(1), c.out.Shape
+	}
+	if len(x) != 4 || len(w) != 4 || len(y) != 4 {
+		return plan{}, c.unsupported("convolution of non-NCHW tensors")
+	}
+	p := d.Conv
+	N, C, H, W := x[0], x[1], x[2], x[3]
+	O, KH, KW, OH, OW := w[0], w[2], w[3], y[2], y[3]
+	g := kernels.ConvGeom{C: int64(C), H: int64(H), W: int64(W), KH: int64(KH), KW: int64(KW), OH: int64(OH), OW: int64(OW),
+		SH: int64(p.StrideH), SW: int64(p.StrideW), PH: int64(p.PadH), PW: int64(p.PadW), DH: int64(p.DilationH), DW: int64(p.DilationW)}
+	K, P := C*KH*KW, OH*OW
+	direct := KH == 1 && KW == 1 && p.StrideH == 1 && p.StrideW == 1 && p.PadH == 0 && p.PadW == 0
+	es := c.es
+	if !direct && c.f.Workspace < int64(K*P)*es {
+		return plan{}, c.unsupported(fmt.Sprintf("its workspace (%d bytes) is smaller than one image's column matrix (%d bytes)", c.f.Workspace, int64(K*P)*es))
+	}
+	xImg, yImg := uintptr(int64(C*H*W)*es), uintptr(int64(O*P)*es)
+	ga := kernels.ConvArg(g)
+	sfx := c.sfx
+	bias := d.Bias && d.Kind != layers.DevConvFilter
+	switch d.Kind {
+	case layers.DevConv:
+		return plan{run: func(r *Runner, a addrs) error {
+			for i := 0; i < N; i++ {
+				xi, yi := a.in[0]+uintptr(i)*xImg, a.out+uintptr(i)*yImg
+				col := xi
+				if !direct {
+					col = a.ws
+					if err := r.launch("im2col_"+sfx, ptr(col), ptr(xi), i64(1), ga, i64(int64(P))); err != nil {
+						return err
+					}
+				}
+				if err := r.gemm(es, false, false, O, P, K, a.in[1], K, col, P, 0, yi, P); err != nil {
+					return err
+				}
+			}
+			if bias {
+				return r.launch("channel_bias_"+sfx, ptr(a.out), ptr(a.in[2]), i64(int64(N)), i64(int64(O)), i64(int64(P)))
+			}
+			return nil
+		}}, nil
+	case layers.DevConvData:
+		return plan{run: func(r *Runner, a addrs) error {
+			for i := 0; i < N; i++ {
+				dyi, dxi := a.in[1]+uintptr(i)*yImg, a.out+uintptr(i)*xImg
+				col := dxi
+				if !direct {
+					col = a.ws
+				}
+				if err := r.gemm(es, true, false, K, P, O, a.in[0], K, dyi, P, 0, col, P); err != nil {
+					return err
+				}
+				if !direct {
+					if err := r.launch("col2im_"+sfx, ptr(dxi), ptr(col), i64(1), ga, i64(int64(P))); err != nil {
+						return err
+					}
+				}
+			}
+			if bias {
+				return r.launch("channel_bias_"+sfx, ptr(a.out), ptr(a.in[2]), i64(int64(N)), i64(int64(C)), i64(int64(H*W)))
+			}
+			return nil
+		}}, nil
+	default:
+		return plan{run: func(r *Runner, a addrs) error {
+			for i := 0; i < N; i++ {
+				xi, dyi := a.in[0]+uintptr(i)*xImg, a.in[1]+uintptr(i)*yImg
+				col := xi
+				if !direct {
+					col = a.ws
+					if err := r.launch("im2col_"+sfx, ptr(col), ptr(xi), i64(1), ga, i64(int64(P))); err != nil {
+						return err
+					}
+				}
+				beta := 1.0
+				if i == 0 {
+					beta = 0
+				}
+				if err := r.gemm(es, false, true, O, K, P, dyi, P, col, P, beta, a.out, K); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}, nil
+	}
+}
+
+// bnState is one batch-norm layer's running statistics on the device: the
+// op keeps them on the host (gorgonia's API reads them there), so each
+// training forward uploads them, bn_running updates them on the device, and
+// the step's end brings them back (an explicit host synchronisation of C
+// float64 pairs per layer).
+type bnState struct {
+	op      *layers.BatchNormOp
+	c       int
+	off     int64  // offset in the runner's scratch: mean, then variance
+	up      []byte // the host copy uploaded this step
+	down    []byte
+	touched bool // updated on the device this step
+	loaded  bool // uploaded this step
+}
+
+func (s *bnState) addr(r *Runner) (mean, variance uintptr) {
+	m := r.scratch() + uintptr(s.off)
+	return m, m + uintptr(8*s.c)
+}
+
+// load uploads the running statistics once per step.
+func (s *bnState) load(r *Runner) error {
+	if s.loaded {
+		return nil
+	}
+	mean, variance := s.op.RunningStats()
+	if len(mean) != s.c || len(variance) != s.c {
+		return fmt.Errorf("batch norm holds %d and %d running statistics, want %d", len(mean), len(variance), s.c)
+	}
+	s.up = s.up[:0]
+	for _, v := range append(mean, variance...) {
+		s.up = binary.LittleEndian.AppendUint64(s.up, math.Float64bits(v))
+	}
+	m, _ := s.addr(r)
+	w, err := r.CopyIn(m, s.up)
+	if err != nil {
+		return err
+	}
+	if err := r.WaitFor(w); err != nil {
+		return err
+	}
+	s.loaded = true
+	return nil
+}
+
+// queueBN starts copying the running statistics updated on the device this
+// step back to the host, after the step's compute.
+func (r *Runner) queueBN() ([]*bnState, error) {
+	var out []*bnState
+	for _, s := range r.bns {
+		touched := s.touched
+		s.touched, s.loaded = false, false
+		if !touched {
+			continue
+		}
+		if len(s.down) != 16*s.c {
+			s.down = make([]byte, 16*s.c)
+		}
+		m, _ := s.addr(r)
+		if _, err := r.CopyOut(s.down, m); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// storeBN hands the downloaded statistics to their ops, once the copies landed.
+func storeBN(states []*bnState) error {
+	for _, s := range states {
+		vals := make([]float64, 2*s.c)
+		for i := range vals {
+			vals[i] = math.Float64frombits(binary.LittleEndian.Uint64(s.down[8*i:]))
+		}
+		if err := s.op.SetRunningStats(vals[:s.c], vals[s.c:]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func planBN(r *Runner, c fn, d layers.DeviceOp) (plan, error) {
+	x := c.in(0)
+	N, C, plane := nchw(x)
+	if len(x) < 2 {
+		return plan{}, c.unsupported("batch norm of a tensor without channels")
+	}
+	st := r.bns[d.BN]
+	if st == nil {
+		st = &bnState{op: d.BN, c: int(C)}
+		r.bns[d.BN] = st
+	}
+	if st.c != int(C) {
+		return plan{}, c.unsupported("one batch norm op on tensors of different channel counts")
+	}
+	geo := []kernels.Arg{i64(N), i64(C), i64(plane)}
+	sfx, es := c.sfx, c.es
+	// Scratch: mean, invstd and (variance or sdy), sdxh as float64, then
+	// the gamma gradient of BatchNormGradX as the element type.
+	f64 := uintptr(8 * C)
+	scratch := 4*8*C + es*C
+	stats := func(r *Runner, x uintptr) (mean, inv uintptr, err error) {
+		mean, inv = r.scratch(), r.scratch()+f64
+		if d.BN.Training() {
+			err = r.launch("bn_stats_"+sfx, append([]kernels.Arg{ptr(mean), ptr(inv), ptr(inv + f64), ptr(x)}, append(geo, flt(d.BN.Epsilon()))...)...)
+			return
+		}
+		if err = st.load(r); err != nil {
+			return
+		}
+		rm, rv := st.addr(r)
+		err = r.launch("bn_infer_stats", ptr(mean), ptr(inv), ptr(rm), ptr(rv), i64(C), flt(d.BN.Epsilon()))
+		return
+	}
+	switch d.Kind {
+	case layers.DevBatchNorm:
+		return plan{scratch: scratch, run: func(r *Runner, a addrs) error {
+			mean, inv, err := stats(r, a.in[0])
+			if err != nil {
+				return err
+			}
+			if d.BN.Training() {
+				if err := st.load(r); err != nil {
+					return err
+				}
+				cnt := float64(N * plane)
+				unbias := 1.0
+				if cnt > 1 {
+					unbias = cnt / (cnt - 1)
+				}
+				rm, rv := st.addr(r)
+				if err := r.launch("bn_running", ptr(rm), ptr(rv), ptr(mean), ptr(inv+f64), i64(C), flt(d.BN.Momentum()), flt(unbias)); err != nil {
+					return err
+				}
+				st.touched = true
+			}
+			return r.launch("bn_apply_"+sfx, append([]kernels.Arg{ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), ptr(a.in[2]), ptr(mean), ptr(inv)}, geo...)...)
+		}}, nil
+	default:
+		gamma := d.Kind == layers.DevBNGradGamma
+		return plan{scratch: scratch, run: func(r *Runner, a addrs) error {
+			xa, dy := a.in[0], a.in[len(a.in)-1]
+			mean, inv, err := stats(r, xa)
+			if err != nil {
+				return err
+			}
+			sdy, sdxh := inv+f64, inv+2*f64
+			dg := inv + 3*f64
+			if gamma {
+				dg = a.out
+			}
+			if err := r.launch("bn_grad_sums_"+sfx, append([]kernels.Arg{ptr(dg), ptr(sdy), ptr(sdxh), ptr(xa), ptr(dy), ptr(mean), ptr(inv)}, geo...)...); err != nil {
+				return err
+			}
+			if gamma {
+				return nil
+			}
+			tr := int64(0)
+			if d.BN.Training() {
+				tr = 1
+			}
+			return r.launch("bn_grad_x_"+sfx, append(append([]kernels.Arg{ptr(a.out), ptr(xa), ptr(dy), ptr(a.in[1]), ptr(mean), ptr(inv), ptr(sdy), ptr(sdxh)}, geo...), i64(tr))...)
+		}}, nil
+	}
+}

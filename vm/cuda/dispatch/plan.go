@@ -1,0 +1,139 @@
+package dispatch
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/models/layers"
+	"github.com/gorgonia-ooc/outofcore/vm"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
+)
+
+// addrs are a function's device addresses for one run.
+type addrs struct {
+	out uintptr
+	in  []uintptr
+	ws  uintptr
+}
+
+// plan is how one function runs: its launches, decided from shapes once.
+type plan struct {
+	run     func(r *Runner, a addrs) error
+	scratch int64 // bytes of the runner's scratch the function uses
+}
+
+// fn gives a planner what it needs of one function.
+type fn struct {
+	p     *vm.Program
+	f     *vm.Func
+	out   *vm.Var
+	ins   []*vm.Var // operands, as the op sees them
+	es    int64     // element size
+	sfx   string    // kernel suffix: f32 or f64
+	float bool
+}
+
+func (c fn) in(k int) tensor.Shape { return c.ins[k].Shape }
+
+// unsupported is the error of an op with no CUDA implementation.
+func (c fn) unsupported(why string) error {
+	return fmt.Errorf("op %v (%T) at node %s has no CUDA implementation: %s", c.f.Op, c.f.Op, c.out.Name, why)
+}
+
+// planFunc plans function i.
+func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
+	f := &p.Funcs[i]
+	c := fn{p: p, f: f, out: &p.Vars[f.Output]}
+	for _, vi := range f.Operands() {
+		c.ins = append(c.ins, &p.Vars[vi])
+	}
+	switch c.out.Dtype {
+	case tensor.Float32:
+		c.es, c.sfx, c.float = 4, "f32", true
+	case tensor.Float64:
+		c.es, c.sfx, c.float = 8, "f64", true
+	default:
+		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64, the result is %v", c.out.Dtype))
+	}
+	for _, v := range c.ins {
+		if v.Dtype != c.out.Dtype && !isSizeOperand(f.Op, v) {
+			return plan{}, c.unsupported(fmt.Sprintf("operand %s is %v, the result %v", v.Name, v.Dtype, c.out.Dtype))
+		}
+	}
+	if d, ok := layers.Describe(f.Op); ok {
+		return planLayer(r, c, d)
+	}
+	return planGorgonia(c)
+}
+
+// isSizeOperand reports the count operand of gorgonia's Repeat, which the
+// kernels never read (the repeat count is in the shapes).
+func isSizeOperand(op gorgonia.Op, v *vm.Var) bool {
+	return strings.HasPrefix(fmt.Sprint(op), "Repeat") && v.Shape.IsScalar()
+}
+
+// total is a shape's element count (1 for a scalar).
+func total(s tensor.Shape) int64 {
+	n := int64(1)
+	for _, d := range s {
+		n *= int64(d)
+	}
+	return n
+}
+
+// strides are row-major strides of a shape, in elements.
+func strides(s tensor.Shape) []int64 {
+	st := make([]int64, len(s))
+	acc := int64(1)
+	for d := len(s) - 1; d >= 0; d-- {
+		st[d] = acc
+		acc *= int64(s[d])
+	}
+	return st
+}
+
+// intField reads an unexported int field of a gorgonia op by reflection (the
+// ops keep their axes to themselves).
+func intField(op any, name string) (int, error) {
+	v := reflect.ValueOf(op)
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return 0, fmt.Errorf("%T is not a struct", op)
+	}
+	f := v.FieldByName(name)
+	if !f.IsValid() || f.Kind() != reflect.Int {
+		return 0, fmt.Errorf("%T has no int field %s (another gorgonia version?)", op, name)
+	}
+	return int(f.Int()), nil
+}
+
+// intsField reads an unexported []int-like field.
+func intsField(op any, name string) ([]int, error) {
+	v := reflect.ValueOf(op)
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("%T is not a struct", op)
+	}
+	f := v.FieldByName(name)
+	if !f.IsValid() || f.Kind() != reflect.Slice || f.Type().Elem().Kind() != reflect.Int {
+		return nil, fmt.Errorf("%T has no []int field %s (another gorgonia version?)", op, name)
+	}
+	out := make([]int, f.Len())
+	for i := range out {
+		out[i] = int(f.Index(i).Int())
+	}
+	return out, nil
+}
+
+// ptr, i64, flt shorten kernel arguments.
+func ptr(a uintptr) kernels.Arg { return kernels.Ptr(a) }
+func i64(v int64) kernels.Arg   { return kernels.Int(v) }
+func flt(v float64) kernels.Arg { return kernels.Float(v) }

@@ -1,0 +1,132 @@
+package dispatch_test
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"testing"
+
+	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/models"
+	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda"
+)
+
+// zooEnv opts in to the deep models on the fake device (each takes tens of
+// seconds to minutes on 2 cores: the fake's GEMM is a plain host loop).
+const zooEnv = "OOC_CUDA_ZOO"
+
+type zooCase struct {
+	name  string
+	cfg   models.Config
+	div   int // width divisor (models.BuildNarrow); 0 is 1
+	steps int
+	deep  bool // only with OOC_CUDA_ZOO=1
+}
+
+func (c zooCase) build(t testing.TB) *models.Model {
+	t.Helper()
+	m, err := models.BuildNarrow(c.name, c.cfg, max(c.div, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// zooCases are the models' own training-test sizes (vgg16 and unet at an
+// eighth of their widths, whose full-width classifier or bottom gradients
+// alone would need most of the in-core peak), small enough for the fake's
+// host GEMM, and large enough that every batch norm normalises over at
+// least 8 values: over 2 (resnet18 at
+// 32x32 and batch 2, whose last stage is 1x1) its gradient amplifies
+// rounding about 1e5-fold on either device (float64 gradients then differ
+// by 4e-11, float32 ones by 0.1), which says nothing about the kernels.
+var zooCases = []zooCase{
+	{name: "smallcnn", cfg: models.Config{Batch: 4, Channels: 3, Height: 16, Width: 16, Classes: 4, Dtype: tensor.Float64, Seed: 1}, steps: 2},
+	{name: "smallcnn", cfg: models.Config{Batch: 4, Channels: 3, Height: 16, Width: 16, Classes: 4, Seed: 2}, steps: 2},
+	{name: "resnet18", cfg: models.Config{Batch: 8, Channels: 3, Height: 64, Width: 64, Classes: 10, Seed: 3}, steps: 2, deep: true},
+	{name: "densenet121", cfg: models.Config{Batch: 2, Channels: 3, Height: 64, Width: 64, Classes: 10, Seed: 5}, steps: 2, deep: true},
+	{name: "vgg16", cfg: models.Config{Batch: 8, Channels: 3, Height: 32, Width: 32, Classes: 10, Seed: 6}, div: 8, steps: 2, deep: true},
+	{name: "unet", cfg: models.Config{Batch: 4, Channels: 3, Height: 32, Width: 32, Classes: 3, Seed: 7}, div: 8, steps: 2, deep: true},
+}
+
+// TestZooOnFakeDevice: each model trains a few SGD steps on the fake CUDA
+// device and on the CPU device, from equal weights and batches, at 100% and
+// 50% of its in-core peak and at the least budget both devices can plan,
+// with the window scheduler and the VA allocator; below 100% the CUDA
+// machine must swap and must stay within the budget. Loss, gradients,
+// batch-norm statistics and weights agree per step within 1e-12 (float64)
+// and 1e-5 (float32), normwise relative; for the deep float32 models each
+// step starts from the CPU side's weights (pair.align says why). smallcnn runs by default; the deep
+// models with OOC_CUDA_ZOO=1.
+func TestZooOnFakeDevice(t *testing.T) {
+	d := openFake(t)
+	for _, c := range zooCases {
+		dt := c.cfg.Dtype
+		if dt == (tensor.Dtype{}) {
+			dt = tensor.Float32
+		}
+		t.Run(fmt.Sprintf("%s/%v", c.name, c.cfg), func(t *testing.T) {
+			if c.deep && os.Getenv(zooEnv) == "" {
+				t.Skipf("deep model: set %s=1 to run it (minutes on 2 cores)", zooEnv)
+			}
+			tol := 1e-5
+			if dt == tensor.Float64 {
+				tol = 1e-12
+			}
+			peak, err := ooc.InCorePeak(c.build(t).Graph)
+			if err != nil {
+				t.Fatal(err)
+			}
+			least := leastBudget(t, d, c, peak)
+			for _, b := range []struct {
+				label  string
+				budget int64
+			}{{"100%", peak}, {"50%", peak / 2}, {"least", least}} {
+				p := newPair(t, d, c, ooc.WithBudget(b.budget))
+				p.sgd()
+				p.sameStart = c.deep && dt == tensor.Float32
+				rng := rand.New(rand.NewSource(c.cfg.Seed))
+				for s := 0; s < c.steps; s++ {
+					p.step(t, rng)
+				}
+				st := p.mg.Stats()
+				t.Logf("%s at %s (%d of %d bytes): device peak %d, swapped out %d bytes, in %d; VA reserved %d",
+					c.name, b.label, b.budget, peak, st.PeakDeviceBytes, st.SwapOutBytes, st.SwapInBytes, st.ReservedBytes)
+				if st.PeakDeviceBytes > b.budget {
+					t.Errorf("%s: the device held %d bytes, over the %d-byte budget", b.label, st.PeakDeviceBytes, b.budget)
+				}
+				if b.budget < peak && st.SwapOutBytes == 0 {
+					t.Errorf("%s: no swapping under %d of %d bytes", b.label, b.budget, peak)
+				}
+				p.check(t, fmt.Sprintf("%s %s at %s", c.name, dt, b.label), tol)
+				_ = p.mc.Close()
+				_ = p.mg.Close()
+			}
+		})
+	}
+}
+
+// leastBudget is the least budget (to 1/64 of the peak) the window scheduler
+// plans for the model on both the CPU and the CUDA device.
+func leastBudget(t *testing.T, d *cuda.Device, c zooCase, peak int64) int64 {
+	t.Helper()
+	lo, hi := int64(0), peak
+	for hi-lo > peak/64 {
+		mid := (lo + hi) / 2
+		ok := true
+		for _, opts := range [][]ooc.Option{nil, {ooc.WithDevice(d)}} {
+			if _, err := ooc.Plan(c.build(t).Graph, append(opts, ooc.WithBudget(mid))...); err != nil {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
