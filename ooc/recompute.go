@@ -314,3 +314,147 @@ func segmentCounts(n int) []int {
 	}
 	return out
 }
+
+// Hybrid is our planner that both swaps and recomputes, with no learning:
+// each activation is kept, offloaded or dropped and recomputed. Dropping
+// costs the producer's time again, on compute; offloading costs the stall
+// the host link cannot hide. Hybrid ranks the droppable activations by
+// recompute time per byte freed, cheapest first, and tries dropping every
+// prefix of that ranking up to 1/8, 2/8, ... of their bytes, each with the
+// rest planned by the swap planners (Window, DynProg) on the derived trace;
+// it also tries every Checkpoint segmentation that needs no swapping. It
+// keeps the tape that simulates fastest, so an activation is recomputed
+// exactly where, with the others' choices, that beats the stall its swap
+// would cost. The empty drop set is among those tried, so Hybrid is never
+// slower, by the simulator, than the swap planners it runs.
+//
+// Times come from the problem's device if it is simulated, else from a
+// measured model (Compile on a device that is not simulated measures its
+// first step) or the model profile (v100-pcie).
+type Hybrid struct{}
+
+// Name implements Scheduler.
+func (Hybrid) Name() string { return "hybrid" }
+
+func (Hybrid) plansWithTimes() {}
+
+// hybridSwappers are the swap planners Hybrid runs on each derived trace.
+var hybridSwappers = []Scheduler{Window{}, DynProg{}}
+
+// Plan implements Scheduler.
+func (Hybrid) Plan(p *Problem) (*Schedule, error) {
+	t := p.Trace
+	sim, err := planningSim(p)
+	if err != nil {
+		return nil, err
+	}
+	tm, err := deviceTiming(t, sim)
+	if err != nil {
+		return nil, err
+	}
+	var best *Schedule
+	var bestTime time.Duration
+	var firstErr error
+	try := func(s *Schedule, err error) {
+		if err == nil {
+			var d time.Duration
+			if d, err = simulate(s.tape, sim, p.Budget); err == nil && (best == nil || d < bestTime) {
+				best, bestTime = s, d
+			}
+		}
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	// Recompute only: Checkpoint's segmentations that fit as they are.
+	for _, drop := range segmentations(t) {
+		r, err := t.withRecompute(drop)
+		if err != nil {
+			return nil, err
+		}
+		s, err := r.schedule(baseline{}.plan(r.Trace))
+		if err == nil {
+			if _, err = Verify(s.tape, p.Budget); err != nil {
+				continue
+			}
+		}
+		try(s, err)
+	}
+	// Cheapest recomputes first, the rest swapped.
+	for _, drop := range cheapestFirst(t, tm) {
+		r, err := t.withRecompute(drop)
+		if err != nil {
+			return nil, err
+		}
+		for _, sc := range hybridSwappers {
+			s, err := sc.Plan(&Problem{Trace: r.Trace, Budget: p.Budget, Device: sim})
+			if err == nil {
+				s, err = r.schedule(s)
+			}
+			if err == nil {
+				_, err = Verify(s.tape, p.Budget)
+			}
+			try(s, err)
+		}
+	}
+	if best == nil {
+		if firstErr == nil {
+			firstErr = fmt.Errorf("nothing droppable and no swap plan")
+		}
+		return nil, fmt.Errorf("ooc: hybrid: no plan fits %d bytes: %w", p.Budget, firstErr)
+	}
+	n, _ := best.tape.Count(vm.Recompute)
+	best.Timing = fmt.Sprintf("simulated: profile %s (the fastest of the plans tried; %d recomputes)", sim.Name(), n)
+	if p.Device != sim {
+		best.Timing = p.timingNote() + fmt.Sprintf(" (the fastest plan by those times; %d recomputes)", n)
+	}
+	return best, nil
+}
+
+// planningSim is the simulated device a planner times plans on: the
+// problem's measured model, its device if simulated, else the model
+// profile.
+func planningSim(p *Problem) (*vm.Sim, error) {
+	if sim, ok := p.timingDevice().(*vm.Sim); ok {
+		return sim, nil
+	}
+	prof, err := vm.LookupProfile(modelProfile)
+	if err != nil {
+		return nil, err
+	}
+	return vm.NewSim(prof)
+}
+
+// cheapestFirst are Hybrid's drop sets: none, then the droppable
+// activations ranked by recompute time per byte, cheapest first, cut where
+// the bytes reach k/8 of their total, k = 1..8.
+func cheapestFirst(t *Trace, tm timing) [][]int {
+	acts := t.droppable()
+	cost := func(v int) float64 { return float64(tm.op[t.Vars[v].Producer]) / float64(max(t.DeviceBytes(v), 1)) }
+	slices.SortStableFunc(acts, func(a, b int) int {
+		switch ca, cb := cost(a), cost(b); {
+		case ca < cb:
+			return -1
+		case ca > cb:
+			return 1
+		}
+		return 0
+	})
+	var total int64
+	for _, v := range acts {
+		total += t.DeviceBytes(v)
+	}
+	out := [][]int{nil}
+	var sum int64
+	k := 1
+	for i, v := range acts {
+		sum += t.DeviceBytes(v)
+		if sum*8 >= int64(k)*total {
+			out = append(out, slices.Clone(acts[:i+1]))
+			for sum*8 >= int64(k)*total {
+				k++
+			}
+		}
+	}
+	return out
+}

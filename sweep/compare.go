@@ -50,7 +50,7 @@ type CompareResult struct {
 
 // SchedulerNames are the schedulers SchedulerNamed knows, in the order
 // tables list them.
-var SchedulerNames = []string{"window", "lms", "greedy", "dynprog", "vdnn"}
+var SchedulerNames = []string{"window", "lms", "greedy", "dynprog", "vdnn", "checkpoint", "hybrid"}
 
 // SchedulerNamed returns the scheduler of that name (see SchedulerNames),
 // each with its automatic settings.
@@ -66,6 +66,10 @@ func SchedulerNamed(name string) (ooc.Scheduler, error) {
 		return ooc.DynProg{}, nil
 	case "vdnn":
 		return ooc.VDNN{}, nil
+	case "checkpoint":
+		return ooc.Checkpoint{}, nil
+	case "hybrid":
+		return ooc.Hybrid{}, nil
 	}
 	return nil, fmt.Errorf("sweep: unknown scheduler %q (want one of %s)", name, strings.Join(SchedulerNames, ", "))
 }

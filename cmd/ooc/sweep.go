@@ -25,7 +25,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	classes := fs.Int("classes", 10, "number of classes")
 	batches := fs.String("batches", "16,64,128", "comma-separated batch sizes")
 	budget := fs.String("budget", "48MiB", "device memory (e.g. 16GiB); 0 = the profile's")
-	device := fs.String("device", "cpu", "cpu, or sim:PROFILE (v100-nvlink, v100-pcie, p100-pcie, titanxp-pcie, h100-pcie, measured:FILE); cuda / cuda:N are opened and checked, their steps come with part 2 of issue 14")
+	device := fs.String("device", "cpu", "cpu, or sim:PROFILE (v100-nvlink, v100-pcie, p100-pcie, titanxp-pcie, h100-pcie, gtx1080ti, measured:FILE); cuda / cuda:N are opened and checked, their steps come with part 2 of issue 14")
 	schedulers := fs.String("schedulers", "baseline,window", "schedulers: baseline, lms, window")
 	allocators := fs.String("allocators", "va", "allocators: bestfit, va")
 	chunk := fs.String("chunk", "2MiB", "VA chunk size (the paper uses 40MiB on a GPU)")
