@@ -24,6 +24,9 @@ func TestRecomputeMatchesTapeMachine(t *testing.T) {
 		build := handBuilt[name]
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 			for _, sched := range []ooc.Scheduler{ooc.Checkpoint{}, ooc.Hybrid{}} {
+				if _, ok := sched.(ooc.Hybrid); ok && dt == tensor.Float64 {
+					continue // TestHybridMixMatchesTapeMachine covers float64
+				}
 				t.Run(name+"/"+dt.String()+"/"+sched.Name(), func(t *testing.T) { checkRecompute(t, build, dt, sched) })
 			}
 		}
@@ -42,7 +45,7 @@ func checkRecompute(t *testing.T, build builder, dt tensor.Dtype, sched ooc.Sche
 			opts := []ooc.Option{ooc.WithScheduler(sched)}
 			var least int64
 			if _, ok := sched.(ooc.Hybrid); ok {
-				opts = append(opts, ooc.WithTimingModel(gtx1080ti(t)))
+				opts = append(opts, ooc.WithPlanningTimes(gtx1080ti(t)))
 				// Its plans include the window scheduler's: bisecting on
 				// the window's plans is cheaper.
 				least = minFeasible(t, build, dt, inCore.Peak)
@@ -166,7 +169,7 @@ func TestHybridMixMatchesTapeMachine(t *testing.T) {
 		for _, budget := range []int64{inCore.Peak / 2, least} {
 			got := build(dt, 1)
 			m, err := ooc.Compile(got.g, ooc.BindDualValues(got.params...), ooc.WithPoison(), ooc.WithBudget(budget),
-				ooc.WithScheduler(ooc.Hybrid{}), ooc.WithTimingModel(slow))
+				ooc.WithScheduler(ooc.Hybrid{}), ooc.WithPlanningTimes(slow))
 			require.NoError(t, err)
 			gotL, gotG, gotW := trainSteps(t, got, m, 3)
 			require.Equal(t, wantL, gotL, "loss")
