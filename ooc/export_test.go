@@ -2,4 +2,3 @@ package ooc
 
 // WithPoison is withPoison, for the external tests.
 var WithPoison = withPoison
-
