@@ -3,6 +3,7 @@ package ooc_test
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -182,4 +183,64 @@ func TestHybridMixMatchesTapeMachine(t *testing.T) {
 			m.Close()
 		}
 	}
+}
+
+// TestTraceMarksRecomputable: gorgonia's batch norm (saved statistics),
+// dropout (its RNG) and max pooling (its argmax mask) are never
+// recomputable, models/layers' batch norm is (the machine restores its
+// running statistics), and plain arithmetic is.
+func TestTraceMarksRecomputable(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewTensor(g, tensor.Float64, 4, G.WithShape(2, 3, 4, 4), G.WithName("x"), G.WithInit(G.GlorotN(1)))
+	bn, _, _, bnOp, err := G.BatchNorm(x, nil, nil, 0.9, 1e-5)
+	require.NoError(t, err)
+	_ = bnOp
+	h := G.Must(G.Tanh(bn))
+	h = G.Must(G.MaxPool2D(h, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+	h = G.Must(G.Dropout(h, 0.5))
+	G.Must(G.Sum(G.Must(G.Reshape(h, tensor.Shape{24}))))
+	tr, err := ooc.NewTrace(g)
+	require.NoError(t, err)
+	want := map[string]bool{"BatchNorm": false, "tanh": true, "MaxPool": false, "Dropout": false}
+	found := map[string]bool{}
+	for _, f := range tr.Funcs {
+		op := f.Op.String()
+		for k, r := range want {
+			if strings.Contains(strings.ToLower(op), strings.ToLower(k)) {
+				found[k] = true
+				require.Equal(t, r, f.Recomputable, "%s", op)
+			}
+		}
+	}
+	require.Len(t, found, len(want), "ops found: %v", found)
+}
+
+// TestVerifyRefusesBadRecomputes: a recompute of a function that cannot be
+// recomputed, or of a variable never computed, is refused.
+func TestVerifyRefusesBadRecomputes(t *testing.T) {
+	n := chainNet(tensor.Float32, 1)
+	p, err := ooc.Plan(n.g, ooc.WithScheduler(ooc.Checkpoint{}), ooc.WithBudget(120000))
+	require.NoError(t, err)
+	at := -1
+	for i, in := range p.Instrs {
+		if in.Op == vm.Recompute {
+			at = i
+			break
+		}
+	}
+	require.GreaterOrEqual(t, at, 0, "the tape recomputes")
+	_, err = ooc.Verify(p, p.Budget)
+	require.NoError(t, err)
+
+	bad := *p
+	bad.Funcs = append([]vm.Func(nil), p.Funcs...)
+	bad.Funcs[p.Instrs[at].Func].Recomputable = false
+	_, err = ooc.Verify(&bad, p.Budget)
+	require.ErrorContains(t, err, "is not recomputable")
+
+	// The same recompute before anything ran: its variable was never computed.
+	early := *p
+	early.Instrs = append([]vm.Instr{p.Instrs[at]}, p.Instrs...)
+	_, err = ooc.Verify(&early, p.Budget)
+	require.ErrorContains(t, err, "instruction 0 (recompute")
 }
