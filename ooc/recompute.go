@@ -321,7 +321,8 @@ func segmentCounts(n int) []int {
 // the host link cannot hide. Hybrid ranks the droppable activations by
 // recompute time per byte freed, cheapest first, and tries dropping every
 // prefix of that ranking up to 1/8, 2/8, ... of their bytes, each with the
-// rest planned by the swap planners (Window, DynProg) on the derived trace;
+// rest planned by the window scheduler on the derived trace (by Window and
+// DynProg when nothing is dropped);
 // it also tries every Checkpoint segmentation that needs no swapping. It
 // keeps the tape that simulates fastest, so an activation is recomputed
 // exactly where, with the others' choices, that beats the stall its swap
@@ -338,8 +339,13 @@ func (Hybrid) Name() string { return "hybrid" }
 
 func (Hybrid) plansWithTimes() {}
 
-// hybridSwappers are the swap planners Hybrid runs on each derived trace.
-var hybridSwappers = []Scheduler{Window{}, DynProg{}}
+// hybridSwappers are the swap planners Hybrid runs with nothing dropped,
+// and hybridDropSwappers those it runs on each derived trace (DynProg's
+// slot fixing converges slowly on a derived trace, minutes on ResNet-50).
+var (
+	hybridSwappers     = []Scheduler{Window{}, DynProg{}}
+	hybridDropSwappers = []Scheduler{Window{}}
+)
 
 // Plan implements Scheduler.
 func (Hybrid) Plan(p *Problem) (*Schedule, error) {
@@ -386,7 +392,11 @@ func (Hybrid) Plan(p *Problem) (*Schedule, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, sc := range hybridSwappers {
+		swappers := hybridDropSwappers
+		if len(drop) == 0 {
+			swappers = hybridSwappers
+		}
+		for _, sc := range swappers {
 			s, err := sc.Plan(&Problem{Trace: r.Trace, Budget: p.Budget, Device: sim})
 			if err == nil {
 				s, err = r.schedule(s)
