@@ -94,6 +94,9 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "in-core peak %s (device %s); budget %s (%.0f%% of the in-core peak); planned peak %s\n",
 		formatBytes(peak), formatBytes(dev.Capacity()), formatBytes(budget), 100*float64(budget)/float64(peak), formatBytes(p.Peak))
 	fmt.Fprintf(stdout, "swap-ins %d (%s), swap-outs %d (%s)\n", swapIns, formatBytes(inBytes), swapOuts, formatBytes(outBytes))
+	if n, bytes := p.Count(vm.Recompute); n > 0 {
+		fmt.Fprintf(stdout, "recomputes %d (%s rebuilt)\n", n, formatBytes(bytes))
+	}
 	if p.Window > 0 {
 		fmt.Fprintf(stdout, "schedule-window %s (%.2f x the budget)\n", formatBytes(p.Window), float64(p.Window)/float64(budget))
 	}
