@@ -323,7 +323,8 @@ func segmentCounts(n int) []int {
 // prefix of that ranking up to 1/8, 2/8, ... of their bytes, each with the
 // rest planned by the window scheduler on the derived trace (by Window and
 // DynProg when nothing is dropped);
-// it also tries every Checkpoint segmentation that needs no swapping. It
+// it also tries every Checkpoint segmentation that needs no swapping, and a
+// few of those that do, with the window scheduler swapping the rest. It
 // keeps the tape that simulates fastest, so an activation is recomputed
 // exactly where, with the others' choices, that beats the stall its swap
 // would cost. The empty drop set is among those tried, so Hybrid is never
@@ -372,7 +373,9 @@ func (Hybrid) Plan(p *Problem) (*Schedule, error) {
 			firstErr = err
 		}
 	}
-	// Recompute only: Checkpoint's segmentations that fit as they are.
+	// Recompute only: Checkpoint's segmentations that fit as they are; of
+	// those that do not, a few are kept for swapping the rest.
+	var tooBig [][]int
 	for _, drop := range segmentations(t) {
 		r, err := t.withRecompute(drop)
 		if err != nil {
@@ -381,13 +384,16 @@ func (Hybrid) Plan(p *Problem) (*Schedule, error) {
 		s, err := r.schedule(baseline{}.plan(r.Trace))
 		if err == nil {
 			if _, err = Verify(s.tape, p.Budget); err != nil {
+				if len(drop) > 0 {
+					tooBig = append(tooBig, drop)
+				}
 				continue
 			}
 		}
 		try(s, err)
 	}
-	// Cheapest recomputes first, the rest swapped.
-	for _, drop := range cheapestFirst(t, tm) {
+	// Cheapest recomputes first, or segments, the rest swapped.
+	for _, drop := range append(cheapestFirst(t, tm), spread(tooBig, hybridSegmentSwaps)...) {
 		r, err := t.withRecompute(drop)
 		if err != nil {
 			return nil, err
@@ -433,6 +439,22 @@ func planningSim(p *Problem) (*vm.Sim, error) {
 		return nil, err
 	}
 	return vm.NewSim(prof)
+}
+
+// hybridSegmentSwaps is how many of the segmentations that do not fit
+// alone Hybrid plans with swapping.
+const hybridSegmentSwaps = 4
+
+// spread returns at most n of xs, evenly spaced, the last included.
+func spread[T any](xs []T, n int) []T {
+	if len(xs) <= n {
+		return xs
+	}
+	out := make([]T, 0, n)
+	for k := 1; k <= n; k++ {
+		out = append(out, xs[k*len(xs)/n-1])
+	}
+	return out
 }
 
 // cheapestFirst are Hybrid's drop sets: none, then the droppable
