@@ -53,7 +53,7 @@ func compile(g *gorgonia.ExprGraph, s *settings) (m *vm.Machine, err error) {
 	}
 	var replan func(map[string]time.Duration) (*vm.Program, error)
 	prog, t, err := planGraph(g, s)
-	if _, timed := s.scheduler.(timedScheduler); err == nil && timed && !s.baseline && !s.device.Simulated() {
+	if _, timed := s.scheduler.(timedScheduler); err == nil && timed && !s.baseline && !s.device.Simulated() && s.model == nil {
 		prog, t, replan, err = planToMeasure(g, s)
 	}
 	if err != nil {

@@ -26,7 +26,8 @@
 // Schedulers: Window (the default: Sony's byte-window rule, with an
 // automatic window searched in the simulator), LMS (IBM's Large Model
 // Support, hyperparameters tuned in the simulator), and the offloading
-// paper's planners Greedy, DynProg and VDNN. Those three plan on a chain
+// paper's planners Greedy, DynProg and VDNN, and the recomputing
+// Checkpoint and Hybrid (below). Greedy, DynProg and VDNN plan on a chain
 // (see Chain and ChainOf): the activations, forward variables the backward
 // reads, in the order the forward makes them, split the forward into
 // stages F_0..F_L and, by their last reads, the backward into B_L..B_0; what
@@ -59,6 +60,26 @@
 // transfer cap (replica i of a switch group swaps layers i%x + j*x) and its
 // search of each swap-in's trigger; sweep.RunMultiGPU and ooc multigpu
 // compare them with the window scheduler.
+//
+// # Recomputation
+//
+// A tape may also drop a forward variable after its last forward use and
+// rebuild it before the backward reads it: a recompute instruction runs
+// its producer again, on compute, into new device memory, preceded where
+// needed by the rebuilds of the producer's own dropped operands (a chain
+// from the nearest variable still held, or from leaves). The verifier
+// counts a rebuild's memory like an exec's and refuses one of a variable
+// never computed or of a function the trace does not mark recomputable
+// (vm.Func.Recomputable): gorgonia's BatchNorm, GroupNorm, pooling and
+// Dropout keep hidden state or draw random numbers, so they are never run
+// twice; an op with running statistics (models/layers' batch norm) is,
+// with the machine restoring them so a step advances them once; any op may
+// say for itself (Recomputer). Recomputing a deterministic op gives the
+// same bits, so a tape that recomputes still equals TapeMachine.
+// Checkpoint (Chen et al.'s sqrt(n) segments, budget-driven) only
+// recomputes; Hybrid keeps, offloads or recomputes each activation,
+// keeping the plan the simulator finds fastest. LowerBound bounds swapping
+// alone: a tape that recomputes may beat it.
 //
 // The budget covers what the machine allocates on the device: activations,
 // gradients and op workspaces. Leaf values (the input batch, the learnables

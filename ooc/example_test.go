@@ -111,3 +111,75 @@ func ExampleDynProg() {
 	// at least the bound: true
 	// within 20% of it: true
 }
+
+// Checkpoint trades compute for memory alone: below the in-core peak it
+// drops activations in the forward and recomputes them in the backward,
+// and moves nothing over the host link.
+func ExampleCheckpoint() {
+	m, err := models.Build("resnet18", models.Config{Batch: 16, Channels: 3, Height: 64, Width: 64, Classes: 10, Seed: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	dev, err := vm.NewDevice("sim:gtx1080ti", 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dev.Close()
+	peak, err := ooc.InCorePeak(m.Graph)
+	if err != nil {
+		log.Fatal(err)
+	}
+	budget := peak * 6 / 10
+	machine, err := ooc.Compile(m.Graph, ooc.WithDevice(dev), ooc.WithBudget(budget), ooc.WithScheduler(ooc.Checkpoint{}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer machine.Close()
+	if err := machine.RunAll(); err != nil {
+		log.Fatal(err)
+	}
+	st := machine.Stats()
+	fmt.Println("recomputed:", st.Recomputes > 0)
+	fmt.Println("swapped:", st.SwapInBytes > 0)
+	fmt.Println("within the budget:", st.PeakDeviceBytes <= budget)
+	// Output:
+	// recomputed: true
+	// swapped: false
+	// within the budget: true
+}
+
+// Hybrid keeps, offloads or recomputes each activation, whichever the
+// simulator finds fastest; its plans include the swap planners' own, so it
+// is never slower than the window scheduler.
+func ExampleHybrid() {
+	m, err := models.Build("resnet18", models.Config{Batch: 16, Channels: 3, Height: 64, Width: 64, Classes: 10, Seed: 1})
+	if err != nil {
+		log.Fatal(err)
+	}
+	dev, err := vm.NewDevice("sim:gtx1080ti", 0)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer dev.Close()
+	peak, err := ooc.InCorePeak(m.Graph)
+	if err != nil {
+		log.Fatal(err)
+	}
+	step := func(sc ooc.Scheduler) vm.Stats {
+		machine, err := ooc.Compile(m.Graph, ooc.WithDevice(dev), ooc.WithBudget(peak/2), ooc.WithScheduler(sc))
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer machine.Close()
+		if err := machine.RunAll(); err != nil {
+			log.Fatal(err)
+		}
+		return machine.Stats()
+	}
+	window, hybrid := step(ooc.Window{}), step(ooc.Hybrid{})
+	fmt.Println("no slower than window:", hybrid.StepTime <= window.StepTime)
+	fmt.Println("within the budget:", hybrid.PeakDeviceBytes <= peak/2)
+	// Output:
+	// no slower than window: true
+	// within the budget: true
+}

@@ -156,6 +156,21 @@ func WithDevice(d vm.Device) Option {
 	}
 }
 
+// WithPlanningTimes makes the planners that time ops (Greedy, DynProg,
+// VDNN, Hybrid) plan with the op and link times of the simulated device
+// sim, whatever device the program runs on, instead of measuring a first
+// step there: to plan for a GPU's balance of compute and link on a CPU,
+// say.
+func WithPlanningTimes(sim *vm.Sim) Option {
+	return func(s *settings) {
+		if sim == nil {
+			s.fail("WithPlanningTimes(nil)")
+			return
+		}
+		s.model = sim
+	}
+}
+
 // BindDualValues makes the gradients of the given learnables accumulate
 // across runs, as gorgonia.BindDualValues does for the TapeMachine, so that
 // solver.Step(gorgonia.NodesToValueGrads(ps)) after RunAll sees them (the

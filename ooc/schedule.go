@@ -2,6 +2,7 @@ package ooc
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gorgonia-ooc/outofcore/vm"
 )
@@ -82,6 +83,11 @@ type Schedule struct {
 	// came from.
 	Window int64
 	Timing string
+
+	// tape, when set, is the schedule already lowered: planners that drop
+	// variables for recomputation plan over a derived trace and lower it
+	// themselves (see recomputeTrace).
+	tape *vm.Program
 }
 
 // NewSchedule returns an empty schedule for n functions.
@@ -112,6 +118,12 @@ func (baseline) plan(t *Trace) *Schedule { return NewSchedule(len(t.Funcs)) }
 // waits for operands still in flight, the exec, swap-outs, and frees of the
 // variables at their last use.
 func Lower(t *Trace, s *Schedule) (*vm.Program, error) {
+	if s.tape != nil {
+		p := *s.tape
+		p.Instrs = slices.Clone(p.Instrs)
+		p.Window, p.Timing = s.Window, s.Timing
+		return &p, nil
+	}
 	n := len(t.Funcs)
 	if len(s.Release) != n || len(s.SwapIn) != n || len(s.SwapOut) != n {
 		return nil, fmt.Errorf("ooc: schedule covers %d/%d/%d functions, the trace has %d",
@@ -203,6 +215,7 @@ func replay(p *vm.Program, budget int64, onLive func(pc int, live int64)) (peak 
 	)
 	state := make([]uint8, len(p.Vars))
 	onHost := make([]bool, len(p.Vars))
+	made := make([]bool, len(p.Vars)) // computed once (a recompute must follow an exec)
 	var live int64
 	take := func(pc int, bytes int64, what string) error {
 		live += bytes
@@ -240,8 +253,17 @@ func replay(p *vm.Program, budget int64, onLive func(pc int, live int64)) (peak 
 			if state[f.Output] != absent {
 				return peak, fmt.Errorf("ooc: instruction %d computes %s, which is already resident", pc, v.Name)
 			}
+			if in.Op == vm.Recompute {
+				switch {
+				case !f.Recomputable:
+					return peak, fmt.Errorf("ooc: instruction %d recomputes %s, whose op %v is not recomputable", pc, v.Name, f.Op)
+				case !made[f.Output]:
+					return peak, fmt.Errorf("ooc: instruction %d recomputes %s, which was never computed", pc, v.Name)
+				}
+			}
+			made[f.Output] = true
 			outBytes := v.Bytes
-			if f.InPlace >= 0 {
+			if f.InPlace >= 0 && in.Op == vm.Exec {
 				if state[f.InPlace] != resident || !contains(f.Inputs, f.InPlace) || p.Vars[f.InPlace].Bytes != v.Bytes {
 					return peak, fmt.Errorf("ooc: instruction %d computes %s in place of %s, which it cannot", pc, v.Name, p.Vars[f.InPlace].Name)
 				}

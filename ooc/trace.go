@@ -407,6 +407,7 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 			}
 		}
 		f.HostBytes = vm.HostBytes(cfg.device, &f, &v)
+		f.Recomputable = recomputable(f.Op)
 		v.Producer = len(t.Funcs)
 		t.Vars = append(t.Vars, v)
 		t.Funcs = append(t.Funcs, f)
@@ -463,6 +464,43 @@ func checkSet(stmt, to, from *gorgonia.Node) error {
 			stmt.Name(), op, to.Name())
 	}
 	return nil
+}
+
+// notRecomputable are gorgonia's ops whose forward a second run would not
+// repeat exactly: batch and group norm save statistics for their backward
+// (and batch norm resets or advances running ones), pooling saves its
+// argmax mask, dropout and the random ops draw from a clock-seeded RNG.
+var notRecomputable = map[string]bool{
+	"gorgonia.BatchNormOp": true, "gorgonia.batchnormDiffOp": true,
+	"gorgonia.GroupNormOp": true, "gorgonia.groupNormDiffOp": true,
+	"gorgonia.maxPoolOp": true, "gorgonia.maxPoolDiffOp": true,
+	"gorgonia.avgPoolOp": true, "gorgonia.avgPoolDiffOp": true,
+	"gorgonia.dropoutOp": true, "gorgonia.dropoutDiffOp": true,
+	"gorgonia.randomOp": true,
+}
+
+// Recomputer is implemented by ops that say themselves whether a tape may
+// run them again to rebuild a dropped output (see vm.Func.Recomputable).
+type Recomputer interface {
+	Recomputable() bool
+}
+
+// recomputable reports whether running op again on the same operands gives
+// the same bits and leaves no trace: not for gorgonia's stateful and random
+// ops, nor for an op with a training mode unless its only state is running
+// statistics the machine restores (vm.RunningStatser).
+func recomputable(op gorgonia.Op) bool {
+	if r, ok := op.(Recomputer); ok {
+		return r.Recomputable()
+	}
+	if notRecomputable[strings.TrimPrefix(fmt.Sprintf("%T", op), "*")] {
+		return false
+	}
+	if _, ok := op.(gorgonia.TrainModeOp); ok {
+		_, restorable := op.(vm.RunningStatser)
+		return restorable
+	}
+	return true
 }
 
 // isAt recognises gorgonia.At's op.

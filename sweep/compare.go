@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	gorgonia "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/gorgonia-ooc/outofcore/models"
@@ -46,11 +48,18 @@ type CompareResult struct {
 	Ratio     float64 `json:"ratio"`
 	Least     int64   `json:"least_bytes"`
 	Peak      int64   `json:"peak_bytes"`
+	// The DQN paper's Fig. 5 axes: the device memory the step held
+	// (PeakUsed), Saved = 1 - PeakUsed / Peak, and Overhead = Makespan /
+	// InCore - 1, InCore being the simulated in-core (Baseline) step.
+	PeakUsed int64   `json:"peak_used_bytes"`
+	InCore   float64 `json:"in_core_s"`
+	Saved    float64 `json:"saved"`
+	Overhead float64 `json:"overhead"`
 }
 
 // SchedulerNames are the schedulers SchedulerNamed knows, in the order
 // tables list them.
-var SchedulerNames = []string{"window", "lms", "greedy", "dynprog", "vdnn"}
+var SchedulerNames = []string{"window", "lms", "greedy", "dynprog", "vdnn", "checkpoint", "hybrid"}
 
 // SchedulerNamed returns the scheduler of that name (see SchedulerNames),
 // each with its automatic settings.
@@ -66,6 +75,10 @@ func SchedulerNamed(name string) (ooc.Scheduler, error) {
 		return ooc.DynProg{}, nil
 	case "vdnn":
 		return ooc.VDNN{}, nil
+	case "checkpoint":
+		return ooc.Checkpoint{}, nil
+	case "hybrid":
+		return ooc.Hybrid{}, nil
 	}
 	return nil, fmt.Errorf("sweep: unknown scheduler %q (want one of %s)", name, strings.Join(SchedulerNames, ", "))
 }
@@ -95,7 +108,12 @@ func Compare(cfg CompareConfig) ([]CompareResult, error) {
 		}
 		scheds[i] = s
 	}
-	m, err := models.Build(cfg.Model, models.Config{Batch: cfg.Batch, Channels: 3, Height: cfg.Image, Width: cfg.Image, Classes: cfg.Classes, Dtype: tensor.Float32, Seed: 1})
+	mc := models.Config{Batch: cfg.Batch, Channels: 3, Height: cfg.Image, Width: cfg.Image, Classes: cfg.Classes, Dtype: tensor.Float32, Seed: 1}
+	if cfg.Model == "lstm" {
+		// A sequence is a 1 x Image "image" of token ids over Classes words.
+		mc.Channels, mc.Height = 1, 1
+	}
+	m, err := models.Build(cfg.Model, mc)
 	if err != nil {
 		return nil, err
 	}
@@ -118,6 +136,10 @@ func Compare(cfg CompareConfig) ([]CompareResult, error) {
 			lo = mid
 		}
 	}
+	inCore, err := inCoreStep(cfg, m.Graph, peak)
+	if err != nil {
+		return nil, err
+	}
 	var out []CompareResult
 	for _, pct := range cfg.Percents {
 		budget := least + (peak-least)*int64(pct)/100
@@ -136,14 +158,18 @@ func Compare(cfg CompareConfig) ([]CompareResult, error) {
 		}
 		for _, sc := range scheds {
 			r := CompareResult{Model: cfg.Model, Image: cfg.Image, Batch: cfg.Batch, Device: cfg.Device, Scheduler: sc.Name(),
-				Percent: pct, Budget: budget, LB: lb.Seconds(), Least: least, Peak: peak}
+				Percent: pct, Budget: budget, LB: lb.Seconds(), Least: least, Peak: peak, InCore: inCore.Seconds()}
 			machine, err := ooc.Compile(m.Graph, ooc.WithDevice(dev), ooc.WithBudget(budget), ooc.WithScheduler(sc), ooc.WithChunkSize(cfg.ChunkSize))
 			if err == nil {
 				err = machine.RunAll()
 				if err == nil {
 					r.OK = true
-					r.Makespan = machine.Stats().StepTime.Seconds()
+					st := machine.Stats()
+					r.Makespan = st.StepTime.Seconds()
 					r.Ratio = r.Makespan / r.LB
+					r.PeakUsed = st.PeakDeviceBytes
+					r.Saved = 1 - float64(r.PeakUsed)/float64(peak)
+					r.Overhead = r.Makespan/r.InCore - 1
 				}
 				machine.Close()
 			}
@@ -160,6 +186,46 @@ func Compare(cfg CompareConfig) ([]CompareResult, error) {
 	return out, nil
 }
 
+// inCoreStep is the simulated in-core step of the graph on the compared
+// profile, with room for its peak.
+func inCoreStep(cfg CompareConfig, g *gorgonia.ExprGraph, peak int64) (time.Duration, error) {
+	prof, err := vm.LookupProfile(strings.TrimPrefix(cfg.Device, "sim:"))
+	if err != nil {
+		return 0, err
+	}
+	prof.Capacity = 2*peak + 4<<30
+	dev, err := vm.NewSim(prof)
+	if err != nil {
+		return 0, err
+	}
+	defer dev.Close()
+	machine, err := ooc.Compile(g, ooc.WithDevice(dev), ooc.Baseline(), ooc.WithChunkSize(cfg.ChunkSize))
+	if err != nil {
+		return 0, err
+	}
+	defer machine.Close()
+	if err := machine.RunAll(); err != nil {
+		return 0, err
+	}
+	return machine.Stats().StepTime, nil
+}
+
+// WriteOverheadTable prints the DQN paper's Fig. 5 as a table: per
+// scheduler (rows) and budget (columns), the memory saved against the
+// in-core peak and the overhead against the in-core step, both simulated.
+func WriteOverheadTable(w io.Writer, rs []CompareResult) error {
+	if len(rs) == 0 {
+		_, err := fmt.Fprintln(w, "no results")
+		return err
+	}
+	f := rs[0]
+	fmt.Fprintf(w, "%s %d batch %d, memory saved / overhead (makespan / in-core makespan - 1, in-core %.1f ms), SIMULATED on %s; budget as %% from the least memory (%.2f GiB) to the in-core peak (%.2f GiB)\n",
+		f.Model, f.Image, f.Batch, 1e3*f.InCore, f.Device, gib(f.Least), gib(f.Peak))
+	return writeCompareGrid(w, rs, func(r CompareResult) string {
+		return fmt.Sprintf("%.0f%% / %.1f%%", 100*r.Saved, 100*r.Overhead)
+	})
+}
+
 // WriteCompareTable prints makespan / LB per scheduler (rows) and budget
 // (columns), the budget as % of the way from the least memory to the peak.
 func WriteCompareTable(w io.Writer, rs []CompareResult) error {
@@ -170,6 +236,11 @@ func WriteCompareTable(w io.Writer, rs []CompareResult) error {
 	f := rs[0]
 	fmt.Fprintf(w, "%s %dx%d batch %d, makespan / lower bound, SIMULATED on %s; budget as %% from the least memory (%.2f GiB) to the in-core peak (%.2f GiB)\n",
 		f.Model, f.Image, f.Image, f.Batch, f.Device, gib(f.Least), gib(f.Peak))
+	return writeCompareGrid(w, rs, func(r CompareResult) string { return fmt.Sprintf("%.3f", r.Ratio) })
+}
+
+// writeGrid prints one cell per scheduler (rows) and budget (columns).
+func writeCompareGrid(w io.Writer, rs []CompareResult, cellText func(CompareResult) string) error {
 	var pcts []int
 	seen := map[int]bool{}
 	var rows []string
@@ -197,7 +268,7 @@ func WriteCompareTable(w io.Writer, rs []CompareResult) error {
 		for _, p := range pcts {
 			r := cell[fmt.Sprintf("%s/%d", row, p)]
 			if r.OK {
-				line += fmt.Sprintf("\t%.3f", r.Ratio)
+				line += "\t" + cellText(r)
 			} else {
 				line += "\tx"
 			}

@@ -60,6 +60,10 @@ type Stats struct {
 	// ComputeTime is time spent running ops; StallTime is time compute spent
 	// waiting for a copy engine; StepTime is wall time inside RunAll.
 	ComputeTime, StallTime, StepTime time.Duration
+	// Recomputes counts Recompute instructions run; RecomputeTime is the
+	// part of ComputeTime they took.
+	Recomputes    int
+	RecomputeTime time.Duration
 
 	Allocator alloc.Stats
 }
@@ -460,8 +464,10 @@ func leafValue(n *gorgonia.Node) (gorgonia.Value, error) {
 
 func (m *Machine) step(in Instr) error {
 	switch in.Op {
-	case Exec, Recompute:
-		return m.exec(in.Func)
+	case Exec:
+		return m.exec(in.Func, false)
+	case Recompute:
+		return m.exec(in.Func, true)
 	case SwapOut:
 		return m.swapOut(in.Var)
 	case SwapIn:
@@ -601,12 +607,29 @@ func deviceRun(f *Func, out *Var) prealloc.Func {
 	}
 }
 
-func (m *Machine) exec(fi int) (err error) {
+// exec runs function fi. A recompute runs it again to rebuild its dropped
+// output: out of place (the operand an exec overwrote may be needed again),
+// with any running statistics of the op restored afterwards, and without
+// handing the value to the user a second time.
+func (m *Machine) exec(fi int, recompute bool) (err error) {
 	f := &m.prog.Funcs[fi]
 	out := &m.prog.Vars[f.Output]
 	st := &m.vars[f.Output]
 	if st.block != nil {
 		return fmt.Errorf("%s is already resident", out.Name)
+	}
+	if recompute {
+		if !f.Recomputable {
+			return fmt.Errorf("%s: op %v is not recomputable", out.Name, f.Op)
+		}
+		if rs, ok := f.Op.(RunningStatser); ok {
+			mean, variance := rs.RunningStats()
+			defer func() {
+				if e := rs.SetRunningStats(mean, variance); e != nil && err == nil {
+					err = e
+				}
+			}()
+		}
 	}
 	ins := m.scratch[:0]
 	ops := m.addrs[:0]
@@ -628,7 +651,7 @@ func (m *Machine) exec(fi int) (err error) {
 		ins = append(ins, v)
 	}
 	m.scratch = ins[:0]
-	blk, err := m.outputBlock(f)
+	blk, err := m.outputBlock(f, recompute)
 	if err != nil {
 		return err
 	}
@@ -698,11 +721,16 @@ func (m *Machine) exec(fi int) (err error) {
 	}
 	d := time.Since(t0)
 	m.stats.ComputeTime += d
+	st.block, st.kind = blk, kind
+	if recompute {
+		m.stats.Recomputes++
+		m.stats.RecomputeTime += d
+		return nil
+	}
 	if m.opTimes == nil {
 		m.opTimes = make([]time.Duration, len(m.prog.Funcs))
 	}
 	m.opTimes[fi] += d
-	st.block, st.kind = blk, kind
 	for _, i := range m.sinks[f.Output] {
 		if err := m.publish(i); err != nil {
 			return err
@@ -711,12 +739,22 @@ func (m *Machine) exec(fi int) (err error) {
 	return nil
 }
 
+// RunningStatser is implemented by ops whose forward updates running
+// statistics held in the op (models/layers' batch norm): the machine saves
+// them before a Recompute of the op and restores them after, so a step
+// advances them once, as TapeMachine's does.
+type RunningStatser interface {
+	RunningStats() (mean, variance []float64)
+	SetRunningStats(mean, variance []float64) error
+}
+
 // outputBlock is the device memory for a function's result: new, or the
 // memory of the operand it overwrites in place. That operand is read for
 // the last time, so it gives up its block (after any copy out of it lands).
-func (m *Machine) outputBlock(f *Func) (*alloc.Block, error) {
+// A recompute always takes new memory.
+func (m *Machine) outputBlock(f *Func, recompute bool) (*alloc.Block, error) {
 	out := &m.prog.Vars[f.Output]
-	if f.InPlace < 0 {
+	if f.InPlace < 0 || recompute {
 		return m.allocate(out.Bytes, out.Name)
 	}
 	s := &m.vars[f.InPlace]

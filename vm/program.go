@@ -91,6 +91,13 @@ type Func struct {
 	// the host heap before the machine copies it in. The budget counts it
 	// like workspace.
 	HostBytes int64
+	// Recomputable marks a function a tape may run again (a Recompute
+	// instruction) to rebuild its dropped output: its result depends on its
+	// operands alone, so running it again gives the same bits. Ops with
+	// randomness or with state a second run would disturb are not (gorgonia's
+	// BatchNorm, Dropout, pooling masks); an op whose only state is running
+	// statistics the machine saves and restores around the rerun is.
+	Recomputable bool
 }
 
 // Transient is the memory a function holds only while it runs: its

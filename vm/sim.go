@@ -89,6 +89,13 @@ var profiles = map[string]Profile{
 	"p100-2switch": {Capacity: 16 << 30, PeakFLOPS: 9.3e12, MemBandwidth: 732e9, LinkBandwidth: 12.2e9,
 		DevicesPerSwitch: 2, SwitchBandwidth: 12.2e9,
 		Source: "P100-PCIe 16 GB datasheet; two GPUs per PCIe 3.0 switch as in the multi-GPU paper's section IV.B, uplink 12.2 GB/s effective"},
+	// GeForce GTX 1080 Ti, the DQN paper's GPU (NUS, seed 001): 11 GB
+	// GDDR5X (11264 MiB), 484 GB/s, 3584 CUDA cores at 1582 MHz boost =
+	// 11.34 TFLOP/s FP32 (NVIDIA GeForce GTX 1080 Ti specifications);
+	// PCIe 3.0 x16 (15.75 GB/s raw) at about 12 GB/s effective, as the
+	// other PCIe 3.0 profiles.
+	"gtx1080ti": {Capacity: 11 << 30, PeakFLOPS: 11.34e12, MemBandwidth: 484e9, LinkBandwidth: 12e9,
+		Source: "NVIDIA GeForce GTX 1080 Ti specifications (11 GB GDDR5X, 484 GB/s, 3584 cores at 1582 MHz); PCIe 3.0 x16 at about 12 GB/s effective"},
 	// H100-PCIe 80 GB: 51.2 TFLOP/s FP32, 2.0 TB/s HBM2e; PCIe 5.0 x16 at
 	// about 50 GB/s effective.
 	"h100-pcie": {Capacity: 80 << 30, PeakFLOPS: 51.2e12, MemBandwidth: 2.0e12, LinkBandwidth: 50e9,

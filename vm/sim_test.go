@@ -12,7 +12,7 @@ import (
 )
 
 func TestProfiles(t *testing.T) {
-	for _, name := range []string{"v100-nvlink", "v100-pcie", "p100-pcie", "titanxp-pcie", "h100-pcie"} {
+	for _, name := range []string{"v100-nvlink", "v100-pcie", "p100-pcie", "titanxp-pcie", "h100-pcie", "gtx1080ti"} {
 		p, err := vm.LookupProfile(name)
 		require.NoError(t, err, name)
 		require.Equal(t, name, p.Name)

@@ -84,7 +84,7 @@ func (m *Machine) simStep(in Instr) error {
 		if s.block != nil {
 			return fmt.Errorf("%s is already resident", v.Name)
 		}
-		blk, err := m.outputBlock(f)
+		blk, err := m.outputBlock(f, in.Op == Recompute)
 		if err != nil {
 			return err
 		}
@@ -106,6 +106,10 @@ func (m *Machine) simStep(in Instr) error {
 		d := m.sim.OpTime(m.prog, f)
 		c.compute += d
 		m.stats.ComputeTime += d
+		if in.Op == Recompute {
+			m.stats.Recomputes++
+			m.stats.RecomputeTime += d
+		}
 		if ws != nil {
 			if err := m.release(ws); err != nil {
 				return err

@@ -18,8 +18,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("compare", "[flags]", "Plans one training step with every scheduler at budgets from the least memory a step needs to its\n"+
 		"in-core peak, and prints each makespan over the lower bound (the offloading paper's Fig. 5). Simulated: sim:PROFILE only.", stderr)
 	model := fs.String("model", "resnet50", "model: "+strings.Join(models.Names(), ", "))
-	image := fs.Int("image", 224, "input height and width")
-	classes := fs.Int("classes", 1000, "number of classes")
+	image := fs.Int("image", 224, "input height and width (lstm: the sequence length)")
+	classes := fs.Int("classes", 1000, "number of classes (lstm: the vocabulary)")
 	batch := fs.Int("batch", 32, "batch size")
 	device := fs.String("device", "sim:v100-pcie", "simulated device, sim:PROFILE")
 	budgets := fs.String("budgets", "0%,10%,20%,30%,40%,50%,60%,70%,80%,90%,100%", "budgets as % of the way from the least memory to the in-core peak")
@@ -27,6 +27,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	jsonFile := fs.String("json", "", "also write the results as JSON to this file")
 	plotFile := fs.String("plot", "", "draw makespan / LB against the budget to this file (.svg, .png)")
 	quiet := fs.Bool("q", false, "no progress lines")
+	fig5 := fs.Bool("overhead", false, "also print the DQN paper's Fig. 5 table: memory saved against the in-core peak and overhead against the in-core step")
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -84,6 +85,11 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if err := sweep.WriteCompareTable(stdout, rs); err != nil {
 		return err
+	}
+	if *fig5 {
+		if err := sweep.WriteOverheadTable(stdout, rs); err != nil {
+			return err
+		}
 	}
 	if *jsonFile != "" {
 		if err := writeJSON(*jsonFile, rs); err != nil {

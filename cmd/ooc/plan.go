@@ -30,7 +30,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	batch := fs.Int("batch", 256, "batch size")
 	budgetFlag := fs.String("budget", "50%", "scheduling budget: bytes (e.g. 8GiB) or a percentage of the in-core peak")
 	window := fs.String("window", "0", "schedule-window in bytes (0: automatic)")
-	schedName := fs.String("scheduler", "window", "window, lms, greedy, dynprog, vdnn or baseline")
+	schedName := fs.String("scheduler", "window", "window, lms, greedy, dynprog, vdnn, checkpoint, hybrid or baseline")
 	device := fs.String("device", "sim:v100-nvlink", "cpu, sim:PROFILE, or cuda / cuda:N (the device's capacity bounds the budget)")
 	tape := fs.Bool("tape", false, "print every instruction of the tape")
 	plotFile := fs.String("plot", "", "draw memory in use over the step to this file (.svg, .png)")
@@ -102,6 +102,9 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fmt.Fprintf(stdout, "in-core peak %s (device %s); budget %s (%.0f%% of the in-core peak); planned peak %s\n",
 		train.FormatBytes(peak), train.FormatBytes(dev.Capacity()), train.FormatBytes(budget), 100*float64(budget)/float64(peak), train.FormatBytes(p.Peak))
 	fmt.Fprintf(stdout, "swap-ins %d (%s), swap-outs %d (%s)\n", swapIns, train.FormatBytes(inBytes), swapOuts, train.FormatBytes(outBytes))
+	if n, bytes := p.Count(vm.Recompute); n > 0 {
+		fmt.Fprintf(stdout, "recomputes %d (%s rebuilt)\n", n, train.FormatBytes(bytes))
+	}
 	if p.Window > 0 {
 		fmt.Fprintf(stdout, "schedule-window %s (%.2f x the budget)\n", train.FormatBytes(p.Window), float64(p.Window)/float64(budget))
 	}

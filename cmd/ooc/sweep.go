@@ -27,7 +27,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	classes := fs.Int("classes", 10, "number of classes")
 	batches := fs.String("batches", "16,64,128", "comma-separated batch sizes")
 	budget := fs.String("budget", "48MiB", "device memory in bytes (e.g. 48MiB, 16GiB); 0 = the profile's (64MiB on cpu)")
-	device := fs.String("device", "cpu", "cpu, or sim:PROFILE (v100-nvlink, v100-pcie, p100-pcie, titanxp-pcie, h100-pcie, measured:FILE); or cuda / cuda:N (real steps with the CUDA kernels)")
+	device := fs.String("device", "cpu", "cpu, or sim:PROFILE (v100-nvlink, v100-pcie, p100-pcie, titanxp-pcie, h100-pcie, gtx1080ti, measured:FILE); or cuda / cuda:N (real steps with the CUDA kernels)")
 	schedulers := fs.String("schedulers", "baseline,window", "schedulers: baseline, lms, window")
 	allocators := fs.String("allocators", "va", "allocators: bestfit, va")
 	chunk := fs.String("chunk", "2MiB", "VA chunk size (the paper uses 40MiB on a GPU)")
