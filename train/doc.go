@@ -12,6 +12,22 @@
 // the in-core peak) and allocator; extra ooc.Options go to ooc.Compile.
 // Config.Check validates everything, output paths included, before any work.
 //
+// # Budgets
+//
+// With the window scheduler on the CPU device, Config.Budget is the device:
+// the Trainer makes a CPU device of exactly that many bytes (at least one 2
+// MiB chunk), so the allocator can never reserve more, as on a GPU of that
+// memory. The VA chunk, unless Config.Chunk gives it, is chosen for the
+// device (about 1/24 of it, from 2 MiB to 40 MiB). Because allocators round
+// blocks up to chunks or segments, a step's requested bytes must stay below
+// the device's size: the Trainer replays one step's allocations on an
+// accounted device of the same size (a simulated step, ooc.HostPersistent, no
+// compute) and lowers the scheduling budget by 5% of the budget until the
+// allocator serves it. A budget whose device serves no plan is refused, with
+// about the least budget that works. An ooc.WithDevice among the extra
+// options replaces the device (the scheduling budget is still fitted to a
+// CPU device of Config.Budget bytes).
+//
 // # Training
 //
 // Fit trains until Config.Epochs (or Config.Steps) are done. It reports

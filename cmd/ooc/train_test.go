@@ -288,3 +288,13 @@ func TestStaleTempsRemoved(t *testing.T) {
 		t.Errorf("another checkpoint's temp file was removed: %v", err)
 	}
 }
+
+// A run that finishes no epoch has no plot to draw: it says so and
+// succeeds, instead of failing after its work.
+func TestPlotWithoutEpoch(t *testing.T) {
+	plot := filepath.Join(t.TempDir(), "p.svg")
+	_, out := mustTrain(t, tiny("-steps", "1", "-plot", plot)...)
+	if !strings.Contains(out, "no plot written to "+plot+": no epoch has finished yet") {
+		t.Errorf("output:\n%s", out)
+	}
+}
