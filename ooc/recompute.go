@@ -54,9 +54,6 @@ type recomputeTrace struct {
 	// original one it computes or is; redo marks the rebuilds.
 	funcOf, varOf []int
 	redo          []bool
-	// rebuilt lists the original variables rebuilt, the chosen ones and the
-	// chain their rebuilds need.
-	rebuilt []int
 }
 
 // withRecompute derives the trace in which the activations drop (each from
@@ -122,7 +119,6 @@ func (t *Trace) withRecompute(drop []int) (*recomputeTrace, error) {
 		d.Funcs = append(d.Funcs, g)
 		r.funcOf = append(r.funcOf, x.Producer)
 		r.redo = append(r.redo, true)
-		r.rebuilt = append(r.rebuilt, v)
 		cur[v] = nv
 	}
 	for i, f := range t.Funcs {
