@@ -54,9 +54,6 @@ type recomputeTrace struct {
 	// original one it computes or is; redo marks the rebuilds.
 	funcOf, varOf []int
 	redo          []bool
-	// rebuilt lists the original variables rebuilt, the chosen ones and the
-	// chain their rebuilds need.
-	rebuilt []int
 }
 
 // withRecompute derives the trace in which the activations drop (each from
@@ -122,7 +119,6 @@ func (t *Trace) withRecompute(drop []int) (*recomputeTrace, error) {
 		d.Funcs = append(d.Funcs, g)
 		r.funcOf = append(r.funcOf, x.Producer)
 		r.redo = append(r.redo, true)
-		r.rebuilt = append(r.rebuilt, v)
 		cur[v] = nv
 	}
 	for i, f := range t.Funcs {
@@ -214,9 +210,10 @@ func (r *recomputeTrace) recomputeTime(op []time.Duration) time.Duration {
 // sqrt(n) activations each hold O(sqrt(n)) memory. As memonger does, a
 // segment closes where the bytes of the activations since the last kept one
 // pass a threshold; the threshold is chosen for the budget: of the
-// segmentations tried (total/k for k = 1 .. sqrt-scaled counts, and
-// dropping everything droppable), the one with the least recompute time
-// whose tape fits. Activations that cannot be recomputed (batch norm of
+// segmentations tried (thresholds total/k for k segments, k = 1 .. 16 and
+// then in steps of about 12% up to one per activation, plus keeping nothing
+// droppable), the one with the least recompute time whose tape fits (by
+// the problem's simulated device's op times, else the model profile's). Activations that cannot be recomputed (batch norm of
 // gorgonia, dropout; see vm.Func.Recomputable) are always kept. Nothing is
 // swapped.
 type Checkpoint struct{}
@@ -244,14 +241,12 @@ func (Checkpoint) Plan(p *Problem) (*Schedule, error) {
 		if err != nil {
 			return nil, err
 		}
-		peak, err := Verify(s.tape, p.Budget)
-		if err != nil {
+		if _, err := Verify(s.tape, p.Budget); err != nil {
 			if peak, _ := Verify(s.tape, 0); bestNeed < 0 || peak < bestNeed {
 				bestNeed, bestErr = peak, err
 			}
 			continue
 		}
-		_ = peak
 		cost := r.recomputeTime(tm.op)
 		if best == nil || cost < bestCost {
 			best, bestCost = s, cost

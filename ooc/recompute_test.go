@@ -244,3 +244,30 @@ func TestVerifyRefusesBadRecomputes(t *testing.T) {
 	_, err = ooc.Verify(&early, p.Budget)
 	require.ErrorContains(t, err, "instruction 0 (recompute")
 }
+
+// TestHybridMeasuredOnCPU: without planning times, Hybrid on the CPU
+// device runs its first step on the window scheduler's tape while the ops
+// are timed, then replans with the measured times; every step equals
+// gorgonia's TapeMachine bit for bit.
+func TestHybridMeasuredOnCPU(t *testing.T) {
+	build := residualNet
+	ref := build(tensor.Float32, 1)
+	tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
+	wantL, wantG, wantW := trainSteps(t, ref, tm, 3)
+	tm.Close()
+	inCore, err := ooc.Plan(build(tensor.Float32, 1).g, ooc.Baseline())
+	require.NoError(t, err)
+	got := build(tensor.Float32, 1)
+	m, err := ooc.Compile(got.g, ooc.BindDualValues(got.params...), ooc.WithPoison(), ooc.WithBudget(inCore.Peak/2),
+		ooc.WithScheduler(ooc.Hybrid{}))
+	require.NoError(t, err)
+	defer m.Close()
+	gotL, gotG, gotW := trainSteps(t, got, m, 3)
+	require.Equal(t, wantL, gotL, "loss")
+	require.Equal(t, wantG, gotG, "gradients")
+	require.Equal(t, wantW, gotW, "weights after 3 Adam steps")
+	p := m.Program()
+	require.Equal(t, "hybrid", p.Scheduler)
+	require.Contains(t, p.Timing, "measured on cpu")
+	require.LessOrEqual(t, m.Stats().PeakDeviceBytes, inCore.Peak/2)
+}

@@ -138,6 +138,41 @@ func TestCompareCommand(t *testing.T) {
 	require.True(t, errors.Is(err, errUsage))
 }
 
+// TestCompareOverhead: -overhead prints the DQN paper's Fig. 5 table, and
+// the recomputing planners are known by name; in core nothing is saved and
+// nothing lost, and Hybrid is never slower than the window scheduler.
+func TestCompareOverhead(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := runCompare(context.Background(), []string{"-model", "resnet18", "-image", "32", "-classes", "10", "-batch", "16",
+		"-device", "sim:gtx1080ti", "-budgets", "50%,100%", "-schedulers", "window,checkpoint,hybrid", "-overhead", "-q",
+		"-json", filepath.Join(dir, "c.json")}, &out, io.Discard)
+	require.NoError(t, err)
+	require.Contains(t, out.String(), "memory saved / overhead (makespan / in-core makespan - 1")
+	require.Contains(t, out.String(), "SIMULATED on sim:gtx1080ti")
+	var rs []sweep.CompareResult
+	raw, err := os.ReadFile(filepath.Join(dir, "c.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &rs))
+	window := map[int]float64{}
+	for _, r := range rs {
+		if r.Scheduler == "window" {
+			window[r.Percent] = r.Makespan
+		}
+	}
+	for _, r := range rs {
+		require.Positive(t, r.InCore)
+		if r.Percent == 100 {
+			require.True(t, r.OK, r.Error)
+			require.InDelta(t, 0, r.Overhead, 1e-9, "%s in core", r.Scheduler)
+		}
+		if r.Scheduler == "hybrid" {
+			require.True(t, r.OK, r.Error)
+			require.LessOrEqual(t, r.Makespan, window[r.Percent], "hybrid at %d%%", r.Percent)
+		}
+	}
+}
+
 func TestLearningRateDrop(t *testing.T) {
 	_, _, err := trainArgs(t, tiny("-lr-drop", "3,2")...)
 	require.True(t, errors.Is(err, errUsage), "%v", err)
