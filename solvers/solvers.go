@@ -237,7 +237,11 @@ func (s *Solver) work() {
 		c := s.chunks[i]
 		p := &s.params[c.p]
 		if p.dt == tensor.Float32 {
-			update(s.kind, &s.c32, p.w32[c.lo:c.hi], p.g32[c.lo:c.hi], p.a32[c.lo:c.hi], sub(p.b32, c.lo, c.hi))
+			lo := c.lo
+			if s.kind == Adam {
+				lo += adamFast(&s.c32, p.w32[lo:c.hi], p.g32[lo:c.hi], p.a32[lo:c.hi], p.b32[lo:c.hi])
+			}
+			update(s.kind, &s.c32, p.w32[lo:c.hi], p.g32[lo:c.hi], p.a32[lo:c.hi], sub(p.b32, lo, c.hi))
 		} else {
 			update(s.kind, &s.c64, p.w64[c.lo:c.hi], p.g64[c.lo:c.hi], p.a64[c.lo:c.hi], sub(p.b64, c.lo, c.hi))
 		}
