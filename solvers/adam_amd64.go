@@ -1,4 +1,4 @@
-//go:build amd64 && !purego && !amd64.v3 && !amd64.v4
+//go:build amd64 && !purego
 
 package solvers
 
@@ -10,8 +10,6 @@ type adamConsts struct{ omb1, omb2, beta1, beta2, cv1, cv2, eps, negEta float32 
 //go:noescape
 func adamAVX2(n int, w, gr, m, v *float32, k *adamConsts)
 
-// With GOAMD64=v3 or above the compiler may fuse the scalar loop's multiply-adds (as it may
-// gorgonia's), so the vector kernel, which never fuses, is left out of such builds.
 var haveAVX2 = cpu.X86.HasAVX2
 
 // adamFast runs the plain Adam update (no L1, L2, batch scaling or clip) on the longest prefix

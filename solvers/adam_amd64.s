@@ -1,4 +1,4 @@
-//go:build amd64 && !purego && !amd64.v3 && !amd64.v4
+//go:build amd64 && !purego
 
 #include "textflag.h"
 

@@ -333,8 +333,10 @@ func sqrt[T float](x T) T { return T(math.Sqrt(float64(x))) }
 
 // update is gorgonia's tensor-at-a-time step fused into one pass per element. Each gorgonia
 // tensor op is one rounded operation here, in the same order; the explicit conversions keep the
-// compiler from fusing a multiply into an add where gorgonia does them as separate tensor ops,
-// and the one multiply-add gorgonia does in a single loop (WithIncr) is written the same way.
+// compiler from fusing a multiply into an add where gorgonia's are separate tensor ops. With the
+// default GOAMD64=v1 nothing fuses and every rule matches gorgonia; built with GOAMD64=v3 the
+// compiler fuses multiply-adds in gorgonia's loops and here, and Adam then differs from gorgonia
+// in the last bits (SGD, Momentum and RMSProp still match).
 func update[T float](k Kind, c *coeffs[T], w, g, a, b []T) {
 	g = g[:len(w)]
 	a = a[:len(w)]
@@ -342,7 +344,7 @@ func update[T float](k Kind, c *coeffs[T], w, g, a, b []T) {
 	case SGD:
 		for i, wi := range w {
 			gi := c.prep(g[i], wi)
-			gi = gi * c.negEta
+			gi = T(gi * c.negEta)
 			w[i] = wi + gi
 			g[i] = 0
 		}
@@ -350,8 +352,8 @@ func update[T float](k Kind, c *coeffs[T], w, g, a, b []T) {
 		for i, wi := range w {
 			v := a[i]
 			gi := c.prep(g[i], v)
-			gi = gi * c.negEta
-			v = v * c.momentum
+			gi = T(gi * c.negEta)
+			v = T(v * c.momentum)
 			v = v + gi
 			a[i] = v
 			w[i] = wi + v
@@ -361,6 +363,8 @@ func update[T float](k Kind, c *coeffs[T], w, g, a, b []T) {
 		b = b[:len(w)]
 		for i, wi := range w {
 			gi := c.prep(g[i], wi)
+			// As tensor's MulIncr loop (incr[i] += a[i]*b), which a compiler that fuses
+			// multiply-adds treats the same way.
 			t1 := gi * c.omb1
 			g2 := gi * gi
 			g2 = g2 * c.omb2
@@ -380,8 +384,8 @@ func update[T float](k Kind, c *coeffs[T], w, g, a, b []T) {
 		for i, wi := range w {
 			gi := g[i]
 			gt2 := gi * gi
-			v := a[i] * c.decay
-			gt2 = gt2 * c.omdecay
+			v := T(a[i] * c.decay)
+			gt2 = T(gt2 * c.omdecay)
 			v = v + gt2
 			a[i] = v
 			if c.useClip {
@@ -390,7 +394,7 @@ func update[T float](k Kind, c *coeffs[T], w, g, a, b []T) {
 			upd := v + c.eps
 			upd = T(1) / sqrt(upd)
 			gi = gi * c.negEta
-			upd = upd * gi
+			upd = T(upd * gi)
 			if c.useL2 {
 				upd = upd - T(wi*c.l2)
 			}
@@ -410,7 +414,7 @@ func (c *coeffs[T]) prep(gi, r T) T {
 		gi = gi + T(r*c.l2)
 	}
 	if c.useBatch {
-		gi = gi * c.onePerBatch
+		gi = T(gi * c.onePerBatch)
 	}
 	if c.useClip {
 		gi = clamp(gi, c.negClip, c.clip)
