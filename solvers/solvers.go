@@ -95,15 +95,27 @@ type Solver struct {
 
 type param struct {
 	dt     tensor.Dtype
-	w32    []float32
-	g32    []float32
-	a32    []float32 // first state vector: Adam's mean, Momentum's velocity, RMSProp's cache
-	b32    []float32 // Adam's variance
-	w64    []float64
-	g64    []float64
-	a64    []float64
-	b64    []float64
+	f32    vecs[float32]
+	f64    vecs[float64]
 	length int
+}
+
+// vecs are one parameter's weights, gradient and state.
+type vecs[T float] struct {
+	w, g []T
+	a    []T // first state vector: Adam's mean, Momentum's velocity, RMSProp's cache
+	b    []T // Adam's variance
+}
+
+// bind points v at this step's weights and gradient and allocates the state on the first step.
+func (v *vecs[T]) bind(w, g []T, first, adam bool) {
+	v.w, v.g = w, g
+	if first {
+		v.a = make([]T, len(w))
+		if adam {
+			v.b = make([]T, len(w))
+		}
+	}
 }
 
 // chunk is a range of one parameter's elements: the unit of work of one goroutine.
@@ -197,23 +209,9 @@ func (s *Solver) bind(model []G.ValueGrad) error {
 		// Float32s and Float64s, unlike Data, do not allocate.
 		switch w.Dtype() {
 		case tensor.Float32:
-			wd := w.Float32s()
-			p.w32, p.g32 = wd, g.Float32s()
-			if first {
-				p.a32 = make([]float32, len(wd))
-				if s.kind == Adam {
-					p.b32 = make([]float32, len(wd))
-				}
-			}
+			p.f32.bind(w.Float32s(), g.Float32s(), first, s.kind == Adam)
 		case tensor.Float64:
-			wd := w.Float64s()
-			p.w64, p.g64 = wd, g.Float64s()
-			if first {
-				p.a64 = make([]float64, len(wd))
-				if s.kind == Adam {
-					p.b64 = make([]float64, len(wd))
-				}
-			}
+			p.f64.bind(w.Float64s(), g.Float64s(), first, s.kind == Adam)
 		default:
 			return fmt.Errorf("solvers: parameter %d (%v) is %v; only float32 and float64 are supported", i, n, w.Dtype())
 		}
@@ -237,13 +235,14 @@ func (s *Solver) work() {
 		c := s.chunks[i]
 		p := &s.params[c.p]
 		if p.dt == tensor.Float32 {
-			lo := c.lo
+			v, lo := &p.f32, c.lo
 			if s.kind == Adam {
-				lo += adamFast(&s.c32, p.w32[lo:c.hi], p.g32[lo:c.hi], p.a32[lo:c.hi], p.b32[lo:c.hi])
+				lo += adamFast(&s.c32, v.w[lo:c.hi], v.g[lo:c.hi], v.a[lo:c.hi], v.b[lo:c.hi])
 			}
-			update(s.kind, &s.c32, p.w32[lo:c.hi], p.g32[lo:c.hi], p.a32[lo:c.hi], sub(p.b32, lo, c.hi))
+			update(s.kind, &s.c32, v.w[lo:c.hi], v.g[lo:c.hi], v.a[lo:c.hi], sub(v.b, lo, c.hi))
 		} else {
-			update(s.kind, &s.c64, p.w64[c.lo:c.hi], p.g64[c.lo:c.hi], p.a64[c.lo:c.hi], sub(p.b64, c.lo, c.hi))
+			v := &p.f64
+			update(s.kind, &s.c64, v.w[c.lo:c.hi], v.g[c.lo:c.hi], v.a[c.lo:c.hi], sub(v.b, c.lo, c.hi))
 		}
 	}
 }
