@@ -42,7 +42,8 @@ var active atomic.Pointer[kernelSet]
 
 func init() { active.Store(&kernels[0]) }
 
-// Kernel names the micro-kernel in use: "avx2" (amd64 with AVX2 and FMA) or "go" (portable).
+// Kernel names the micro-kernel in use: "avx512" (amd64 with AVX-512F), "avx2" (amd64 with AVX2
+// and FMA) or "go" (portable).
 func Kernel() string { return active.Load().name }
 
 // Kernels lists the kernels this CPU can run, fastest first.
@@ -55,9 +56,9 @@ func Kernels() []string {
 }
 
 // SetKernel selects a kernel by name. Results are the same bits for any thread count with a given
-// kernel, but kernels differ from each other in the last bits (FMA rounds once, the portable kernel
-// twice): choose "go" to reproduce results on a machine without AVX2. Not safe to call while
-// GEMMs run.
+// kernel; avx512 and avx2 also agree with each other, but the portable kernel differs from them in
+// the last bits (FMA rounds once, it rounds twice): choose "go" to reproduce results on a machine
+// without AVX2. Not safe to call while GEMMs run.
 func SetKernel(name string) error {
 	for i := range kernels {
 		if kernels[i].name == name {
