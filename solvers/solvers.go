@@ -175,10 +175,15 @@ func (s *Solver) Step(model []G.ValueGrad) error {
 
 // bind reads each parameter's weight and gradient slices, allocating the state on the first step
 // and checking on later ones that the model is the same shape.
-func (s *Solver) bind(model []G.ValueGrad) error {
+func (s *Solver) bind(model []G.ValueGrad) (err error) {
 	first := s.params == nil
 	if first {
 		s.params = make([]param, len(model))
+		defer func() {
+			if err != nil { // a failed first step leaves no half-bound state behind
+				s.params, s.chunks = nil, nil
+			}
+		}()
 	} else if len(model) != len(s.params) {
 		return fmt.Errorf("solvers: %v step with %d parameters, earlier steps had %d", s.kind, len(model), len(s.params))
 	}
