@@ -14,15 +14,17 @@
 //
 // The GEMM is the Goto/BLIS scheme: op(B) is packed into panels of kc rows cut into slivers of
 // NR columns, op(A) into slivers of MR rows, and a micro-kernel keeps an MR x NR block of C in
-// registers while it streams kc steps of one A sliver and one B sliver. On amd64 with AVX2 and
-// FMA the kernel is assembly (6x16 float32, 6x8 float64, one FMA per term); elsewhere, or built
-// with the purego tag, a portable Go kernel (4x4, separate multiply and add) runs. Kernel
-// reports which; SetKernel chooses.
+// registers while it streams kc steps of one A sliver and one B sliver. On amd64 the kernel is
+// assembly, one FMA per term: with AVX-512 6x32 float32 and 6x16 float64, else with AVX2 and FMA
+// 6x16 and 6x8 (the two give the same bits). Elsewhere, or built with the purego tag, a portable
+// Go kernel (4x4, separate multiply and add) runs. Kernel reports which; SetKernel chooses. op(A)
+// is packed in panels of 1536 rows and op(B) in panels of at most 4096 (float32) or 2048
+// (float64) columns, so the packing buffers, reused across calls, stay a few megabytes.
 //
 // # Determinism
 //
-// Every element of C is the sum of its k products taken in order within blocks of kc (a fixed
-// constant per kernel), the blocks added to C one after another. Threads split the packing and
+// Every element of C is the sum of its k products taken in order within blocks of KBlock (256),
+// the blocks added to C one after another. Threads split the packing and
 // the micro-tiles of C, never a sum, so results are the same bits for any GOMAXPROCS; partial
 // tiles at the edges go through a zero-padded copy so they too get the full kernel's arithmetic.
 // Different kernels (avx2 vs go) differ in the last bits.

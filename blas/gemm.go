@@ -42,7 +42,8 @@ var active atomic.Pointer[kernelSet]
 
 func init() { active.Store(&kernels[0]) }
 
-// Kernel names the micro-kernel in use: "avx2" (amd64 with AVX2 and FMA) or "go" (portable).
+// Kernel names the micro-kernel in use: "avx512" (amd64 with AVX-512F), "avx2" (amd64 with AVX2
+// and FMA) or "go" (portable).
 func Kernel() string { return active.Load().name }
 
 // Kernels lists the kernels this CPU can run, fastest first.
@@ -55,9 +56,9 @@ func Kernels() []string {
 }
 
 // SetKernel selects a kernel by name. Results are the same bits for any thread count with a given
-// kernel, but kernels differ from each other in the last bits (FMA rounds once, the portable kernel
-// twice): choose "go" to reproduce results on a machine without AVX2. Not safe to call while
-// GEMMs run.
+// kernel; avx512 and avx2 also agree with each other, but the portable kernel differs from them in
+// the last bits (FMA rounds once, it rounds twice): choose "go" to reproduce results on a machine
+// without AVX2. Not safe to call while GEMMs run.
 func SetKernel(name string) error {
 	for i := range kernels {
 		if kernels[i].name == name {
@@ -146,81 +147,114 @@ func gemmPanel[T float](cfg *config[T], workers int, tA, tB bool, m, n, k int, a
 	mr, nr := cfg.mr, cfg.nr
 	mp := roundUp(m, mr)
 	kcMax := min(cfg.kc, k)
-	ncMax := min(cfg.nc, n)
-	npMax := roundUp(ncMax, nr)
+	npMax := roundUp(min(cfg.nc, n), nr)
 	ws := getBuf[T](mp*kcMax + npMax*kcMax + workers*mr*nr)
 	defer putBuf(ws)
 	buf := *ws
-	ap := buf[:mp*kcMax]
-	bp := buf[mp*kcMax : mp*kcMax+npMax*kcMax]
-	edge := buf[mp*kcMax+npMax*kcMax:]
-
-	aSl := mp / mr
+	// One struct instead of closures: a closure capturing the loop variables would put each of
+	// them on the heap, five allocations per call, which small products notice.
+	j := &panelJob[T]{
+		cfg: cfg, tA: tA, tB: tB, m: m, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc,
+		ap:   buf[:mp*kcMax],
+		bp:   buf[mp*kcMax : mp*kcMax+npMax*kcMax],
+		edge: buf[mp*kcMax+npMax*kcMax:],
+		aSl:  mp / mr,
+	}
 	rowBlocks := (m + cfg.mc - 1) / cfg.mc
-	for jc := 0; jc < n; jc += cfg.nc {
-		nc := min(cfg.nc, n-jc)
-		np := roundUp(nc, nr)
-		bSl := np / nr
+	for j.jc = 0; j.jc < n; j.jc += cfg.nc {
+		j.nc = min(cfg.nc, n-j.jc)
+		np := roundUp(j.nc, nr)
+		j.bSl = np / nr
 		// Column chunks only group micro-tiles for load balance: they change no result.
-		nb := np
+		j.nb = np
 		if want := 4 * workers; workers > 1 && rowBlocks < want {
-			chunks := min(bSl, (want+rowBlocks-1)/rowBlocks)
-			nb = roundUp((np+chunks-1)/chunks, nr)
+			chunks := min(j.bSl, (want+rowBlocks-1)/rowBlocks)
+			j.nb = roundUp((np+chunks-1)/chunks, nr)
 		}
-		colBlocks := (np + nb - 1) / nb
-		for pc := 0; pc < k; pc += cfg.kc {
-			kc := min(cfg.kc, k-pc)
-			bet := beta
-			if pc > 0 {
-				bet = 1
+		j.colBlocks = (np + j.nb - 1) / j.nb
+		for j.pc = 0; j.pc < k; j.pc += cfg.kc {
+			j.kc = min(cfg.kc, k-j.pc)
+			j.beta = beta
+			if j.pc > 0 {
+				j.beta = 1
 			}
-			const grain = 4 // slivers per packing item
-			aItems := (aSl + grain - 1) / grain
-			bItems := (bSl + grain - 1) / grain
-			parallel(workers, aItems+bItems, func(it, _ int) {
-				if it < aItems {
-					for s := it * grain; s < min(aSl, (it+1)*grain); s++ {
-						packA(ap[s*mr*kc:(s+1)*mr*kc], a, lda, tA, s*mr, min(mr, m-s*mr), pc, kc, mr)
-					}
-					return
+			j.aItems = (j.aSl + packGrain - 1) / packGrain
+			j.packing = true
+			parallel(workers, j.aItems+(j.bSl+packGrain-1)/packGrain, j)
+			j.packing = false
+			parallel(workers, rowBlocks*j.colBlocks, j)
+		}
+	}
+}
+
+const packGrain = 4 // slivers per packing item
+
+// panelJob is one row panel's GEMM: packing items, then micro-tile items, for each (jc, pc).
+type panelJob[T float] struct {
+	cfg              *config[T]
+	tA, tB           bool
+	m, lda, ldb, ldc int
+	alpha, beta      T // beta is the current k block's: the caller's for the first, then 1
+	a, b, c          []T
+	ap, bp, edge     []T
+	aSl, bSl, aItems int
+	jc, nc, pc, kc   int
+	nb, colBlocks    int
+	packing          bool
+}
+
+func (j *panelJob[T]) run(it, w int) {
+	if j.packing {
+		j.pack(it)
+	} else {
+		j.compute(it, w)
+	}
+}
+
+func (j *panelJob[T]) pack(it int) {
+	mr, nr, kc := j.cfg.mr, j.cfg.nr, j.kc
+	if it < j.aItems {
+		for s := it * packGrain; s < min(j.aSl, (it+1)*packGrain); s++ {
+			packA(j.ap[s*mr*kc:(s+1)*mr*kc], j.a, j.lda, j.tA, s*mr, min(mr, j.m-s*mr), j.pc, kc, mr)
+		}
+		return
+	}
+	it -= j.aItems
+	for s := it * packGrain; s < min(j.bSl, (it+1)*packGrain); s++ {
+		packB(j.bp[s*nr*kc:(s+1)*nr*kc], j.b, j.ldb, j.tB, j.pc, kc, j.jc+s*nr, min(nr, j.nc-s*nr), nr)
+	}
+}
+
+func (j *panelJob[T]) compute(it, w int) {
+	mr, nr, kc, ldc, c := j.cfg.mr, j.cfg.nr, j.kc, j.ldc, j.c
+	i0 := (it / j.colBlocks) * j.cfg.mc
+	i1 := min(j.m, i0+j.cfg.mc)
+	j0 := (it % j.colBlocks) * j.nb
+	j1 := min(j.nc, j0+j.nb)
+	tile := j.edge[w*mr*nr : (w+1)*mr*nr]
+	for jr := j0; jr < j1; jr += nr {
+		bs := &j.bp[(jr/nr)*kc*nr]
+		nrr := min(nr, j.nc-jr)
+		for ir := i0; ir < i1; ir += mr {
+			as := &j.ap[(ir/mr)*kc*mr]
+			mrr := min(mr, j.m-ir)
+			off := ir*ldc + j.jc + jr
+			if mrr == mr && nrr == nr {
+				j.cfg.kern(kc, as, bs, &c[off], ldc, j.alpha, j.beta)
+				continue
+			}
+			// A partial tile goes through a full-size copy so the kernel does the same
+			// arithmetic as on a full one.
+			clear(tile)
+			if j.beta != 0 {
+				for r := 0; r < mrr; r++ {
+					copy(tile[r*nr:r*nr+nrr], c[off+r*ldc:off+r*ldc+nrr])
 				}
-				it -= aItems
-				for s := it * grain; s < min(bSl, (it+1)*grain); s++ {
-					packB(bp[s*nr*kc:(s+1)*nr*kc], b, ldb, tB, pc, kc, jc+s*nr, min(nr, nc-s*nr), nr)
-				}
-			})
-			parallel(workers, rowBlocks*colBlocks, func(it, w int) {
-				i0 := (it / colBlocks) * cfg.mc
-				i1 := min(m, i0+cfg.mc)
-				j0 := (it % colBlocks) * nb
-				j1 := min(nc, j0+nb)
-				tile := edge[w*mr*nr : (w+1)*mr*nr]
-				for jr := j0; jr < j1; jr += nr {
-					bs := &bp[(jr/nr)*kc*nr]
-					nrr := min(nr, nc-jr)
-					for ir := i0; ir < i1; ir += mr {
-						as := &ap[(ir/mr)*kc*mr]
-						mrr := min(mr, m-ir)
-						off := ir*ldc + jc + jr
-						if mrr == mr && nrr == nr {
-							cfg.kern(kc, as, bs, &c[off], ldc, alpha, bet)
-							continue
-						}
-						// A partial tile goes through a full-size copy so the kernel does the
-						// same arithmetic as on a full one.
-						clear(tile)
-						if bet != 0 {
-							for r := 0; r < mrr; r++ {
-								copy(tile[r*nr:r*nr+nrr], c[off+r*ldc:off+r*ldc+nrr])
-							}
-						}
-						cfg.kern(kc, as, bs, &tile[0], nr, alpha, bet)
-						for r := 0; r < mrr; r++ {
-							copy(c[off+r*ldc:off+r*ldc+nrr], tile[r*nr:r*nr+nrr])
-						}
-					}
-				}
-			})
+			}
+			j.cfg.kern(kc, as, bs, &tile[0], nr, j.alpha, j.beta)
+			for r := 0; r < mrr; r++ {
+				copy(c[off+r*ldc:off+r*ldc+nrr], tile[r*nr:r*nr+nrr])
+			}
 		}
 	}
 }
@@ -280,36 +314,37 @@ func scale[T float](m, n int, beta T, c []T, ldc int) {
 	}
 }
 
-// parallel runs fn(item, worker) for items 0..n-1 on up to workers goroutines (the caller's
-// among them), handing items out in order. fn must not care which worker runs an item.
-func parallel(workers, n int, fn func(item, worker int)) {
+// parallel runs j.run(item, worker) for items 0..n-1 on up to workers goroutines (the caller's
+// among them), handing items out in order. run must not care which worker runs an item.
+func parallel[J interface{ run(item, worker int) }](workers, n int, j J) {
 	workers = min(workers, n)
 	if workers <= 1 {
 		for i := 0; i < n; i++ {
-			fn(i, 0)
+			j.run(i, 0)
 		}
 		return
 	}
 	var next atomic.Int64
-	run := func(w int) {
-		for {
-			i := int(next.Add(1) - 1)
-			if i >= n {
-				return
-			}
-			fn(i, w)
-		}
-	}
 	var wg sync.WaitGroup
 	wg.Add(workers - 1)
 	for w := 1; w < workers; w++ {
 		go func() {
 			defer wg.Done()
-			run(w)
+			drain(&next, n, w, j)
 		}()
 	}
-	run(0)
+	drain(&next, n, 0, j)
 	wg.Wait()
+}
+
+func drain[J interface{ run(item, worker int) }](next *atomic.Int64, n, w int, j J) {
+	for {
+		i := int(next.Add(1) - 1)
+		if i >= n {
+			return
+		}
+		j.run(i, w)
+	}
 }
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }

@@ -67,16 +67,21 @@ var gemmCases = func() []gemmCase {
 	return append(cs, gemmCase{false, false, 9, 9, 0, 1, 0.5, 0}, gemmCase{false, true, 9, 9, 9, 0, -1, 1})
 }()
 
-func runCase[T Float](t *testing.T, g gemmCase, tol float64) {
-	r := rand.New(rand.NewPCG(uint64(g.m), uint64(g.n*1000+g.k)))
-	ar, ac := g.m, g.k
+// stored is the rows and columns of A and B as stored (before op).
+func (g gemmCase) stored() (ar, ac, br, bc int) {
+	ar, ac, br, bc = g.m, g.k, g.k, g.n
 	if g.tA {
 		ar, ac = g.k, g.m
 	}
-	br, bc := g.k, g.n
 	if g.tB {
 		br, bc = g.n, g.k
 	}
+	return
+}
+
+func runCase[T Float](t *testing.T, g gemmCase, tol float64) {
+	r := rand.New(rand.NewPCG(uint64(g.m), uint64(g.n*1000+g.k)))
+	ar, ac, br, bc := g.stored()
 	lda, ldb, ldc := max(1, ac+g.pad), max(1, bc+g.pad), g.n+g.pad
 	a := randSlice[T](r, max(0, ar*lda))
 	b := randSlice[T](r, max(0, br*ldb))
@@ -222,14 +227,7 @@ func TestAssemblyKernelsAgree(t *testing.T) {
 	defer SetKernel(Kernel())
 	for _, g := range gemmCases {
 		r := rand.New(rand.NewPCG(uint64(g.m), uint64(g.k)))
-		ar, ac := g.m, g.k
-		if g.tA {
-			ar, ac = g.k, g.m
-		}
-		br, bc := g.k, g.n
-		if g.tB {
-			br, bc = g.n, g.k
-		}
+		ar, ac, br, bc := g.stored()
 		lda, ldb := max(1, ac), max(1, bc)
 		a32, b32, c32 := randSlice[float32](r, ar*lda), randSlice[float32](r, br*ldb), randSlice[float32](r, g.m*g.n)
 		a64, b64, c64 := randSlice[float64](r, ar*lda), randSlice[float64](r, br*ldb), randSlice[float64](r, g.m*g.n)

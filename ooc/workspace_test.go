@@ -79,7 +79,8 @@ func TestWorkspaceLimitBitForBit(t *testing.T) {
 }
 
 // TestUNetLeastBudget reports U-Net's (224x224, 2 classes, batch 1) least feasible budget with
-// whole-image convolution workspaces and with tiles (plans only, no run). Opt in with
+// whole-image convolution workspaces and with tiles, and the largest batch either plans in 512 MiB
+// (plans only, no run). Opt in with
 // OOC_UNET_BUDGET=1: each plan of the 31-million-parameter graph takes a while.
 func TestUNetLeastBudget(t *testing.T) {
 	if os.Getenv("OOC_UNET_BUDGET") == "" {
@@ -95,4 +96,23 @@ func TestUNetLeastBudget(t *testing.T) {
 	t.Logf("U-Net 224x224 batch 1 float32: in-core peak %d B; least feasible budget %d B (%.1f%%) with whole-image workspaces, %d B (%.1f%%) with 256-pixel tiles (%v)",
 		peak, before, 100*float64(before)/float64(peak), after, 100*float64(after)/float64(peak), time.Since(start))
 	require.Less(t, after, before)
+
+	// The largest batch that plans in 512 MiB, searched over 1..32.
+	const budget = 512 << 20
+	largest := func(opts ...ooc.Option) int {
+		lo, hi := 0, 33 // lo plans (0: none known), hi does not
+		for hi-lo > 1 {
+			mid := (lo + hi) / 2
+			b := zooNet("unet", models.Config{Batch: mid, Channels: 3, Height: 224, Width: 224, Classes: 2})(tensor.Float32, 1)
+			if _, err := ooc.Plan(b.g, append([]ooc.Option{ooc.WithBudget(budget)}, opts...)...); err == nil {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		return lo
+	}
+	whole, tiled := largest(), largest(ooc.WithWorkspaceLimit(1))
+	t.Logf("U-Net 224x224 float32 in 512 MiB: largest batch %d with whole-image workspaces, %d with tiles (%v)", whole, tiled, time.Since(start))
+	require.GreaterOrEqual(t, tiled, whole)
 }

@@ -16,7 +16,8 @@
 // float64 tensors (gorgonia's scalar values are refused with an error); gradients are zeroed
 // after the update, as gorgonia does.
 //
-// Equality with gorgonia is tested over 25 steps for each rule, both precisions and option sets
+// Equality with gorgonia (built with the default GOAMD64=v1; with v3, Adam differs in the last
+// bits because the compiler fuses multiply-adds) is tested over 25 steps for each rule, both precisions and option sets
 // with clipping, L1/L2 regularisation and batch scaling (TestSameBitsAsGorgonia). The work is
 // split into fixed chunks of elements run by a pool of goroutines that lives for the program;
 // the update is element-wise, so the thread count cannot change a bit (TestSameBitsAnyThreads).

@@ -95,15 +95,27 @@ type Solver struct {
 
 type param struct {
 	dt     tensor.Dtype
-	w32    []float32
-	g32    []float32
-	a32    []float32 // first state vector: Adam's mean, Momentum's velocity, RMSProp's cache
-	b32    []float32 // Adam's variance
-	w64    []float64
-	g64    []float64
-	a64    []float64
-	b64    []float64
+	f32    vecs[float32]
+	f64    vecs[float64]
 	length int
+}
+
+// vecs are one parameter's weights, gradient and state.
+type vecs[T float] struct {
+	w, g []T
+	a    []T // first state vector: Adam's mean, Momentum's velocity, RMSProp's cache
+	b    []T // Adam's variance
+}
+
+// bind points v at this step's weights and gradient and allocates the state on the first step.
+func (v *vecs[T]) bind(w, g []T, first, adam bool) {
+	v.w, v.g = w, g
+	if first {
+		v.a = make([]T, len(w))
+		if adam {
+			v.b = make([]T, len(w))
+		}
+	}
 }
 
 // chunk is a range of one parameter's elements: the unit of work of one goroutine.
@@ -163,10 +175,15 @@ func (s *Solver) Step(model []G.ValueGrad) error {
 
 // bind reads each parameter's weight and gradient slices, allocating the state on the first step
 // and checking on later ones that the model is the same shape.
-func (s *Solver) bind(model []G.ValueGrad) error {
+func (s *Solver) bind(model []G.ValueGrad) (err error) {
 	first := s.params == nil
 	if first {
 		s.params = make([]param, len(model))
+		defer func() {
+			if err != nil { // a failed first step leaves no half-bound state behind
+				s.params, s.chunks = nil, nil
+			}
+		}()
 	} else if len(model) != len(s.params) {
 		return fmt.Errorf("solvers: %v step with %d parameters, earlier steps had %d", s.kind, len(model), len(s.params))
 	}
@@ -197,23 +214,9 @@ func (s *Solver) bind(model []G.ValueGrad) error {
 		// Float32s and Float64s, unlike Data, do not allocate.
 		switch w.Dtype() {
 		case tensor.Float32:
-			wd := w.Float32s()
-			p.w32, p.g32 = wd, g.Float32s()
-			if first {
-				p.a32 = make([]float32, len(wd))
-				if s.kind == Adam {
-					p.b32 = make([]float32, len(wd))
-				}
-			}
+			p.f32.bind(w.Float32s(), g.Float32s(), first, s.kind == Adam)
 		case tensor.Float64:
-			wd := w.Float64s()
-			p.w64, p.g64 = wd, g.Float64s()
-			if first {
-				p.a64 = make([]float64, len(wd))
-				if s.kind == Adam {
-					p.b64 = make([]float64, len(wd))
-				}
-			}
+			p.f64.bind(w.Float64s(), g.Float64s(), first, s.kind == Adam)
 		default:
 			return fmt.Errorf("solvers: parameter %d (%v) is %v; only float32 and float64 are supported", i, n, w.Dtype())
 		}
@@ -237,9 +240,14 @@ func (s *Solver) work() {
 		c := s.chunks[i]
 		p := &s.params[c.p]
 		if p.dt == tensor.Float32 {
-			update(s.kind, &s.c32, p.w32[c.lo:c.hi], p.g32[c.lo:c.hi], p.a32[c.lo:c.hi], sub(p.b32, c.lo, c.hi))
+			v, lo := &p.f32, c.lo
+			if s.kind == Adam {
+				lo += adamFast(&s.c32, v.w[lo:c.hi], v.g[lo:c.hi], v.a[lo:c.hi], v.b[lo:c.hi])
+			}
+			update(s.kind, &s.c32, v.w[lo:c.hi], v.g[lo:c.hi], v.a[lo:c.hi], sub(v.b, lo, c.hi))
 		} else {
-			update(s.kind, &s.c64, p.w64[c.lo:c.hi], p.g64[c.lo:c.hi], p.a64[c.lo:c.hi], sub(p.b64, c.lo, c.hi))
+			v := &p.f64
+			update(s.kind, &s.c64, v.w[c.lo:c.hi], v.g[c.lo:c.hi], v.a[c.lo:c.hi], sub(v.b, c.lo, c.hi))
 		}
 	}
 }
@@ -329,8 +337,10 @@ func sqrt[T float](x T) T { return T(math.Sqrt(float64(x))) }
 
 // update is gorgonia's tensor-at-a-time step fused into one pass per element. Each gorgonia
 // tensor op is one rounded operation here, in the same order; the explicit conversions keep the
-// compiler from fusing a multiply into an add where gorgonia does them as separate tensor ops,
-// and the one multiply-add gorgonia does in a single loop (WithIncr) is written the same way.
+// compiler from fusing a multiply into an add where gorgonia's are separate tensor ops. With the
+// default GOAMD64=v1 nothing fuses and every rule matches gorgonia; built with GOAMD64=v3 the
+// compiler fuses multiply-adds in gorgonia's loops and here, and Adam then differs from gorgonia
+// in the last bits (SGD, Momentum and RMSProp still match).
 func update[T float](k Kind, c *coeffs[T], w, g, a, b []T) {
 	g = g[:len(w)]
 	a = a[:len(w)]
@@ -338,7 +348,7 @@ func update[T float](k Kind, c *coeffs[T], w, g, a, b []T) {
 	case SGD:
 		for i, wi := range w {
 			gi := c.prep(g[i], wi)
-			gi = gi * c.negEta
+			gi = T(gi * c.negEta)
 			w[i] = wi + gi
 			g[i] = 0
 		}
@@ -346,8 +356,8 @@ func update[T float](k Kind, c *coeffs[T], w, g, a, b []T) {
 		for i, wi := range w {
 			v := a[i]
 			gi := c.prep(g[i], v)
-			gi = gi * c.negEta
-			v = v * c.momentum
+			gi = T(gi * c.negEta)
+			v = T(v * c.momentum)
 			v = v + gi
 			a[i] = v
 			w[i] = wi + v
@@ -357,6 +367,8 @@ func update[T float](k Kind, c *coeffs[T], w, g, a, b []T) {
 		b = b[:len(w)]
 		for i, wi := range w {
 			gi := c.prep(g[i], wi)
+			// As tensor's MulIncr loop (incr[i] += a[i]*b), which a compiler that fuses
+			// multiply-adds treats the same way.
 			t1 := gi * c.omb1
 			g2 := gi * gi
 			g2 = g2 * c.omb2
@@ -376,8 +388,8 @@ func update[T float](k Kind, c *coeffs[T], w, g, a, b []T) {
 		for i, wi := range w {
 			gi := g[i]
 			gt2 := gi * gi
-			v := a[i] * c.decay
-			gt2 = gt2 * c.omdecay
+			v := T(a[i] * c.decay)
+			gt2 = T(gt2 * c.omdecay)
 			v = v + gt2
 			a[i] = v
 			if c.useClip {
@@ -386,7 +398,7 @@ func update[T float](k Kind, c *coeffs[T], w, g, a, b []T) {
 			upd := v + c.eps
 			upd = T(1) / sqrt(upd)
 			gi = gi * c.negEta
-			upd = upd * gi
+			upd = T(upd * gi)
 			if c.useL2 {
 				upd = upd - T(wi*c.l2)
 			}
@@ -406,7 +418,7 @@ func (c *coeffs[T]) prep(gi, r T) T {
 		gi = gi + T(r*c.l2)
 	}
 	if c.useBatch {
-		gi = gi * c.onePerBatch
+		gi = T(gi * c.onePerBatch)
 	}
 	if c.useClip {
 		gi = clamp(gi, c.negClip, c.clip)

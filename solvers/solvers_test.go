@@ -210,6 +210,19 @@ func TestStepErrors(t *testing.T) {
 	if err := NewSGD().Step([]G.ValueGrad{vg{ints, ints}}); err == nil {
 		t.Error("int parameter: no error")
 	}
+	// A first step that fails binds nothing: the next good step starts afresh.
+	fresh := NewSGD(G.WithLearnRate(1))
+	w := tensor.New(tensor.WithBacking([]float32{1, 2}))
+	g := tensor.New(tensor.WithBacking([]float32{1, 1}))
+	if err := fresh.Step([]G.ValueGrad{vg{w, g}, vg{ints, ints}}); err == nil {
+		t.Fatal("int parameter after a good one: no error")
+	}
+	if err := fresh.Step([]G.ValueGrad{vg{w, g}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.Data().([]float32); got[0] != 0 || got[1] != 1 {
+		t.Errorf("weights after one step of lr 1: %v, want [0 1]", got)
+	}
 	if err := NewSGD().Step([]G.ValueGrad{vg{tensor.New(tensor.WithBacking([]float32{1, 2})), tensor.New(tensor.WithBacking([]float32{1}))}}); err == nil {
 		t.Error("gradient of another size: no error")
 	}

@@ -11,6 +11,9 @@
 // Ours runs as `ooc train` does: models.Build, ooc.Compile in core (Baseline) and the in-place
 // solvers.NewAdam. PyTorch runs in a child process with 2 threads; -malloc tuned (the default)
 // sets MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ high for it, its best configuration.
+// -omp passive (the default) sets OMP_WAIT_POLICY=PASSIVE: on a machine shared with other work,
+// spinning OpenMP threads collapse (smallcnn measured 1565 ms a step spinning, 48 ms passive, at a
+// load average of 17 on 2 cores).
 //
 // PyTorch comes from Debian (apt-get install -y python3-torch python3-torchvision), which
 // installs into /usr/bin/python3; without it the command says so and exits 0.
@@ -70,6 +73,7 @@ func run(args []string, out io.Writer) error {
 	python := fs.String("python", "/usr/bin/python3", "the Python that has Debian's python3-torch")
 	malloc := fs.String("malloc", "tuned", "PyTorch's glibc malloc: tuned (mmap and trim thresholds high) or default")
 	threads := fs.Int("threads", 2, "PyTorch's thread count (ours uses GOMAXPROCS)")
+	omp := fs.String("omp", "passive", "PyTorch's OpenMP wait policy: passive (OMP_WAIT_POLICY=PASSIVE) or default (spin)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -78,6 +82,9 @@ func run(args []string, out io.Writer) error {
 	}
 	if *malloc != "tuned" && *malloc != "default" {
 		return fmt.Errorf("-malloc %q: want tuned or default", *malloc)
+	}
+	if *omp != "passive" && *omp != "default" {
+		return fmt.Errorf("-omp %q: want passive or default", *omp)
 	}
 	if err := exec.Command(*python, "-c", "import torch, torchvision").Run(); err != nil {
 		fmt.Fprintf(out, "skipped: %s cannot import torch and torchvision (%v); install them with: %s\n", *python, err, installHint)
@@ -93,13 +100,13 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "load before: %s", loadavg())
-	fmt.Fprintf(out, "| model | parameters | this project, median ms/step | PyTorch (malloc %s), median ms/step | ratio |\n|---|---|---|---|---|\n", *malloc)
+	fmt.Fprintf(out, "| model | parameters | this project, median ms/step | PyTorch (%d threads, malloc %s, OpenMP %s), median ms/step | ratio |\n|---|---|---|---|---|\n", *threads, *malloc, *omp)
 	for _, n := range strings.Split(*names, ",") {
 		s, ok := setups[n]
 		if !ok {
 			return fmt.Errorf("unknown model %q (want resnet18 or smallcnn)", n)
 		}
-		ours, theirs, params, err := compare(s, py, *python, *malloc, *threads, *rounds, *steps)
+		ours, theirs, params, err := compare(s, py, *python, *malloc, *omp, *threads, *rounds, *steps)
 		if err != nil {
 			return fmt.Errorf("%s: %w", n, err)
 		}
@@ -119,7 +126,7 @@ func loadavg() string {
 }
 
 // compare alternates rounds of our steps and PyTorch's and returns the median step times.
-func compare(s setup, py, python, malloc string, threads, rounds, steps int) (ours, theirs float64, params int64, err error) {
+func compare(s setup, py, python, malloc, omp string, threads, rounds, steps int) (ours, theirs float64, params int64, err error) {
 	c := s.cfg
 	cmd := exec.Command(python, py, s.name, strconv.Itoa(c.Batch), strconv.Itoa(c.Channels), strconv.Itoa(c.Height),
 		strconv.Itoa(c.Width), strconv.Itoa(c.Classes), strconv.Itoa(threads))
@@ -127,6 +134,9 @@ func compare(s setup, py, python, malloc string, threads, rounds, steps int) (ou
 	if malloc == "tuned" {
 		// 32 MiB is the largest mmap threshold glibc accepts on 64-bit; trimming effectively off.
 		cmd.Env = append(cmd.Env, "MALLOC_MMAP_THRESHOLD_=33554432", "MALLOC_TRIM_THRESHOLD_=68719476736")
+	}
+	if omp == "passive" {
+		cmd.Env = append(cmd.Env, "OMP_WAIT_POLICY=PASSIVE")
 	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()

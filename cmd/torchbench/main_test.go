@@ -29,7 +29,7 @@ func TestSkipsWithoutTorch(t *testing.T) {
 }
 
 func TestBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-rounds", "0"}, {"-malloc", "jemalloc"}, {"-steps", "-1"}} {
+	for _, args := range [][]string{{"-rounds", "0"}, {"-malloc", "jemalloc"}, {"-steps", "-1"}, {"-omp", "busy"}} {
 		if err := run(args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v: no error", args)
 		}
