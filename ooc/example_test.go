@@ -183,3 +183,28 @@ func ExampleHybrid() {
 	// no slower than window: true
 	// within the budget: true
 }
+
+// WithWorkspaceLimit lets the convolutions run im2col in 256-pixel tiles: the largest scratch any
+// function of a smallcnn step needs drops from a whole image's im2col to one tile's.
+func ExampleWithWorkspaceLimit() {
+	m, err := models.Build("smallcnn", models.Config{Batch: 2, Channels: 3, Height: 32, Width: 32, Classes: 4, Seed: 1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, opts := range [][]ooc.Option{nil, {ooc.WithWorkspaceLimit(1)}} {
+		p, err := ooc.Plan(m.Graph, opts...)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		var most int64
+		for _, f := range p.Funcs {
+			most = max(most, f.Workspace)
+		}
+		fmt.Println(most)
+	}
+	// Output:
+	// 589824
+	// 147456
+}

@@ -87,8 +87,9 @@ func WithBudget(bytes int64) Option {
 // (vm.TiledWorkspaceOp: the convolutions of models/layers) at bytes, never
 // below the op's least workspace. Results are the same bits at any limit; a
 // smaller one lowers each convolution's resident need, and with it the least
-// feasible budget, for a little speed. 0 (the default) gives every op its full
-// workspace.
+// feasible budget, at the cost of more and smaller GEMMs (a 3x3 forward in
+// 256-pixel tiles took 1.5x its whole-image time; docs/results.md). 0 (the
+// default) gives every op its full workspace.
 func WithWorkspaceLimit(bytes int64) Option {
 	return func(s *settings) {
 		if bytes < 0 {

@@ -10,6 +10,11 @@ import (
 
 // benchOp runs one op on random float32 inputs through DoWorkspace, as the VM does.
 func benchOp(b *testing.B, op kernel, shapes ...tensor.Shape) {
+	benchOpWs(b, op, op.wsBytes(tensor.Float32, shapes), shapes...)
+}
+
+// benchOpWs is benchOp with a workspace of wsBytes.
+func benchOpWs(b *testing.B, op kernel, wsBytes int64, shapes ...tensor.Shape) {
 	rng := rand.New(rand.NewSource(1))
 	var in []G.Value
 	for _, s := range shapes {
@@ -20,7 +25,7 @@ func benchOp(b *testing.B, op kernel, shapes ...tensor.Shape) {
 		b.Fatal(err)
 	}
 	out := newDense(tensor.Float32, os)
-	ws := alignedNaNBytes(op.wsBytes(tensor.Float32, shapes))
+	ws := alignedNaNBytes(wsBytes)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := op.exec(tensor.Float32, out, ws, in); err != nil {
@@ -49,6 +54,25 @@ func BenchmarkConv3x3Data(b *testing.B) {
 func BenchmarkConv3x3Filter(b *testing.B) {
 	benchOp(b, &convOp{kind: convFilter, p: benchP, kh: 3, kw: 3}, benchX, benchX)
 }
+
+// BenchmarkConv3x3Tiled runs the three 3x3 products in their least workspace (256-pixel im2col
+// tiles, as under ooc.WithWorkspaceLimit): compare with the whole-image ones above.
+func BenchmarkConv3x3Tiled(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		op     *convOp
+		shapes []tensor.Shape
+	}{
+		{"Forward", &convOp{kind: convForward, p: benchP}, []tensor.Shape{benchX, benchW}},
+		{"Data", &convOp{kind: convData, p: benchP, h: 56, w: 56}, []tensor.Shape{benchW, benchX}},
+		{"Filter", &convOp{kind: convFilter, p: benchP, kh: 3, kw: 3}, []tensor.Shape{benchX, benchX}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			benchOpWs(b, c.op, c.op.MinWorkspaceBytes(tensor.Float32, c.shapes), c.shapes...)
+		})
+	}
+}
+
 func BenchmarkConv1x1Forward(b *testing.B) {
 	benchOp(b, &convOp{kind: convForward, p: Square(1, 0).norm()}, benchX, benchW1)
 }
