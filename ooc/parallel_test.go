@@ -278,3 +278,29 @@ func TestCompileParallelRefusesBadInput(t *testing.T) {
 	require.ErrorContains(t, p.RunAll(), "closed")
 	require.True(t, strings.Contains(ooc.HostAllReduce{}.AllReduceMean(tensor.Int, [][]byte{{1}}).Error(), "not supported"))
 }
+
+// TestParallelSchedulersKeepTheBits: replicas that swap (the window
+// scheduler, vDNN, vDNN with the cap and trigger search, planned from the
+// first step's measured times) compute what in-core replicas compute.
+func TestParallelSchedulersKeepTheBits(t *testing.T) {
+	build := parCNN(tensor.Float32)
+	want := parallel(t, build, 2, 3, ooc.Baseline())
+	r, err := build(parBatch / 2)
+	require.NoError(t, err)
+	peak, err := ooc.InCorePeak(r.Graph)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		sc      ooc.Scheduler
+		percent int64
+	}{{ooc.Window{}, 90}, {ooc.MultiVDNN{}, 95}, {ooc.MultiVDNN{Cap: true, Tune: true}, 90}} {
+		t.Run(c.sc.Name(), func(t *testing.T) {
+			p, err := ooc.CompileParallel(build, parBatch, cpus(t, 2), ooc.BindDualValues(), ooc.WithScheduler(c.sc), ooc.WithBudget(peak*c.percent/100))
+			require.NoError(t, err)
+			defer p.Close()
+			require.Equal(t, want.bits, runSteps(t, p.Model(), p, 3).bits)
+			for i, m := range p.Machines() {
+				require.Positive(t, m.Stats().SwapOutBytes, "replica %d swapped nothing", i)
+			}
+		})
+	}
+}
