@@ -29,10 +29,12 @@ type MultiGPUConfig struct {
 	// paper's constant C), MaxBatch its upper end.
 	Step, MaxBatch int
 	// Batches, per device, for the throughput tables (Tables II and III);
-	// empty: from the non-swap largest batch up by Step while any scheme
-	// runs, at most 6 rows.
+	// empty: five from the non-swap largest batch to the largest both
+	// vDNN schemes train (on the first device count).
 	Batches []int
-	Log     io.Writer
+	// TablesOnly skips the largest-batch search (Batches must be given).
+	TablesOnly bool
+	Log        io.Writer
 }
 
 // A MultiScheme is one of the compared memory schemes.
@@ -124,8 +126,14 @@ func RunMultiGPU(cfg MultiGPUConfig) (*MultiGPUResult, error) {
 	res := &MultiGPUResult{Config: cfg, Source: prof.Source}
 	cache := &graphCache{cfg: &cfg}
 	largest := map[string]int{}
+	if cfg.TablesOnly && len(cfg.Batches) == 0 {
+		return nil, fmt.Errorf("sweep: tables only, but no batches to run")
+	}
 	for _, n := range cfg.Devices {
 		for _, s := range MultiSchemes() {
+			if cfg.TablesOnly {
+				break
+			}
 			p := cfg.largest(cache, s, n)
 			res.Largest = append(res.Largest, p)
 			if n == cfg.Devices[0] || largest[s.Name] == 0 {
@@ -136,12 +144,17 @@ func RunMultiGPU(cfg MultiGPUConfig) (*MultiGPUResult, error) {
 	}
 	batches := cfg.Batches
 	if len(batches) == 0 {
-		top := 0
-		for _, s := range MultiSchemes()[:3] {
-			top = max(top, largest[s.Name])
-		}
-		for b := max(largest["non-swap"], cfg.Step); b <= top && len(batches) < 6; b += cfg.Step {
-			batches = append(batches, b)
+		// From the non-swap largest to the largest both vDNNs train, in
+		// four steps.
+		lo, hi := max(largest["non-swap"], cfg.Step), min(largest["vdnn"], largest["vdnn-cap-tuned"])
+		for k := 0; k <= 4 && hi >= lo; k++ {
+			b := (lo + k*(hi-lo)/4) / cfg.Step * cfg.Step
+			if k == 4 {
+				b = hi
+			}
+			if len(batches) == 0 || b > batches[len(batches)-1] {
+				batches = append(batches, b)
+			}
 		}
 	}
 	for _, n := range cfg.Devices {
