@@ -291,13 +291,18 @@ func (c *MultiGPUConfig) point(cache *graphCache, s MultiScheme, n, batch int) M
 func WriteMultiGPU(w io.Writer, r *MultiGPUResult) {
 	c := r.Config
 	fmt.Fprintf(w, "%s %dx%d, %d classes, simulated on sim:%s (%s)\n", c.Model, c.Image, c.Image, c.Classes, c.Profile, r.Source)
-	fmt.Fprintf(w, "\nLargest batch per device (step %d) and images/s per device there:\n", c.Step)
-	fmt.Fprintf(w, "%-8s", "devices")
-	for _, s := range MultiSchemes() {
-		fmt.Fprintf(w, " | %-24s", s.Name)
+	if len(r.Largest) > 0 {
+		fmt.Fprintf(w, "\nLargest batch per device (step %d) and images/s per device there:\n", c.Step)
+		fmt.Fprintf(w, "%-8s", "devices")
+		for _, s := range MultiSchemes() {
+			fmt.Fprintf(w, " | %-24s", s.Name)
+		}
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintln(w)
 	for _, n := range c.Devices {
+		if len(r.Largest) == 0 {
+			break
+		}
 		fmt.Fprintf(w, "%-8d", n)
 		for _, p := range r.Largest {
 			if p.Devices != n {
