@@ -233,7 +233,6 @@ func TestParallelReplicaOutOfMemory(t *testing.T) {
 
 func TestCompileParallelRefusesBadInput(t *testing.T) {
 	good := parMLP(tensor.Float64)
-	other := func(batch int) (ooc.Replica, error) { return parCNN(tensor.Float64)(batch) }
 	noGrad := func(batch int) (ooc.Replica, error) {
 		r, err := good(batch)
 		r.Learnables = append(r.Learnables, r.Inputs[0])
@@ -258,7 +257,7 @@ func TestCompileParallelRefusesBadInput(t *testing.T) {
 		{"nil device", good, parBatch, []vm.Device{nil}, "device 0 is nil"},
 		{"no gradient", noGrad, parBatch, cpus(t, 1), "no gradient node"},
 		{"replicas differ", shrink, parBatch, cpus(t, 2), "replica 0 of 2"},
-		{"other builder", other, 0, cpus(t, 1), "does not split evenly"},
+		{"zero batch", good, 0, cpus(t, 1), "does not split evenly"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := ooc.CompileParallel(c.build, c.batch, c.devs)
