@@ -22,10 +22,13 @@ type MultiVDNN struct {
 	// j < b, so the replicas' copies of one layer do not collide.
 	Cap bool
 	// Tune searches each swap-in's trigger (section III.C, steps 2 and 3):
-	// the earliest with no out-of-memory, then, one trigger at a time in
-	// the order they fire, the latest that adds no delay to the simulated
-	// step. Copies are timed at the bandwidth this replica gets when the
-	// replicas of its switch swap together (all of them without Cap).
+	// the earliest with no out-of-memory in the simulator, then, in the
+	// order they fire, the latest whose copy still lands before its use
+	// on the step's timeline, kept if the simulated step is no slower.
+	// Copies are timed at the bandwidth this replica gets when the
+	// replicas of its switch swap together (all of them without Cap). On
+	// a device that is not simulated, the op times are those Compile
+	// measures in the first step (see TimesOps).
 	Tune bool
 }
 
@@ -131,7 +134,7 @@ func vdnnSchedule(t *Trace, set []int) *Schedule {
 
 // tune moves the swap-ins: first each as early as the budget allows (step
 // 2), then each, in the order they fire, as late as it can go without
-// lengthening the simulated step (step 3).
+// adding a delay (step 3).
 func (s MultiVDNN) tune(p *Problem, sched *Schedule) error {
 	t := p.Trace
 	sim, err := s.tuningDevice(p)

@@ -233,7 +233,6 @@ func TestParallelReplicaOutOfMemory(t *testing.T) {
 
 func TestCompileParallelRefusesBadInput(t *testing.T) {
 	good := parMLP(tensor.Float64)
-	other := func(batch int) (ooc.Replica, error) { return parCNN(tensor.Float64)(batch) }
 	noGrad := func(batch int) (ooc.Replica, error) {
 		r, err := good(batch)
 		r.Learnables = append(r.Learnables, r.Inputs[0])
@@ -258,7 +257,7 @@ func TestCompileParallelRefusesBadInput(t *testing.T) {
 		{"nil device", good, parBatch, []vm.Device{nil}, "device 0 is nil"},
 		{"no gradient", noGrad, parBatch, cpus(t, 1), "no gradient node"},
 		{"replicas differ", shrink, parBatch, cpus(t, 2), "replica 0 of 2"},
-		{"other builder", other, 0, cpus(t, 1), "does not split evenly"},
+		{"zero batch", good, 0, cpus(t, 1), "does not split evenly"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, err := ooc.CompileParallel(c.build, c.batch, c.devs)
@@ -277,4 +276,30 @@ func TestCompileParallelRefusesBadInput(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.ErrorContains(t, p.RunAll(), "closed")
 	require.True(t, strings.Contains(ooc.HostAllReduce{}.AllReduceMean(tensor.Int, [][]byte{{1}}).Error(), "not supported"))
+}
+
+// TestParallelSchedulersKeepTheBits: replicas that swap (the window
+// scheduler, vDNN, vDNN with the cap and trigger search, planned from the
+// first step's measured times) compute what in-core replicas compute.
+func TestParallelSchedulersKeepTheBits(t *testing.T) {
+	build := parCNN(tensor.Float32)
+	want := parallel(t, build, 2, 3, ooc.Baseline())
+	r, err := build(parBatch / 2)
+	require.NoError(t, err)
+	peak, err := ooc.InCorePeak(r.Graph)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		sc      ooc.Scheduler
+		percent int64
+	}{{ooc.Window{}, 90}, {ooc.MultiVDNN{}, 95}, {ooc.MultiVDNN{Cap: true, Tune: true}, 90}} {
+		t.Run(c.sc.Name(), func(t *testing.T) {
+			p, err := ooc.CompileParallel(build, parBatch, cpus(t, 2), ooc.BindDualValues(), ooc.WithScheduler(c.sc), ooc.WithBudget(peak*c.percent/100))
+			require.NoError(t, err)
+			defer p.Close()
+			require.Equal(t, want.bits, runSteps(t, p.Model(), p, 3).bits)
+			for i, m := range p.Machines() {
+				require.Positive(t, m.Stats().SwapOutBytes, "replica %d swapped nothing", i)
+			}
+		})
+	}
 }

@@ -29,10 +29,12 @@ type MultiGPUConfig struct {
 	// paper's constant C), MaxBatch its upper end.
 	Step, MaxBatch int
 	// Batches, per device, for the throughput tables (Tables II and III);
-	// empty: from the non-swap largest batch up by Step while any scheme
-	// runs, at most 6 rows.
+	// empty: five from the non-swap largest batch to the largest both
+	// vDNN schemes train (on the first device count).
 	Batches []int
-	Log     io.Writer
+	// TablesOnly skips the largest-batch search (Batches must be given).
+	TablesOnly bool
+	Log        io.Writer
 }
 
 // A MultiScheme is one of the compared memory schemes.
@@ -124,8 +126,14 @@ func RunMultiGPU(cfg MultiGPUConfig) (*MultiGPUResult, error) {
 	res := &MultiGPUResult{Config: cfg, Source: prof.Source}
 	cache := &graphCache{cfg: &cfg}
 	largest := map[string]int{}
+	if cfg.TablesOnly && len(cfg.Batches) == 0 {
+		return nil, fmt.Errorf("sweep: tables only, but no batches to run")
+	}
 	for _, n := range cfg.Devices {
 		for _, s := range MultiSchemes() {
+			if cfg.TablesOnly {
+				break
+			}
 			p := cfg.largest(cache, s, n)
 			res.Largest = append(res.Largest, p)
 			if n == cfg.Devices[0] || largest[s.Name] == 0 {
@@ -136,12 +144,17 @@ func RunMultiGPU(cfg MultiGPUConfig) (*MultiGPUResult, error) {
 	}
 	batches := cfg.Batches
 	if len(batches) == 0 {
-		top := 0
-		for _, s := range MultiSchemes()[:3] {
-			top = max(top, largest[s.Name])
-		}
-		for b := max(largest["non-swap"], cfg.Step); b <= top && len(batches) < 6; b += cfg.Step {
-			batches = append(batches, b)
+		// From the non-swap largest to the largest both vDNNs train, in
+		// four steps.
+		lo, hi := max(largest["non-swap"], cfg.Step), min(largest["vdnn"], largest["vdnn-cap-tuned"])
+		for k := 0; k <= 4 && hi >= lo; k++ {
+			b := (lo + k*(hi-lo)/4) / cfg.Step * cfg.Step
+			if k == 4 {
+				b = hi
+			}
+			if len(batches) == 0 || b > batches[len(batches)-1] {
+				batches = append(batches, b)
+			}
 		}
 	}
 	for _, n := range cfg.Devices {
@@ -196,7 +209,8 @@ func (c *MultiGPUConfig) largest(cache *graphCache, s MultiScheme, n int) MultiP
 	return best
 }
 
-// point simulates one step of n replicas at a per-device batch.
+// point simulates two steps of n replicas at a per-device batch and
+// reports the second.
 func (c *MultiGPUConfig) point(cache *graphCache, s MultiScheme, n, batch int) MultiPoint {
 	p := MultiPoint{Scheme: s.Name, Devices: n, Batch: batch}
 	m, err := cache.get(batch)
@@ -233,6 +247,7 @@ func (c *MultiGPUConfig) point(cache *graphCache, s MultiScheme, n, batch int) M
 	// batch). Where the allocator then fragments, try 5% less, twice.
 	free := prof.Capacity - persistentBytes(m)
 	var par *ooc.Parallel
+	var first ooc.ParallelStats
 	for k := int64(0); k < 3; k++ {
 		budget := free - k*prof.Capacity/20
 		if budget <= 0 {
@@ -242,7 +257,10 @@ func (c *MultiGPUConfig) point(cache *graphCache, s MultiScheme, n, batch int) M
 			_ = par.Close()
 		}
 		par, err = ooc.CompileParallel(build, batch*n, devs, append(opts, ooc.WithBudget(budget))...)
-		if err == nil {
+		// Two steps: a caching allocator's second step starts from what
+		// the first left cached, and may run out of memory where it did not.
+		for k := 0; k < 2 && err == nil; k++ {
+			first = par.Stats()
 			err = par.RunAll()
 		}
 		if err == nil || s.Scheduler == nil {
@@ -257,11 +275,13 @@ func (c *MultiGPUConfig) point(cache *graphCache, s MultiScheme, n, batch int) M
 		return p
 	}
 	st := par.Stats()
+	st.StepTime -= first.StepTime
+	st.AllReduceTime -= first.AllReduceTime
 	p.OK = true
 	p.StepS, p.AllReduceS = st.StepTime.Seconds(), st.AllReduceTime.Seconds()
 	p.IPS = float64(batch) / p.StepS
 	for _, mm := range par.Machines() {
-		p.SwapMiB += mm.Stats().SwapOutBytes >> 20
+		p.SwapMiB += mm.Stats().SwapOutBytes / 2 >> 20
 	}
 	return p
 }
@@ -271,13 +291,18 @@ func (c *MultiGPUConfig) point(cache *graphCache, s MultiScheme, n, batch int) M
 func WriteMultiGPU(w io.Writer, r *MultiGPUResult) {
 	c := r.Config
 	fmt.Fprintf(w, "%s %dx%d, %d classes, simulated on sim:%s (%s)\n", c.Model, c.Image, c.Image, c.Classes, c.Profile, r.Source)
-	fmt.Fprintf(w, "\nLargest batch per device (step %d) and images/s per device there:\n", c.Step)
-	fmt.Fprintf(w, "%-8s", "devices")
-	for _, s := range MultiSchemes() {
-		fmt.Fprintf(w, " | %-24s", s.Name)
+	if len(r.Largest) > 0 {
+		fmt.Fprintf(w, "\nLargest batch per device (step %d) and images/s per device there:\n", c.Step)
+		fmt.Fprintf(w, "%-8s", "devices")
+		for _, s := range MultiSchemes() {
+			fmt.Fprintf(w, " | %-24s", s.Name)
+		}
+		fmt.Fprintln(w)
 	}
-	fmt.Fprintln(w)
 	for _, n := range c.Devices {
+		if len(r.Largest) == 0 {
+			break
+		}
 		fmt.Fprintf(w, "%-8d", n)
 		for _, p := range r.Largest {
 			if p.Devices != n {

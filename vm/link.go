@@ -244,7 +244,7 @@ func CoSimulate(ms []*Machine) ([]time.Duration, error) {
 			}
 			times[i] = d
 		}
-		if settled || len(ms) == 1 || ms[0].sim.sw == nil && allOwnLinks(ms) {
+		if settled || len(ms) == 1 || allOwnLinks(ms) {
 			break
 		}
 	}

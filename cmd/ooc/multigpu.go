@@ -27,6 +27,7 @@ func runMultiGPU(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	step := fs.Int("step", 16, "batch granularity of the largest-batch search (the paper's constant C)")
 	maxBatch := fs.Int("max-batch", 1024, "largest batch per device tried")
 	batches := fs.String("batches", "", "per-device batches for the throughput tables (default: from the non-swap largest up by -step)")
+	tablesOnly := fs.Bool("tables-only", false, "skip the largest-batch search: only the throughput tables at -batches")
 	cpu := fs.Bool("cpu", false, "instead: measure one step of -replicas CPU devices against one CPU device on the same batch")
 	cpuModel := fs.String("cpu-model", "smallcnn", "model for -cpu")
 	cpuBatch := fs.Int("cpu-batch", 64, "whole batch for -cpu")
@@ -49,7 +50,7 @@ func runMultiGPU(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stdout, "  speed-up: %.2fx\n", r.Single.Seconds()/r.Parallel.Seconds())
 		return nil
 	}
-	cfg := sweep.MultiGPUConfig{Profile: *profile, Classes: *classes, Step: *step, MaxBatch: *maxBatch}
+	cfg := sweep.MultiGPUConfig{Profile: *profile, Classes: *classes, Step: *step, MaxBatch: *maxBatch, TablesOnly: *tablesOnly}
 	var err error
 	if cfg.Devices, err = parseInts("devices", *devices); err != nil {
 		return err
