@@ -26,7 +26,10 @@ func TestTrainOnFakeCUDA(t *testing.T) {
 		t.Helper()
 		hist := filepath.Join(dir, name+".json")
 		args := append([]string{"train", "-model", "smallcnn", "-data", "synthetic", "-batch", "4", "-image", "16", "-classes", "4",
-			"-steps", "3", "-budget", "50%", "-progress", "plain", "-history", hist}, extra...)
+			"-budget", "50%", "-progress", "plain", "-history", hist}, extra...)
+		if !strings.Contains(strings.Join(extra, " "), "-steps") {
+			args = append(args, "-steps", "3")
+		}
 		var stdout, stderr bytes.Buffer
 		if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
 			t.Fatalf("ooc %s: exit %d\n%s\n%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
@@ -41,8 +44,8 @@ func TestTrainOnFakeCUDA(t *testing.T) {
 		if err := json.Unmarshal(b, &h); err != nil {
 			t.Fatal(err)
 		}
-		if len(h.Losses) != 3 {
-			t.Fatalf("%s: %d losses", name, len(h.Losses))
+		if len(h.Losses) == 0 {
+			t.Fatalf("%s: no losses", name)
 		}
 		return h.Losses
 	}
@@ -50,6 +53,14 @@ func TestTrainOnFakeCUDA(t *testing.T) {
 	cpu := losses("cpu", "-device", "cpu")
 	dev := losses("cuda", "-device", "cuda", "-launch-table", table)
 	host := losses("cuda-host", "-device", "cuda", "-host-update")
+	// A checkpoint after step 2 holds the device's weights and Adam state:
+	// resumed, step 3 is the uninterrupted run's.
+	ck := filepath.Join(dir, "run.ckpt")
+	losses("cuda-first", "-device", "cuda", "-checkpoint", ck, "-steps", "2")
+	resumed := losses("cuda-resumed", "-device", "cuda", "-checkpoint", ck, "-resume")
+	if got := resumed[len(resumed)-1]; got != dev[2] {
+		t.Errorf("resumed from a checkpoint, step 3's loss is %v; uninterrupted %v", got, dev[2])
+	}
 	for i := range cpu {
 		for _, got := range []struct {
 			name string
