@@ -87,6 +87,9 @@ func TestZooOnFakeDevice(t *testing.T) {
 				p := newPair(t, d, c, ooc.WithBudget(b.budget))
 				p.sgd()
 				p.sameStart = c.deep && dt == tensor.Float32
+				if p.sameStart {
+					p.withReference(t, c)
+				}
 				rng := rand.New(rand.NewSource(c.cfg.Seed))
 				for s := 0; s < c.steps; s++ {
 					p.step(t, rng)
