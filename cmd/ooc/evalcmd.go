@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"time"
 
 	"gorgonia.org/tensor"
@@ -122,8 +123,8 @@ func evalCheckpoint(o *evalOptions, out io.Writer) (*evalResult, error) {
 	r.Step = meta.Step
 	st := ev.machine.Stats()
 	fmt.Fprintf(out, "%s\n", r)
-	fmt.Fprintf(out, "measured on the CPU device of this machine (%s/%s, %d CPUs; not simulated): %d images in %.2fs, %.1f images/s; device peak %d B (%s), swap bytes in %d, out %d\n",
-		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), r.Examples, elapsed.Seconds(), float64(r.Examples)/elapsed.Seconds(),
+	fmt.Fprintf(out, "measured on the %s device of this machine (%s/%s, %d CPUs; not simulated): %d images in %.2fs, %.1f images/s; device peak %d B (%s), swap bytes in %d, out %d\n",
+		strings.Replace(ev.machine.Device().Name(), "cpu", "CPU", 1), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), r.Examples, elapsed.Seconds(), float64(r.Examples)/elapsed.Seconds(),
 		st.PeakDeviceBytes, formatBytes(st.PeakDeviceBytes), st.SwapInBytes, st.SwapOutBytes)
 	return &r, nil
 }

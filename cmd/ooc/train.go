@@ -491,8 +491,8 @@ func train(ctx context.Context, o *trainOptions, out io.Writer) (res *trainResul
 		fmt.Fprintf(out, "per-op times of %d steps written to %s (use -device sim:measured:%s)\n", st.Steps, o.RecordProfile, o.RecordProfile)
 	}
 
-	fmt.Fprintf(out, "\nsummary, measured on the CPU device of this machine (%s/%s, %d CPUs; real memory and copies, not simulated):\n",
-		runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	fmt.Fprintf(out, "\nsummary, measured on the %s device of this machine (%s/%s, %d CPUs; real memory and copies, not simulated):\n",
+		strings.Replace(machine.Device().Name(), "cpu", "CPU", 1), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	fmt.Fprintf(out, "  steps       %d..%d of %d (epoch %d of %d): %d images in %.2fs, %.1f images/s\n",
 		res.First, step, lastStep, min(nextEpoch+1, o.Epochs), o.Epochs, images, elapsed.Seconds(), float64(images)/elapsed.Seconds())
 	fmt.Fprintf(out, "  time        training steps %.2fs (ops %.2fs, stalled on copies %.3fs), solver %.2fs, waiting for data %.2fs, evaluation %.2fs\n",
