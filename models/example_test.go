@@ -67,3 +67,17 @@ func ExampleBuild() {
 	// swapped: true
 	// models: unet cannot take a 24x24 input: four 2x2 max-pools and up-convolutions need height and width divisible by 16
 }
+
+// The real VGG-16 topology at an eighth of its widths, for a quick test.
+func ExampleBuildNarrow() {
+	full, err := models.Build("vgg16", models.Config{Batch: 1, Channels: 3, Height: 32, Width: 32, Classes: 10})
+	if err != nil {
+		log.Fatal(err)
+	}
+	narrow, err := models.BuildNarrow("vgg16", models.Config{Batch: 1, Channels: 3, Height: 32, Width: 32, Classes: 10}, 8)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(len(full.Learnables) == len(narrow.Learnables), full.NumParams() > 30*narrow.NumParams())
+	// Output: true true
+}

@@ -167,7 +167,7 @@ func planSum(c fn) (plan, error) {
 	}}, nil
 }
 
-// copyPlan copies one operand through a layout into the result at an offset.
+// copyLaunch copies one operand through a layout to dst.
 func copyLaunch(r *Runner, sfx string, dst, src uintptr, n int64, l kernels.Layout) error {
 	return r.launch("copy_"+sfx, ptr(dst), ptr(src), i64(n), kernels.LayoutArg(l))
 }

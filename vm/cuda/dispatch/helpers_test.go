@@ -115,7 +115,13 @@ type pair struct {
 	cpuLoss   G.Value
 	gpuLoss   G.Value
 	sameStart bool // each step starts from the CPU side's weights (align)
-	worst     map[string]float64
+	// ref is the model in float64 on the CPU device, run from the float32
+	// CPU side's weights on the same batch, for float32 comparisons where
+	// the direct one is ill-conditioned (withReference).
+	ref      *models.Model
+	mr       *vm.Machine
+	refWorst float64 // the worst gradient error of the CUDA side against ref, over the CPU side's (or tol)
+	worst    map[string]float64
 }
 
 // newPair compiles both machines with the given options (a budget, a
@@ -159,6 +165,61 @@ func (p *pair) align(t testing.TB) {
 	}
 }
 
+// withReference adds the float64 reference of a float32 pair.
+func (p *pair) withReference(t testing.TB, c zooCase) {
+	t.Helper()
+	c.cfg.Dtype = tensor.Float64
+	p.ref = c.build(t)
+	var err error
+	if p.mr, err = ooc.Compile(p.ref.Graph, ooc.BindDualValues(p.ref.Learnables...)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.mr.Close() })
+}
+
+// reference runs the float64 model from the float32 CPU side's weights and
+// statistics on batch (x, y), and records, per gradient, the CUDA side's
+// error against it over the CPU side's own (at least tol): a ratio of 1 or
+// less means the CUDA device is as close to exact arithmetic as the CPU
+// device is.
+func (p *pair) reference(t testing.TB, x, y *tensor.Dense, tol float64) {
+	t.Helper()
+	to64 := func(v G.Value, dst *tensor.Dense) {
+		copy(dst.Data().([]float64), floats(t, v))
+	}
+	for i, l := range p.cpu.Learnables {
+		to64(l.Value(), p.ref.Learnables[i].Value().(*tensor.Dense))
+	}
+	for i, bn := range p.cpu.BatchNorms {
+		m, v := bn.RunningStats()
+		if err := p.ref.BatchNorms[i].SetRunningStats(m, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, in := range []struct {
+		n *G.Node
+		v *tensor.Dense
+	}{{p.ref.Input, x}, {p.ref.Labels, y}} {
+		d := tensor.New(tensor.Of(tensor.Float64), tensor.WithShape(in.v.Shape().Clone()...))
+		to64(in.v, d)
+		if err := G.Let(in.n, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.mr.RunAll(); err != nil {
+		t.Fatal("float64 reference:", err)
+	}
+	defer p.mr.Reset()
+	for i, l := range p.ref.Learnables {
+		gr, _ := l.Grad()
+		gc, _ := p.cpu.Learnables[i].Grad()
+		gg, _ := p.gpu.Learnables[i].Grad()
+		want := floats(t, gr)
+		eCPU, eGPU := relErr(floats(t, gc), want), relErr(floats(t, gg), want)
+		p.refWorst = max(p.refWorst, eGPU/max(eCPU, tol))
+	}
+}
+
 // sgd makes both solvers plain SGD. Adam divides each gradient element by
 // the root of its running square, so an element that is rounding noise on
 // both devices (a gradient that is zero in exact arithmetic) becomes a full
@@ -194,6 +255,9 @@ func (p *pair) step(t testing.TB, rng *rand.Rand) {
 		t.Fatal("cuda:", err)
 	}
 	p.note("loss", floats(t, p.gpuLoss), floats(t, p.cpuLoss))
+	if p.ref != nil {
+		p.reference(t, x, y, 1e-5)
+	}
 	for i, l := range p.cpu.Learnables {
 		gc, err := l.Grad()
 		if err != nil {
@@ -231,7 +295,10 @@ func (p *pair) note(what string, got, want []float64) {
 	p.worst[what] = max(p.worst[what], relErr(got, want))
 }
 
-// check fails the test when a difference exceeds tol.
+// check fails the test when a difference exceeds tol. With a float64
+// reference, float32 gradients further apart than tol pass when the CUDA
+// side is at most twice as far from the reference as the CPU side (or as
+// tol): the difference is then float32's, on both devices.
 func (p *pair) check(t testing.TB, label string, tol float64) {
 	t.Helper()
 	for _, what := range []string{"loss", "gradients", "running statistics", "weights"} {
@@ -240,6 +307,13 @@ func (p *pair) check(t testing.TB, label string, tol float64) {
 			continue
 		}
 		t.Logf("%s: %s differ by at most %.2g (normwise relative, fake CUDA vs CPU device)", label, what, e)
+		if what == "gradients" && p.ref != nil {
+			t.Logf("%s: against the float64 reference, the fake CUDA device's gradients are at worst %.3g times as far as the CPU device's (or as 1e-5)", label, p.refWorst)
+			if e > tol && !(p.refWorst <= 2) {
+				t.Errorf("%s: the CUDA side's float32 gradients are %.3g times as far from float64 as the CPU side's", label, p.refWorst)
+			}
+			continue
+		}
 		if !(e <= tol) {
 			t.Errorf("%s: %s differ by %.3g > %g", label, what, e, tol)
 		}

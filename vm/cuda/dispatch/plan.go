@@ -28,13 +28,12 @@ type plan struct {
 
 // fn gives a planner what it needs of one function.
 type fn struct {
-	p     *vm.Program
-	f     *vm.Func
-	out   *vm.Var
-	ins   []*vm.Var // operands, as the op sees them
-	es    int64     // element size
-	sfx   string    // kernel suffix: f32 or f64
-	float bool
+	p   *vm.Program
+	f   *vm.Func
+	out *vm.Var
+	ins []*vm.Var // operands, as the op sees them
+	es  int64     // element size
+	sfx string    // kernel suffix: f32 or f64
 }
 
 func (c fn) in(k int) tensor.Shape { return c.ins[k].Shape }
@@ -53,9 +52,9 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 	}
 	switch c.out.Dtype {
 	case tensor.Float32:
-		c.es, c.sfx, c.float = 4, "f32", true
+		c.es, c.sfx = 4, "f32"
 	case tensor.Float64:
-		c.es, c.sfx, c.float = 8, "f64", true
+		c.es, c.sfx = 8, "f64"
 	default:
 		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64, the result is %v", c.out.Dtype))
 	}

@@ -57,8 +57,10 @@ var zooCases = []zooCase{
 // with the window scheduler and the VA allocator; below 100% the CUDA
 // machine must swap and must stay within the budget. Loss, gradients,
 // batch-norm statistics and weights agree per step within 1e-12 (float64)
-// and 1e-5 (float32), normwise relative; for the deep float32 models each
-// step starts from the CPU side's weights (pair.align says why). smallcnn runs by default; the deep
+// and 1e-5 (float32), normwise relative per tensor; for the deep float32
+// models each step starts from the CPU side's weights (pair.align says why),
+// and gradients further apart than 1e-5 must be no further from the model
+// in float64 than twice the CPU device's own (pair.check). smallcnn runs by default; the deep
 // models with OOC_CUDA_ZOO=1.
 func TestZooOnFakeDevice(t *testing.T) {
 	d := openFake(t)
@@ -87,6 +89,9 @@ func TestZooOnFakeDevice(t *testing.T) {
 				p := newPair(t, d, c, ooc.WithBudget(b.budget))
 				p.sgd()
 				p.sameStart = c.deep && dt == tensor.Float32
+				if p.sameStart {
+					p.withReference(t, c)
+				}
 				rng := rand.New(rand.NewSource(c.cfg.Seed))
 				for s := 0; s < c.steps; s++ {
 					p.step(t, rng)
