@@ -22,4 +22,9 @@
 // split into fixed chunks of elements run by a pool of goroutines that lives for the program;
 // the update is element-wise, so the thread count cannot change a bit (TestSameBitsAnyThreads).
 // BenchmarkAdam compares with gorgonia's AdamSolver on ResNet-18's 11.2 million parameters.
+//
+// State and SetState expose the step count and the per-parameter state vectors for checkpoints
+// (package train saves them in the form it saves gorgonia's solvers' state in, so a checkpoint
+// moves between the two), and SetLearnRate does what gorgonia.WithLearnRate does to gorgonia's
+// solvers, which it cannot do to this one.
 package solvers

@@ -142,6 +142,10 @@ func NewAdam(opts ...G.SolverOpt) *Solver { return newSolver(Adam, G.NewAdamSolv
 // NewRMSProp is gorgonia.NewRMSPropSolver(opts...) updating in place on all cores.
 func NewRMSProp(opts ...G.SolverOpt) *Solver { return newSolver(RMSProp, G.NewRMSPropSolver(opts...)) }
 
+// SetLearnRate changes the learning rate from the next step on, as gorgonia.WithLearnRate does
+// to gorgonia's solvers (it does nothing to this one, which it does not know).
+func (s *Solver) SetLearnRate(eta float64) { s.set.eta = eta }
+
 // Kind reports the update rule.
 func (s *Solver) Kind() Kind { return s.kind }
 
@@ -222,13 +226,17 @@ func (s *Solver) bind(model []G.ValueGrad) (err error) {
 		}
 	}
 	if first {
-		for i, p := range s.params {
-			for lo := 0; lo < p.length; lo += chunkLen {
-				s.chunks = append(s.chunks, chunk{i, lo, min(p.length, lo+chunkLen)})
-			}
-		}
+		s.makeChunks()
 	}
 	return nil
+}
+
+func (s *Solver) makeChunks() {
+	for i, p := range s.params {
+		for lo := 0; lo < p.length; lo += chunkLen {
+			s.chunks = append(s.chunks, chunk{i, lo, min(p.length, lo+chunkLen)})
+		}
+	}
 }
 
 func (s *Solver) work() {

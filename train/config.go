@@ -32,10 +32,11 @@ type Config struct {
 	Hidden  int   `json:"hidden,omitempty"`
 	Seed    int64 `json:"seed"`
 	Augment bool  `json:"augment,omitempty"`
-	// Optimizer picks the solver that steps the learnables: sgd, momentum or
-	// adam (gorgonia's). This is where another solver package plugs in: a new
-	// name here, its constructor in newSolver, its state in exportSolver and
-	// importSolver. LR 0 takes the optimizer's default.
+	// Optimizer picks the update rule that steps the learnables: sgd,
+	// momentum or adam (gorgonia's rules; Solver says whose code runs them).
+	// This is where another rule plugs in: a new name here, its constructors
+	// in newSolver, its state in exportSolver and importSolver. LR 0 takes
+	// the optimizer's default.
 	Optimizer string  `json:"optimizer"`
 	LR        float64 `json:"lr"`
 	// LRDrop are the epochs after which the learning rate is multiplied by 0.1.
@@ -54,6 +55,10 @@ type Config struct {
 	Scheduler string `json:"scheduler,omitempty"` // window (default) or baseline
 	Allocator string `json:"allocator,omitempty"` // va (default) or bestfit
 	Chunk     int64  `json:"chunk,omitempty"`     // VA chunk size; 0: ooc's default
+	// Solver runs the optimizer: "fast" (default), package solvers' in-place
+	// multi-core rewrite, or "gorgonia", gorgonia's own solvers. They step
+	// the same bits and checkpoint the same state, so a resume may switch.
+	Solver string `json:"solver,omitempty"`
 
 	// Outputs. Checkpoint is written atomically after each epoch, every
 	// SaveEvery steps and at the end; History (JSON) and Plot (.svg, .png, ...)
@@ -96,6 +101,9 @@ func (c *Config) Defaults() {
 	if c.Device == "" {
 		c.Device = "cpu"
 	}
+	if c.Solver == "" {
+		c.Solver = FastSolver
+	}
 }
 
 // Check validates every field, and the output paths (their directories exist
@@ -111,6 +119,8 @@ func (c *Config) Check() error {
 		return configErrorf("-allocator: %v", err)
 	}
 	switch {
+	case c.Solver != FastSolver && c.Solver != GorgoniaSolver:
+		return configErrorf("-solver %q: unknown solver (want %s or %s)", c.Solver, FastSolver, GorgoniaSolver)
 	case c.Scheduler != "window" && c.Scheduler != "baseline":
 		return configErrorf("-scheduler %q: unknown scheduler (want window or baseline)", c.Scheduler)
 	case c.Device != "cpu":

@@ -57,7 +57,12 @@
 //
 // # Solvers
 //
-// Config.Optimizer names the solver (sgd, momentum, adam: gorgonia's). A
-// further solver plugs in at newSolver, with its state in exportSolver and
+// Config.Optimizer names the update rule (sgd, momentum, adam: gorgonia's)
+// and Config.Solver whose code runs it: "fast" (the default), package
+// solvers' in-place multi-core rewrite, or "gorgonia", gorgonia's own
+// solvers. Both step the same bits, and checkpoints hold the state of either
+// in gorgonia's form (Adam's step count, the per-learnable velocity or
+// mean and variance), so a run saved under one resumes under the other. A
+// further rule plugs in at newSolver, with its state in exportSolver and
 // importSolver, so that checkpoints hold it.
 package train

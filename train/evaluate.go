@@ -109,7 +109,7 @@ func EvaluateCheckpoint(ec EvalConfig, out io.Writer) (*EvalResult, error) {
 		}, budget, peak)
 	}
 	defer ev.Close()
-	solver, err := newSolver(meta.Optimizer, meta.LR)
+	solver, err := newSolver(meta.Optimizer, FastSolver, meta.LR)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", ec.Checkpoint, err)
 	}

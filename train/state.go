@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gorgonia-ooc/outofcore/models"
+	"github.com/gorgonia-ooc/outofcore/solvers"
 )
 
 // Optimizers, with the learning rate each uses when -lr is 0.
@@ -52,19 +53,53 @@ func DefaultLR(name string) float64 {
 	return 0
 }
 
-// newSolver returns gorgonia's solver for the name: sgd is G.VanillaSolver,
+// Solver implementations Config.Solver takes.
+const (
+	// FastSolver is package solvers' in-place, multi-core rewrite of gorgonia's
+	// solvers: the same bits, a fraction of the time.
+	FastSolver = "fast"
+	// GorgoniaSolver is gorgonia's own solvers.
+	GorgoniaSolver = "gorgonia"
+)
+
+// newSolver returns the solver for the optimizer name, from package solvers
+// (impl "fast") or gorgonia's own ("gorgonia"): sgd is G.VanillaSolver,
 // momentum G.Momentum (momentum 0.9), adam G.AdamSolver (beta1 0.9, beta2
-// 0.999, eps 1e-8).
-func newSolver(name string, lr float64) (G.Solver, error) {
+// 0.999, eps 1e-8), or their bit-identical rewrites in solvers.
+func newSolver(name, impl string, lr float64) (G.Solver, error) {
+	if impl != FastSolver && impl != GorgoniaSolver {
+		return nil, fmt.Errorf("unknown solver %q (want %s or %s)", impl, FastSolver, GorgoniaSolver)
+	}
+	fast := impl == FastSolver
 	switch name {
 	case "sgd":
+		if fast {
+			return solvers.NewSGD(G.WithLearnRate(lr)), nil
+		}
 		return G.NewVanillaSolver(G.WithLearnRate(lr)), nil
 	case "momentum":
+		if fast {
+			return solvers.NewMomentum(G.WithLearnRate(lr)), nil
+		}
 		return G.NewMomentum(G.WithLearnRate(lr)), nil
 	case "adam":
+		if fast {
+			return solvers.NewAdam(G.WithLearnRate(lr)), nil
+		}
 		return G.NewAdamSolver(G.WithLearnRate(lr)), nil
 	}
 	return nil, fmt.Errorf("unknown optimizer %q (want %s)", name, OptimizerNames())
+}
+
+// setLearnRate changes the solver's learning rate from the next step on.
+// gorgonia.WithLearnRate knows only gorgonia's solvers and silently leaves
+// others alone, hence the case for ours.
+func setLearnRate(s G.Solver, lr float64) {
+	if f, ok := s.(*solvers.Solver); ok {
+		f.SetLearnRate(lr)
+		return
+	}
+	G.WithLearnRate(lr)(s)
 }
 
 // solverState is the state a gorgonia solver keeps between steps: for each
@@ -116,8 +151,14 @@ func solverCache(s G.Solver) (cache reflect.Value, adam, ok bool, err error) {
 	return cache, adam, true, nil
 }
 
-func exportSolver(s G.Solver) (solverState, error) {
+// exportSolver returns the solver's state in gorgonia's form whichever
+// solver it is (Iter only for Adam, no slots for sgd), so that a checkpoint
+// of one continues with the other. The tensors are the solver's own.
+func exportSolver(s G.Solver, learnables G.Nodes) (solverState, error) {
 	var st solverState
+	if f, ok := s.(*solvers.Solver); ok {
+		return exportFast(f, learnables)
+	}
 	cache, adam, ok, err := solverCache(s)
 	if err != nil || !ok {
 		return st, err
@@ -159,8 +200,81 @@ func exportSolver(s G.Solver) (solverState, error) {
 	return st, nil
 }
 
+// exportFast is exportSolver for package solvers' solver: its state vectors
+// as tensors of the learnables' shapes, sharing their memory.
+func exportFast(s *solvers.Solver, learnables G.Nodes) (solverState, error) {
+	var st solverState
+	fs := s.State()
+	if s.Kind() == solvers.Adam {
+		st.Iter = fs.Iter
+	}
+	if fs.Slots == nil || s.Kind().Slots() == 0 {
+		return st, nil
+	}
+	if len(fs.Slots) != len(learnables) {
+		return st, fmt.Errorf("%v solver holds state for %d learnables, the model has %d", s.Kind(), len(fs.Slots), len(learnables))
+	}
+	for i, vs := range fs.Slots {
+		w := learnables[i]
+		var slot []*tensor.Dense
+		for _, v := range vs {
+			t := tensor.New(tensor.WithShape(w.Shape().Clone()...), tensor.WithBacking(v))
+			if t.Dtype() != w.Dtype() {
+				return st, fmt.Errorf("%v solver's state of %s is %v, the learnable is %v", s.Kind(), w.Name(), t.Dtype(), w.Dtype())
+			}
+			slot = append(slot, t)
+		}
+		st.Slots = append(st.Slots, slot)
+	}
+	return st, nil
+}
+
+// checkSlots checks that st has the optimizer's state tensors for each
+// learnable, each of the learnable's shape and type.
+func checkSlots(st solverState, learnables G.Nodes, want int) error {
+	if len(st.Slots) != len(learnables) {
+		return fmt.Errorf("optimizer state for %d learnables, the model has %d", len(st.Slots), len(learnables))
+	}
+	for i, slot := range st.Slots {
+		if len(slot) != want {
+			return fmt.Errorf("optimizer state of learnable %d has %d tensors, want %d", i, len(slot), want)
+		}
+		w := learnables[i]
+		for _, t := range slot {
+			if !t.Shape().Eq(w.Shape()) || t.Dtype() != w.Dtype() {
+				return fmt.Errorf("optimizer state of %s is %v %v, the learnable is %v %v", w.Name(), t.Dtype(), t.Shape(), w.Dtype(), w.Shape())
+			}
+		}
+	}
+	return nil
+}
+
+// importFast is importSolver for package solvers' solver (SetState copies).
+func importFast(s *solvers.Solver, st solverState, learnables G.Nodes) error {
+	fs := solvers.State{Iter: st.Iter}
+	if s.Kind().Slots() == 0 && len(st.Slots) > 0 {
+		return fmt.Errorf("%v keeps no state, but the checkpoint holds some", s.Kind())
+	}
+	if st.Slots != nil {
+		if err := checkSlots(st, learnables, s.Kind().Slots()); err != nil {
+			return err
+		}
+		for _, slot := range st.Slots {
+			var vs []any
+			for _, t := range slot {
+				vs = append(vs, t.Data())
+			}
+			fs.Slots = append(fs.Slots, vs)
+		}
+	}
+	return s.SetState(fs)
+}
+
 // importSolver installs st into a solver that has not stepped yet.
 func importSolver(s G.Solver, st solverState, learnables G.Nodes) error {
+	if f, ok := s.(*solvers.Solver); ok {
+		return importFast(f, st, learnables)
+	}
 	cache, adam, ok, err := solverCache(s)
 	if err != nil {
 		return err
@@ -182,24 +296,16 @@ func importSolver(s G.Solver, st solverState, learnables G.Nodes) error {
 		cache.Set(reflect.Zero(cache.Type()))
 		return nil
 	}
-	if len(st.Slots) != len(learnables) {
-		return fmt.Errorf("optimizer state for %d learnables, the model has %d", len(st.Slots), len(learnables))
-	}
 	want := 1
 	if adam {
 		want = 2
 	}
+	if err := checkSlots(st, learnables, want); err != nil {
+		return err
+	}
 	fresh := reflect.MakeSlice(cache.Type(), len(st.Slots), len(st.Slots))
 	for i, slot := range st.Slots {
-		if len(slot) != want {
-			return fmt.Errorf("optimizer state of learnable %d has %d tensors, want %d", i, len(slot), want)
-		}
 		w := learnables[i]
-		for _, t := range slot {
-			if !t.Shape().Eq(w.Shape()) || t.Dtype() != w.Dtype() {
-				return fmt.Errorf("optimizer state of %s is %v %v, the learnable is %v %v", w.Name(), t.Dtype(), t.Shape(), w.Dtype(), w.Shape())
-			}
-		}
 		dv := reflect.New(cache.Type().Elem().Elem())
 		val, err := field(dv.Elem(), "Value")
 		if err != nil {
@@ -355,7 +461,7 @@ func captureTensors(learnables G.Nodes, bns []batchNorm, solver G.Solver, optimi
 	for i, s := range snap {
 		out = append(out, NamedTensor{fmt.Sprintf("bn/%d/mean", i), s[0]}, NamedTensor{fmt.Sprintf("bn/%d/variance", i), s[1]})
 	}
-	st, err := exportSolver(solver)
+	st, err := exportSolver(solver, learnables)
 	if err != nil {
 		return nil, 0, err
 	}

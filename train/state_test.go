@@ -12,62 +12,76 @@ import (
 	"github.com/gorgonia-ooc/outofcore/datasets"
 )
 
-// The solvers' hidden state survives export and import: a fresh solver given
-// the exported state steps exactly as the original.
+// The solvers' hidden state survives export and import, and moves between
+// the two implementations: a fresh solver of either kind given the state
+// exported from either steps exactly as the original.
 func TestSolverStateRoundTrip(t *testing.T) {
+	impls := []string{FastSolver, GorgoniaSolver}
 	for _, opt := range []string{"sgd", "momentum", "adam"} {
-		t.Run(opt, func(t *testing.T) {
-			mk := func() (G.Nodes, []*tensor.Dense) {
-				g := G.NewGraph()
-				var ns G.Nodes
-				var ws []*tensor.Dense
-				for i, shape := range [][]int{{3, 2}, {4}} {
-					w := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(seq(shape, float32(i)+0.5)))
-					ns = append(ns, G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName(fmt.Sprint("w", i)), G.WithValue(w)))
-					ws = append(ws, w)
-				}
-				return ns, ws
+		for _, from := range impls {
+			for _, to := range impls {
+				t.Run(opt+"/"+from+"-to-"+to, func(t *testing.T) {
+					testStateMove(t, opt, from, to)
+				})
 			}
-			grads := func(ns G.Nodes, step int) []G.ValueGrad {
-				var out []G.ValueGrad
-				for i, n := range ns {
-					d := seq(n.Shape(), float32(step*7+i)*0.37)
-					out = append(out, valueGrad{n.Value(), tensor.New(tensor.WithShape(n.Shape()...), tensor.WithBacking(d))})
-				}
-				return out
-			}
-			na, wa := mk()
-			a, _ := newSolver(opt, 0.05)
-			for s := 0; s < 3; s++ {
-				if err := a.Step(grads(na, s)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			st, err := exportSolver(a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			nb, wb := mk()
-			for i := range wa {
-				tensor.Copy(wb[i], wa[i])
-			}
-			b, _ := newSolver(opt, 0.05)
-			if err := importSolver(b, st, nb); err != nil {
-				t.Fatal(err)
-			}
-			for s := 3; s < 6; s++ {
-				a.Step(grads(na, s))
-				b.Step(grads(nb, s))
-			}
-			for i := range wa {
-				if !sameBits(wa[i], wb[i]) {
-					t.Errorf("weight %d: %v after import, %v without", i, wb[i], wa[i])
-				}
-			}
-			if opt != "sgd" && len(st.Slots) != 2 {
-				t.Errorf("%d slots exported", len(st.Slots))
-			}
-		})
+		}
+	}
+}
+
+func testStateMove(t *testing.T, opt, from, to string) {
+	mk := func() (G.Nodes, []*tensor.Dense) {
+		g := G.NewGraph()
+		var ns G.Nodes
+		var ws []*tensor.Dense
+		for i, shape := range [][]int{{3, 2}, {4}} {
+			w := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(seq(shape, float32(i)+0.5)))
+			ns = append(ns, G.NewTensor(g, tensor.Float32, len(shape), G.WithShape(shape...), G.WithName(fmt.Sprint("w", i)), G.WithValue(w)))
+			ws = append(ws, w)
+		}
+		return ns, ws
+	}
+	grads := func(ns G.Nodes, step int) []G.ValueGrad {
+		var out []G.ValueGrad
+		for i, n := range ns {
+			d := seq(n.Shape(), float32(step*7+i)*0.37)
+			out = append(out, valueGrad{n.Value(), tensor.New(tensor.WithShape(n.Shape()...), tensor.WithBacking(d))})
+		}
+		return out
+	}
+	na, wa := mk()
+	a, _ := newSolver(opt, from, 0.05)
+	for s := 0; s < 3; s++ {
+		if err := a.Step(grads(na, s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := exportSolver(a, na)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// State for each of the 2 learnables; none for sgd, as gorgonia's.
+	if want := map[string]int{"sgd": 0, "momentum": 2, "adam": 2}[opt]; len(st.Slots) != want {
+		t.Errorf("state of %d learnables exported, want %d", len(st.Slots), want)
+	}
+	if wantIter := map[bool]int{true: 3, false: 0}[opt == "adam"]; st.Iter != wantIter {
+		t.Errorf("iter %d exported, want %d", st.Iter, wantIter)
+	}
+	nb, wb := mk()
+	for i := range wa {
+		tensor.Copy(wb[i], wa[i])
+	}
+	b, _ := newSolver(opt, to, 0.05)
+	if err := importSolver(b, st, nb); err != nil {
+		t.Fatal(err)
+	}
+	for s := 3; s < 6; s++ {
+		a.Step(grads(na, s))
+		b.Step(grads(nb, s))
+	}
+	for i := range wa {
+		if !sameBits(wa[i], wb[i]) {
+			t.Errorf("weight %d: %v after import, %v without", i, wb[i], wa[i])
+		}
 	}
 }
 
@@ -138,7 +152,7 @@ func TestEvaluateKeepsState(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ev.Close()
-	solver, _ := newSolver("adam", 0.001)
+	solver, _ := newSolver("adam", FastSolver, 0.001)
 	if err := restoreTensors(path, ck, m.Learnables, bns, solver); err != nil {
 		t.Fatal(err)
 	}

@@ -310,7 +310,7 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 			return t, fmt.Errorf("evaluation: %w", err)
 		}
 	}
-	if t.solver, err = newSolver(cfg.Optimizer, cfg.LR); err != nil {
+	if t.solver, err = newSolver(cfg.Optimizer, cfg.Solver, cfg.LR); err != nil {
 		return t, err
 	}
 	t.historyFrom = 1
@@ -418,7 +418,7 @@ func (t *Trainer) Describe(out io.Writer) {
 		fmt.Fprintf(out, "; %d test examples", t.testSet.Info().Examples)
 	}
 	fmt.Fprintln(out)
-	fmt.Fprintf(out, "optimizer %s, learning rate %g, seed %d\n", cfg.Optimizer, cfg.LR, cfg.Seed)
+	fmt.Fprintf(out, "optimizer %s (%s solver), learning rate %g, seed %d\n", cfg.Optimizer, cfg.Solver, cfg.LR, cfg.Seed)
 	if len(cfg.LRDrop) > 0 {
 		fmt.Fprintf(out, "learning rate x0.1 after epochs %v\n", cfg.LRDrop)
 	}
@@ -571,7 +571,7 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 		if newEpoch || b.Index == 0 {
 			// The rate is a function of the epoch alone, so a resumed run
 			// sets it the same way.
-			G.WithLearnRate(learningRate(cfg.LR, cfg.LRDrop, b.Epoch+1))(t.solver)
+			setLearnRate(t.solver, learningRate(cfg.LR, cfg.LRDrop, b.Epoch+1))
 			n := min(t.bpe, b.Index+lastStep-t.step)
 			t.emit(Event{Kind: EpochStart, Step: t.step, LastStep: lastStep, Epoch: b.Epoch + 1, Epochs: cfg.Epochs, Batch: b.Index + 1, Batches: n, BatchSize: cfg.Batch})
 			newEpoch = false

@@ -63,10 +63,15 @@ func encodeBits(t *testing.T, nt NamedTensor) []byte {
 // and resumed from its checkpoint alone, with the configuration the
 // checkpoint holds, ends with the same weights, batch-norm statistics,
 // optimizer state, per-step losses and per-epoch history as a run that was
-// never interrupted, bit for bit.
+// never interrupted, bit for bit. The straight run uses the default fast
+// solver; the rows with solvers run their segments (before the first
+// interrupt, after each resume) with those instead, so they also check that
+// gorgonia's solver trains the same bits and that a checkpoint moves between
+// the two.
 func TestInterruptAndResume(t *testing.T) {
 	base := tinyConfig()
 	base.Epochs, base.Optimizer, base.Augment, base.SaveEvery = 3, "momentum", true, 3
+	base.LRDrop = []int{2} // the rate changes mid-run, in both solvers
 	dir := t.TempDir()
 	straight := base
 	straight.Checkpoint = filepath.Join(dir, "straight.ckpt")
@@ -75,10 +80,29 @@ func TestInterruptAndResume(t *testing.T) {
 	if len(want.Losses) != 12 || len(want.Meta.Epochs) != 3 {
 		t.Fatalf("straight run: %d losses, %d epochs", len(want.Losses), len(want.Meta.Epochs))
 	}
-	for _, stops := range [][]int{{1}, {2}, {4}, {6}, {2, 5, 9}} {
-		t.Run("stop-after-"+strings.Trim(strings.ReplaceAll(fmt.Sprint(stops), " ", "-"), "[]"), func(t *testing.T) {
+	for _, tc := range []struct {
+		stops   []int
+		solvers []string // per segment; nil: the default
+	}{
+		{stops: []int{1}}, {stops: []int{2}}, {stops: []int{4}}, {stops: []int{6}}, {stops: []int{2, 5, 9}},
+		{[]int{2, 5, 9}, []string{GorgoniaSolver, FastSolver, GorgoniaSolver, FastSolver}},
+		{[]int{6}, []string{FastSolver, GorgoniaSolver}},
+	} {
+		name := "stop-after-" + strings.Trim(strings.ReplaceAll(fmt.Sprint(tc.stops), " ", "-"), "[]")
+		if tc.solvers != nil {
+			name += "/" + strings.Join(tc.solvers, "-")
+		}
+		stops := tc.stops
+		t.Run(name, func(t *testing.T) {
 			cfg := base
 			cfg.Checkpoint = filepath.Join(t.TempDir(), "run.ckpt")
+			segment := func(c Config, i int) Config {
+				if tc.solvers != nil {
+					c.Solver = tc.solvers[i]
+				}
+				return c
+			}
+			cfg = segment(cfg, 0)
 			tr, err := Open(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -100,7 +124,7 @@ func TestInterruptAndResume(t *testing.T) {
 					t.Fatalf("checkpoint after %d steps: step %d, run %+v, %d losses", stop, ck.Meta.Step, ck.Meta.Run, len(ck.Losses))
 				}
 				// The checkpoint alone: its own configuration, nothing else.
-				if tr, err = Resume(ck, cfg.Checkpoint, RunConfig(ck)); err != nil {
+				if tr, err = Resume(ck, cfg.Checkpoint, segment(RunConfig(ck), i+1)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -172,4 +196,38 @@ func TestBudgetIsDevice(t *testing.T) {
 	b, _ := strconv.ParseInt(m[1], 10, 64)
 	cfg.Budget = Budget{Bytes: b}
 	fit(t, cfg)
+}
+
+// Training with the fast solver steps the same bits as with gorgonia's: the
+// same weights, batch-norm statistics, optimizer state and losses after a few
+// steps, for every optimizer.
+func TestFastSolverIsGorgonias(t *testing.T) {
+	for _, opt := range []string{"sgd", "momentum", "adam"} {
+		t.Run(opt, func(t *testing.T) {
+			var losses [][]float64
+			var states []map[string][]byte
+			for _, solver := range []string{FastSolver, GorgoniaSolver} {
+				cfg := tinyConfig()
+				cfg.Optimizer, cfg.Solver, cfg.Steps = opt, solver, 3
+				cfg.Checkpoint = filepath.Join(t.TempDir(), solver+".ckpt")
+				fit(t, cfg)
+				ck, st := runState(t, cfg.Checkpoint)
+				if ck.Meta.Run.Solver != solver {
+					t.Errorf("checkpoint records solver %q, want %q", ck.Meta.Run.Solver, solver)
+				}
+				losses, states = append(losses, ck.Losses), append(states, st)
+			}
+			if len(losses[0]) != 3 || !reflect.DeepEqual(losses[0], losses[1]) {
+				t.Errorf("losses: fast %v, gorgonia %v", losses[0], losses[1])
+			}
+			if len(states[0]) != len(states[1]) {
+				t.Fatalf("fast %d tensors, gorgonia %d", len(states[0]), len(states[1]))
+			}
+			for name, w := range states[1] {
+				if !bytes.Equal(states[0][name], w) {
+					t.Errorf("%s differs", name)
+				}
+			}
+		})
+	}
 }

@@ -69,6 +69,7 @@ func (m *memoryOptions) check() error {
 // to show its progress.
 type trainOptions struct {
 	Model, Data, Optimizer string
+	Solver                 string
 	Batch, Image, Width    int
 	Classes, Hidden        int
 	Epochs, Steps          int
@@ -114,7 +115,9 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.IntVar(&o.Steps, "steps", 0, "stop after this many steps in all (0: no cap)")
 	fs.Float64Var(&o.LR, "lr", 0, "learning rate (0: 0.001 for adam, 0.01 for sgd and momentum)")
 	fs.StringVar(&o.LRDropText, "lr-drop", "", "epochs after which the learning rate is multiplied by 0.1, e.g. 5 or 3,5")
-	fs.StringVar(&o.Optimizer, "optimizer", "adam", "optimizer: "+train.OptimizerNames()+" (gorgonia's solvers)")
+	fs.StringVar(&o.Optimizer, "optimizer", "adam", "optimizer: "+train.OptimizerNames()+" (gorgonia's update rules)")
+	fs.StringVar(&o.Solver, "solver", train.FastSolver, "code that runs the optimizer: "+train.FastSolver+" (package solvers: in place, all cores) or "+
+		train.GorgoniaSolver+" (gorgonia's own); the same bits, so a resume may switch")
 	fs.Int64Var(&o.Seed, "seed", 1, "seed of the weights, the data order and synthetic data")
 	fs.BoolVar(&o.Augment, "augment", false, "augment the training data: random crop (4-pixel padding) and horizontal flip")
 	o.memoryOptions.define(fs, "60%", "the in-core peak (ooc.Plan with ooc.Baseline)")
@@ -181,7 +184,7 @@ func (o *trainOptions) check() error {
 func (o *trainOptions) config() train.Config {
 	c := train.Config{
 		Model: o.Model, Data: o.Data, Batch: o.Batch, Image: o.Image, Width: o.Width, Classes: o.Classes, Hidden: o.Hidden,
-		Seed: o.Seed, Augment: o.Augment, Optimizer: o.Optimizer, LR: o.LR, LRDrop: o.LRDrop,
+		Seed: o.Seed, Augment: o.Augment, Optimizer: o.Optimizer, Solver: o.Solver, LR: o.LR, LRDrop: o.LRDrop,
 		Epochs: o.Epochs, Steps: o.Steps,
 		Device: o.Device, Budget: o.Budget, Window: o.Window, Scheduler: o.Scheduler, Allocator: o.Allocator.String(),
 		Checkpoint: o.Checkpoint, SaveEvery: o.SaveEvery, History: o.History, Plot: o.Plot, RecordProfile: o.RecordProfile,
@@ -249,6 +252,7 @@ func (o *trainOptions) resumeConfig(file string, saved train.Config) (train.Conf
 	override("scheduler", &c.Scheduler, given.Scheduler, saved.Scheduler)
 	override("allocator", &c.Allocator, given.Allocator, saved.Allocator)
 	override("device", &c.Device, given.Device, saved.Device)
+	override("solver", &c.Solver, given.Solver, saved.Solver)
 	override("history", &c.History, given.History, saved.History)
 	override("plot", &c.Plot, given.Plot, saved.Plot)
 	override("record-profile", &c.RecordProfile, given.RecordProfile, saved.RecordProfile)

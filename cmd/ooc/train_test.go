@@ -97,14 +97,17 @@ func TestResumeBitForBit(t *testing.T) {
 			full, _ := mustTrain(t, append(common, "-steps", strconv.Itoa(n), "-checkpoint", straight)...)
 
 			split := tempCkpt(t)
-			first, _ := mustTrain(t, append(common, "-steps", strconv.Itoa(n/2), "-checkpoint", split)...)
+			// The first half with gorgonia's solver, the second with the fast one (as the
+			// straight run): a checkpoint moves between them.
+			first, _ := mustTrain(t, append(common, "-steps", strconv.Itoa(n/2), "-checkpoint", split, "-solver", "gorgonia")...)
 			c, _ := stateOf(t, split)
 			if c.Meta.Step != n/2 || c.Meta.NextEpoch != 0 || c.Meta.NextBatch != n/2 {
 				t.Fatalf("checkpoint position: step %d, epoch %d, batch %d", c.Meta.Step, c.Meta.NextEpoch, c.Meta.NextBatch)
 			}
 			// Flags the checkpoint holds may be left out on -resume.
-			second, out := mustTrain(t, "-checkpoint", split, "-resume", "-epochs", "2", "-steps", strconv.Itoa(n), "-progress", "plain")
-			if !strings.Contains(out, fmt.Sprintf("resuming %s after step %d: next is batch %d of 4 in epoch 1", split, n/2, n/2+1)) {
+			second, out := mustTrain(t, "-checkpoint", split, "-resume", "-epochs", "2", "-steps", strconv.Itoa(n), "-progress", "plain", "-solver", "fast")
+			if !strings.Contains(out, fmt.Sprintf("resuming %s after step %d: next is batch %d of 4 in epoch 1", split, n/2, n/2+1)) ||
+				!strings.Contains(out, "-solver fast overrides the checkpoint's gorgonia") {
 				t.Errorf("resume output:\n%s", out)
 			}
 			if second.First != n/2+1 {
