@@ -164,51 +164,9 @@ func attention(dt tensor.Dtype, seed int64) *net {
 // train bit for bit as under gorgonia's TapeMachine, in core, at half the
 // in-core peak and at the least feasible budget.
 func TestUsersProgramsBitForBit(t *testing.T) {
-	programs := map[string]builder{
+	checkBitForBit(t, map[string]builder{
 		"logreg": logReg, "regression-l2": regressionL2, "rnn": rnn, "lstm": lstmNet, "attention": attention,
-	}
-	for _, name := range sortedNames(programs) {
-		build := programs[name]
-		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
-			ref := build(dt, 1)
-			tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
-			wantL, wantG, wantW := trainSteps(t, ref, tm, 3)
-			tm.Close()
-			peak, err := ooc.InCorePeak(build(dt, 1).g)
-			require.NoError(t, err, name)
-			for _, mode := range []string{"baseline", "50%", "min"} {
-				t.Run(name+"/"+dt.String()+"/"+mode, func(t *testing.T) {
-					got := build(dt, 1)
-					opts := []ooc.Option{ooc.BindDualValues(got.params...), ooc.WithPoison()}
-					var budget int64
-					switch mode {
-					case "baseline":
-						opts = append(opts, ooc.Baseline())
-					case "50%":
-						budget = peak / 2
-						if need, f := mostOneFunctionNeeds(t, build(dt, 1)); need > budget {
-							t.Skipf("no schedule exists: %s alone needs %d bytes resident, the budget is %d", f, need, budget)
-						}
-					case "min":
-						budget = minFeasible(t, build, dt, peak)
-					}
-					if budget > 0 {
-						opts = append(opts, ooc.WithBudget(budget))
-					}
-					m, err := ooc.Compile(got.g, opts...)
-					require.NoError(t, err)
-					defer m.Close()
-					gotL, gotG, gotW := trainSteps(t, got, m, 3)
-					require.Equal(t, wantL, gotL, "loss")
-					require.Equal(t, wantG, gotG, "gradients")
-					require.Equal(t, wantW, gotW, "weights after 3 Adam steps")
-					if budget > 0 {
-						require.LessOrEqual(t, m.Stats().PeakDeviceBytes, budget)
-					}
-				})
-			}
-		}
-	}
+	})
 }
 
 // TestLetEachStep: a training loop that binds a new batch with gorgonia.Let
