@@ -1,0 +1,54 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTrainOnTwoDevices: -devices 2 and -device cpu,cpu are the same run,
+// and it trains (the mean loss falls over an epoch's repeats); a run
+// stopped after 5 steps and resumed from its checkpoint ends with the same
+// losses, its checkpoint holding the two devices.
+func TestTrainOnTwoDevices(t *testing.T) {
+	dir := t.TempDir()
+	a, out, err := trainArgs(t, tiny("-devices", "2", "-epochs", "3", "-lr", "0.01")...)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "data parallel on 2 CPU devices")
+	require.Contains(t, out, "measured on 2 CPU devices")
+	require.Len(t, a.Losses, 12)
+	require.Less(t, a.Losses[8]+a.Losses[9]+a.Losses[10]+a.Losses[11], a.Losses[0]+a.Losses[1]+a.Losses[2]+a.Losses[3])
+	b, out, err := trainArgs(t, tiny("-device", "cpu,cpu", "-epochs", "3", "-lr", "0.01")...)
+	require.NoError(t, err, out)
+	require.Equal(t, a.Losses, b.Losses)
+
+	ck := filepath.Join(dir, "par.ckpt")
+	first, out, err := trainArgs(t, tiny("-devices", "2", "-epochs", "3", "-lr", "0.01", "-steps", "5", "-checkpoint", ck)...)
+	require.NoError(t, err, out)
+	rest, out, err := trainArgs(t, "-checkpoint", ck, "-resume", "-steps", "0", "-progress", "plain")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "data parallel on 2 CPU devices", "the checkpoint's run trains on two devices again")
+	require.Equal(t, a.Losses, append(first.Losses, rest.Losses...))
+}
+
+func TestTrainDevicesRefusals(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{tiny("-devices", "3"), "does not split evenly among 3"},
+		{tiny("-devices", "-1"), "want a positive count"},
+		{tiny("-devices", "2", "-device", "cpu,cpu"), "one way"},
+		{tiny("-device", "cpu*0"), "positive count"},
+		{tiny("-devices", "2", "-host-update"), "-host-update"},
+		{tiny("-device", "sim:titanxp-switch*2"), "runs real steps"},
+	} {
+		_, _, err := trainArgs(t, c.args...)
+		require.ErrorContains(t, err, c.want, c.args)
+	}
+	var out, errOut bytes.Buffer
+	require.Equal(t, 2, run(context.Background(), append([]string{"train"}, tiny("-devices", "-1")...), &out, &errOut))
+}
