@@ -12,6 +12,7 @@ import (
 	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/vm"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch"
 )
 
@@ -110,6 +111,15 @@ func openCUDA(name string) (vm.Device, error) {
 		return nil, fmt.Errorf("-device %s: %s opened, but no backend runs ops on it", name, d.Name())
 	}
 	return d, nil
+}
+
+// cudaName names a CUDA device with the driver's name for it, so that a
+// run on the fake driver says so ("Fake CUDA Device 0 (fakecuda)").
+func cudaName(d vm.Device) string {
+	if c, ok := d.(interface{ Info() cuda.Info }); ok && c.Info().Name != "" {
+		return fmt.Sprintf("%s, %s,", d.Name(), c.Info().Name)
+	}
+	return d.Name()
 }
 
 // deviceUpdate is the optimizer of a run on a CUDA device: by default the

@@ -116,7 +116,7 @@ func EvaluateCheckpoint(ec EvalConfig, out io.Writer) (*EvalResult, error) {
 			return nil, err
 		}
 		defer dev.Close()
-		opts, where = append(opts, ooc.WithDevice(dev)), "the CUDA device "+dev.Name()
+		opts, where = append(opts, ooc.WithDevice(dev)), "the CUDA device "+cudaName(dev)
 	}
 	if err := ev.compile(opts...); err != nil {
 		return nil, cfg.budgetError(err, func(b int64) error {

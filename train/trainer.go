@@ -874,7 +874,7 @@ func (t *Trainer) measuredOn() string {
 	case t.par != nil:
 		return fmt.Sprintf("%d CPU devices (-device %s)", len(t.par.devs), t.cfg.deviceName())
 	case t.cfg.onCUDA():
-		return fmt.Sprintf("the CUDA device %s", t.dev.Name())
+		return "the CUDA device " + cudaName(t.dev)
 	}
 	return "the CPU device"
 }
