@@ -2,11 +2,15 @@ package train
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gorgonia-ooc/outofcore/datasets"
+	"github.com/gorgonia-ooc/outofcore/models"
 )
 
 // Data parallel on one device (-device cpu*1) goes through
@@ -80,5 +84,28 @@ func TestCheckDevice(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("-device %q -devices %d: %v, want %q", cfg.Device, cfg.Devices, err, c.want)
 		}
+	}
+}
+
+// New with a model the caller built trains data parallel too: each replica
+// is models.Build of the model's name and configuration at its share of
+// the batch.
+func TestNewOnTwoDevices(t *testing.T) {
+	m, err := models.Build("smallcnn", models.Config{Batch: 4, Channels: 3, Height: 16, Width: 16, Classes: 10, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := datasets.Open("synthetic:n=16", datasets.WithShape(3, 16, 16), datasets.WithClasses(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(m, ds, nil, Config{Steps: 2, Devices: 2, Budget: Budget{Percent: 60}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	res, err := tr.Fit(context.Background())
+	if err != nil || len(res.Losses) != 2 || tr.par == nil || len(tr.par.devs) != 2 {
+		t.Fatalf("%v: %d losses", err, len(res.Losses))
 	}
 }

@@ -3,10 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gorgonia-ooc/outofcore/train"
 )
 
 // TestTrainOnTwoDevices: -devices 2 and -device cpu,cpu are the same run,
@@ -51,4 +55,36 @@ func TestTrainDevicesRefusals(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	require.Equal(t, 2, run(context.Background(), append([]string{"train"}, tiny("-devices", "-1")...), &out, &errOut))
+}
+
+// -resume restores the checkpoint's devices; flags given again override
+// them, and a run moved off a CUDA device drops what only CUDA does.
+func TestResumeDevices(t *testing.T) {
+	for _, c := range []struct {
+		saved       train.Config
+		args        []string
+		wantDevice  string
+		wantDevices int
+		note        string
+	}{
+		{train.Config{Device: "cpu", Devices: 2}, nil, "cpu", 2, ""},
+		{train.Config{Device: "cpu", Devices: 2}, []string{"-devices", "1"}, "cpu", 1, "-devices 1 overrides the checkpoint's 2"},
+		{train.Config{Device: "cuda", HostUpdate: true, LaunchTable: "l.txt"}, []string{"-device", "cpu"}, "cpu", 0, "CUDA-only -host-update and -launch-table are dropped"},
+		{train.Config{Device: "cuda", HostUpdate: true}, []string{"-host-update=false"}, "cuda", 0, "-host-update=false overrides"},
+	} {
+		o, err := parseTrainFlags(append([]string{"-checkpoint", filepath.Join(t.TempDir(), "x.ckpt"), "-resume"}, c.args...), io.Discard)
+		require.NoError(t, err)
+		saved := c.saved
+		saved.Model, saved.Data, saved.Batch, saved.Image, saved.Seed = "smallcnn", "synthetic:n=16", 4, 16, 1
+		saved.Defaults()
+		got, notes, err := o.resumeConfig("x.ckpt", saved)
+		require.NoError(t, err, c.args)
+		require.Equal(t, c.wantDevice, got.Device, c.args)
+		require.Equal(t, c.wantDevices, got.Devices, c.args)
+		if c.note != "" {
+			require.Contains(t, strings.Join(notes, "\n"), c.note)
+			continue
+		}
+		require.Empty(t, notes)
+	}
 }
