@@ -103,7 +103,8 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ooc train [flags]\n       ooc train -checkpoint FILE -resume [flags to change]\n\n"+
-			"Trains a model with ooc.Compile under a device-memory budget, evaluating on the test split after each epoch.\n"+
+			"Trains a model with ooc.Compile under a device-memory budget, evaluating on the test split after each epoch:\n"+
+			"on the CPU device, on a GPU (-device cuda), or data parallel on several CPU devices (-devices N).\n"+
 			"-resume continues the run the checkpoint holds with its whole configuration; -epochs, -steps, the memory\n"+
 			"flags and the output files given again override it.\n\nflags:\n")
 		fs.PrintDefaults()
