@@ -52,6 +52,15 @@ func (c *Config) deviceCount() int {
 	return n
 }
 
+// deviceCountOrOne is a saved run's device count: 1 for a run saved
+// without its configuration (nil) or with a device list it cannot parse.
+func (c *Config) deviceCountOrOne() int {
+	if c == nil {
+		return 1
+	}
+	return max(c.deviceCount(), 1)
+}
+
 // checkDevice checks Device, Devices and the options that need a CUDA device.
 func (c *Config) checkDevice() error {
 	real := func(name string) error {

@@ -17,7 +17,7 @@ type EvalConfig struct {
 	Checkpoint string
 	Data       string // "": the checkpoint's
 	Split      string // test (default) or train
-	Batch      int    // 0: the checkpoint's
+	Batch      int    // 0: the checkpoint's (one device's share for a data-parallel run)
 	// Budget nil: the budget training ran under (the forward pass fits in it).
 	Budget    *Budget
 	Window    int64
@@ -62,6 +62,11 @@ func EvaluateCheckpoint(ec EvalConfig, out io.Writer) (*EvalResult, error) {
 	batch := ec.Batch
 	if batch == 0 {
 		batch = meta.Batch
+		// A data-parallel run's budget is one device's, which held a
+		// share of the batch: its evaluations ran at that share.
+		if n := meta.Run.deviceCountOrOne(); batch%n == 0 {
+			batch /= n
+		}
 	}
 	shape := meta.shape()
 	m, err := buildModel(meta.Model, batch, shape, meta.Seed)

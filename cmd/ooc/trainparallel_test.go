@@ -36,6 +36,14 @@ func TestTrainOnTwoDevices(t *testing.T) {
 	require.NoError(t, err, out)
 	require.Contains(t, out, "data parallel on 2 CPU devices", "the checkpoint's run trains on two devices again")
 	require.Equal(t, a.Losses, append(first.Losses, rest.Losses...))
+	// ooc eval of the checkpoint evaluates as the run did after its last
+	// epoch: one device's share of the batch, replica 0's statistics.
+	ck2, err := train.Load(ck)
+	require.NoError(t, err)
+	got, out := mustEval(t, "-checkpoint", ck)
+	require.Contains(t, out, "batch 2")
+	want := ck2.Meta.LastEval
+	require.Equal(t, [3]any{want.Correct, want.Total, want.Loss}, [3]any{got.Correct, got.Total, got.Loss}, out)
 }
 
 func TestTrainDevicesRefusals(t *testing.T) {
