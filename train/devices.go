@@ -80,8 +80,8 @@ func (c *Config) checkDevice() error {
 	} else {
 		for _, part := range strings.Split(spec, ",") {
 			name, count, counted := strings.Cut(strings.TrimSpace(part), "*")
-			if err := real(name); err != nil {
-				return err
+			if strings.HasPrefix(name, "sim:") {
+				return configErrorf("-device %s: training runs real steps; ooc multigpu simulates data-parallel steps on sim:PROFILE*N", spec)
 			}
 			if name != "cpu" {
 				return configErrorf("-device %s: data-parallel training runs on CPU devices only (cpu,cpu or cpu*N), not %q", spec, name)

@@ -59,6 +59,9 @@ func checkRunDevice(spec string) error {
 func checkTrainDevices(spec string) error {
 	for _, part := range strings.Split(spec, ",") {
 		name, _, _ := strings.Cut(strings.TrimSpace(part), "*")
+		if name != spec && strings.HasPrefix(name, "sim:") {
+			return usagef("-device %s: train runs real steps; ooc multigpu simulates data-parallel steps on sim:PROFILE*N", spec)
+		}
 		if err := checkRunDevice(name); err != nil {
 			return err
 		}
