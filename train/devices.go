@@ -63,18 +63,12 @@ func (c *Config) deviceCountOrOne() int {
 
 // checkDevice checks Device, Devices and the options that need a CUDA device.
 func (c *Config) checkDevice() error {
-	real := func(name string) error {
-		if strings.HasPrefix(name, "sim:") {
-			return configErrorf("-device %s: training runs real steps: use cpu or cuda (sweep, plan and compare take sim:PROFILE)", c.Device)
-		}
-		return nil
-	}
 	spec := c.parallelSpec()
 	if spec == "" {
-		if err := real(c.Device); err != nil {
-			return err
-		}
-		if c.Device != "cpu" && !isCUDA(c.Device) {
+		switch {
+		case strings.HasPrefix(c.Device, "sim:"):
+			return configErrorf("-device %s: training runs real steps: use cpu or cuda (sweep, plan and compare take sim:PROFILE)", c.Device)
+		case c.Device != "cpu" && !isCUDA(c.Device):
 			return configErrorf("-device %s: unknown device (want cpu, cuda or cuda:N; or several CPU devices: cpu,cpu or cpu*N)", c.Device)
 		}
 	} else {
