@@ -48,8 +48,26 @@ type Config struct {
 	Steps  int `json:"steps,omitempty"`
 
 	// How each step runs; a resume may change these too (the steps compute
-	// the same values under any of them, bit for bit).
-	Device    string `json:"device,omitempty"` // "" or "cpu": steps run on the CPU
+	// the same values under any of them, bit for bit, but on another kind
+	// or number of devices: see Device).
+	//
+	// Device is where the steps run: "cpu" (the default), "cuda" or "cuda:N"
+	// (the CUDA kernels of vm/cuda/dispatch), or several CPU devices for
+	// data-parallel training ("cpu,cpu", "cpu*2"; see Devices). A CUDA or
+	// data-parallel step computes the CPU device's values up to float
+	// rounding, not bit for bit.
+	Device string `json:"device,omitempty"`
+	// Devices N > 1 trains data parallel on N copies of Device (the same as
+	// Device "cpu*N"): ooc.CompileParallel, each device a share of the batch.
+	Devices int `json:"devices,omitempty"`
+	// HostUpdate, on a CUDA device, runs gorgonia's solver on the host
+	// (gradients down, weights up every step) instead of the update kernels
+	// on the device (dispatch.Solver), the default.
+	HostUpdate bool `json:"host_update,omitempty"`
+	// LaunchTable, on a CUDA device, is where Fit writes the kernel launch
+	// table of the training machine at the end (dispatch.WriteLaunchTable).
+	LaunchTable string `json:"launch_table,omitempty"`
+
 	Budget    Budget `json:"budget"`
 	Window    int64  `json:"window,omitempty"`    // window scheduler's schedule-window; 0: automatic
 	Scheduler string `json:"scheduler,omitempty"` // window (default) or baseline
@@ -123,8 +141,10 @@ func (c *Config) Check() error {
 		return configErrorf("-solver %q: unknown solver (want %s or %s)", c.Solver, FastSolver, GorgoniaSolver)
 	case c.Scheduler != "window" && c.Scheduler != "baseline":
 		return configErrorf("-scheduler %q: unknown scheduler (want window or baseline)", c.Scheduler)
-	case c.Device != "cpu":
-		return configErrorf("-device %s: training steps run on the CPU device only", c.Device)
+	case c.Devices < 0:
+		return configErrorf("-devices %d: want a positive count", c.Devices)
+	case c.Devices > 1 && strings.ContainsAny(c.Device, ",*"):
+		return configErrorf("-devices %d with -device %s: give the devices one way", c.Devices, c.Device)
 	case c.Budget.Bytes < 0 || c.Budget.Percent < 0 || math.IsNaN(c.Budget.Percent) || math.IsInf(c.Budget.Percent, 0):
 		return configErrorf("-budget %v: must be positive", c.Budget)
 	case c.Window < 0:
@@ -152,6 +172,9 @@ func (c *Config) Check() error {
 	case c.SaveEvery > 0 && c.Checkpoint == "":
 		return configErrorf("-save-every needs -checkpoint FILE")
 	}
+	if err := c.checkDevice(); err != nil {
+		return err
+	}
 	for i, e := range c.LRDrop {
 		if e <= 0 || (i > 0 && e <= c.LRDrop[i-1]) {
 			return configErrorf("-lr-drop %v: want increasing epoch numbers, e.g. 3,5", c.LRDrop)
@@ -159,6 +182,7 @@ func (c *Config) Check() error {
 	}
 	for _, out := range []struct{ flag, path string }{
 		{"-checkpoint", c.Checkpoint}, {"-history", c.History}, {"-plot", c.Plot}, {"-record-profile", c.RecordProfile},
+		{"-launch-table", c.LaunchTable},
 	} {
 		if err := CheckOutput(out.flag, out.path); err != nil {
 			return err

@@ -55,6 +55,23 @@
 // the resumed run ends with the same weights as an uninterrupted one.
 // EvaluateCheckpoint evaluates a checkpoint on a split of its data.
 //
+// # Devices
+//
+// Config.Device "cpu" (the default) runs the steps on a CPU device of the
+// budget's size. "cuda" or "cuda:N" computes on a CUDA device through
+// vm/cuda/dispatch, the evaluation's forward pass too: the optimizer update
+// runs there as well (dispatch.Solver; weights and optimizer state stay on
+// the device and come to the host for evaluations and checkpoints) unless
+// Config.HostUpdate, and Config.LaunchTable receives the kernel launch
+// table. Several CPU devices ("cpu,cpu", "cpu*N", or Config.Devices N)
+// train data parallel through ooc.CompileParallel in the same loop: the
+// Trainer's model is the whole-batch script graph, each device runs a
+// replica with its share of the batch under the budget, and batch-norm
+// statistics are replica 0's (evaluated on a replica-sized model of their
+// own). The checkpoint records all of these, so a resume restores them;
+// CUDA and several devices compute the CPU device's values up to float
+// rounding, and "cpu*1" exactly.
+//
 // # Solvers
 //
 // Config.Optimizer names the update rule (sgd, momentum, adam: gorgonia's)

@@ -17,12 +17,15 @@ type EvalConfig struct {
 	Checkpoint string
 	Data       string // "": the checkpoint's
 	Split      string // test (default) or train
-	Batch      int    // 0: the checkpoint's
+	Batch      int    // 0: the checkpoint's (one device's share for a data-parallel run)
 	// Budget nil: the budget training ran under (the forward pass fits in it).
 	Budget    *Budget
 	Window    int64
 	Scheduler string // window (default) or baseline
 	Allocator string // va (default) or bestfit
+	// Device is where the forward pass computes: cpu (default), or cuda /
+	// cuda:N (vm/cuda/dispatch).
+	Device string
 }
 
 // EvaluateCheckpoint rebuilds a checkpoint's model, loads its weights and
@@ -44,11 +47,14 @@ func EvaluateCheckpoint(ec EvalConfig, out io.Writer) (*EvalResult, error) {
 	if !KnownModel(meta.Model) {
 		return nil, fmt.Errorf("checkpoint %s: unknown model %q", ec.Checkpoint, meta.Model)
 	}
-	cfg := Config{Scheduler: ec.Scheduler, Allocator: ec.Allocator, Window: ec.Window, Optimizer: meta.Optimizer}
+	cfg := Config{Scheduler: ec.Scheduler, Allocator: ec.Allocator, Window: ec.Window, Optimizer: meta.Optimizer, Device: ec.Device}
 	if ec.Budget != nil {
 		cfg.Budget = *ec.Budget
 	}
 	cfg.Defaults()
+	if cfg.parallelSpec() != "" || (cfg.Device != "cpu" && !isCUDA(cfg.Device)) {
+		return nil, configErrorf("-device %s: evaluation runs on one device: cpu, or cuda / cuda:N", cfg.Device)
+	}
 	spec := ec.Data
 	if spec == "" {
 		spec = meta.Data
@@ -56,6 +62,11 @@ func EvaluateCheckpoint(ec EvalConfig, out io.Writer) (*EvalResult, error) {
 	batch := ec.Batch
 	if batch == 0 {
 		batch = meta.Batch
+		// A data-parallel run's budget is one device's, which held a
+		// share of the batch: its evaluations ran at that share.
+		if n := meta.Run.deviceCountOrOne(); batch%n == 0 {
+			batch /= n
+		}
 	}
 	shape := meta.shape()
 	m, err := buildModel(meta.Model, batch, shape, meta.Seed)
@@ -102,7 +113,17 @@ func EvaluateCheckpoint(ec EvalConfig, out io.Writer) (*EvalResult, error) {
 		}
 		cfg.Budget = Budget{Bytes: budget}
 	}
-	if err := ev.compile(cfg.compileOptions(budget)...); err != nil {
+	opts := cfg.compileOptions(budget)
+	where := "the CPU device"
+	if cfg.onCUDA() {
+		dev, err := openCUDA(cfg.Device)
+		if err != nil {
+			return nil, err
+		}
+		defer dev.Close()
+		opts, where = append(opts, ooc.WithDevice(dev)), "the CUDA device "+cudaName(dev)
+	}
+	if err := ev.compile(opts...); err != nil {
 		return nil, cfg.budgetError(err, func(b int64) error {
 			_, err := ooc.Plan(ev.graph, ev.options(ooc.WithWindow(cfg.Window), ooc.WithBudget(b))...)
 			return err
@@ -133,8 +154,8 @@ func EvaluateCheckpoint(ec EvalConfig, out io.Writer) (*EvalResult, error) {
 	r.Step = meta.Step
 	st := ev.machine.Stats()
 	fmt.Fprintf(out, "%s\n", r)
-	fmt.Fprintf(out, "measured on the CPU device of this machine (%s/%s, %d CPUs; not simulated): %d images in %.2fs, %.1f images/s; device peak %d B (%s), swap bytes in %d, out %d\n",
-		runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), r.Examples, elapsed.Seconds(), float64(r.Examples)/elapsed.Seconds(),
+	fmt.Fprintf(out, "measured on %s of this machine (%s/%s, %d CPUs; not simulated): %d images in %.2fs, %.1f images/s; device peak %d B (%s), swap bytes in %d, out %d\n",
+		where, runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), r.Examples, elapsed.Seconds(), float64(r.Examples)/elapsed.Seconds(),
 		st.PeakDeviceBytes, FormatBytes(st.PeakDeviceBytes), st.SwapInBytes, st.SwapOutBytes)
 	return &r, nil
 }

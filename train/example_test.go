@@ -94,3 +94,34 @@ func ExampleNew() {
 	fmt.Println(len(res.Losses), "steps;", ev.Examples, "test examples evaluated")
 	// Output: 2 steps; 16 test examples evaluated
 }
+
+// Data parallel on two CPU devices: each runs a replica with half of every
+// batch under its own budget, and the gradients are averaged before the
+// update; the checkpoint holds the device list, so the resumed run trains
+// on two devices again.
+func ExampleConfig_devices() {
+	dir, err := os.MkdirTemp("", "train-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "run.ckpt")
+	cfg := train.Config{Model: "smallcnn", Data: "synthetic:n=16", Batch: 4, Image: 16, Steps: 2,
+		Devices: 2, Budget: train.Budget{Percent: 60}, Checkpoint: path}
+	t, err := train.Open(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := t.Fit(context.Background())
+	t.Close()
+	if err != nil {
+		log.Fatal(err)
+	}
+	ck, err := train.Load(path)
+	if err != nil {
+		log.Fatal(err)
+	}
+	saved := train.RunConfig(ck)
+	fmt.Println(len(res.Losses), "steps on", saved.Devices, "devices of", saved.Device)
+	// Output: 2 steps on 2 devices of cpu
+}

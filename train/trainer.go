@@ -88,7 +88,9 @@ type Trainer struct {
 	mem      memoryPlan // the device and the scheduling budget it allows
 	dev      vm.Device  // the training device when the trainer made it
 	extra    []ooc.Option
-	machine  *vm.Machine
+	machine  *vm.Machine  // the training machine (replica 0's when data parallel)
+	par      *parallelRun // data-parallel runs: the replicas
+	upd      *deviceUpdate
 	ev       *evaluator
 	solver   G.Solver
 	bns      []batchNorm
@@ -264,8 +266,19 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 		return t, fmt.Errorf("-data %s has %d training examples, fewer than one batch of %d", cfg.Data, info.Examples, cfg.Batch)
 	}
 
-	// Memory: the in-core peak, the budget, the machines.
-	inCore, err := ooc.Plan(m.Graph, ooc.Baseline())
+	// Memory: the in-core peak, the budget, the machines. Each device of
+	// a data-parallel run holds a replica with its share of the batch:
+	// that is the model planned.
+	pm := m
+	if n := cfg.deviceCount(); n > 1 {
+		if cfg.Batch%n != 0 {
+			return t, configErrorf("-batch %d does not split evenly among %d devices (-device %s)", cfg.Batch, n, cfg.deviceName())
+		}
+		if pm, err = replicaModel(m, cfg.Batch/n); err != nil {
+			return t, fmt.Errorf("a replica of %s for %d devices: %w", m.Name, n, err)
+		}
+	}
+	inCore, err := ooc.Plan(pm.Graph, ooc.Baseline())
 	if err != nil {
 		return t, err
 	}
@@ -273,17 +286,21 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 	t.budget = cfg.Budget.Resolve(t.inCore)
 	explain := func(err error) error {
 		return cfg.budgetError(err, func(b int64) error {
-			_, err := ooc.Plan(m.Graph, ooc.WithWindow(cfg.Window), ooc.WithBudget(b))
+			_, err := ooc.Plan(pm.Graph, ooc.WithWindow(cfg.Window), ooc.WithBudget(b))
 			return err
 		}, t.budget, t.inCore)
 	}
-	if t.mem, err = fitMemory(&t.cfg, m, t.budget); err != nil {
+	if cfg.onCUDA() {
+		// The CUDA device's own memory bounds the allocator: no CPU
+		// device stands in for it.
+		t.mem = memoryPlan{planned: t.budget, chunk: cfg.Chunk}
+	} else if t.mem, err = fitMemory(&t.cfg, pm, t.budget); err != nil {
 		var small *deviceTooSmallError
 		if !errors.As(err, &small) && !strings.Contains(err.Error(), "infeasible") {
 			return t, explain(err)
 		}
 		msg := fmt.Sprintf("-budget %s (%d bytes; in-core peak %d bytes): %v", cfg.Budget, t.budget, t.inCore, err)
-		if least := leastDevice(&t.cfg, m, t.budget, t.inCore); least > 0 {
+		if least := leastDevice(&t.cfg, pm, t.budget, t.inCore); least > 0 {
 			pct := math.Ceil(100 * float64(least) / float64(t.inCore))
 			return t, fmt.Errorf("%s; the least device that serves a step is about %s (%.0f%% of the in-core peak): try -budget %.0f%% (or -budget %d)",
 				msg, FormatBytes(least), pct, pct, least)
@@ -291,26 +308,53 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 		return t, errors.New(msg)
 	}
 	opts := t.cfg.compileOptionsFor(t.mem)
-	if t.mem.device > 0 {
+	switch {
+	case cfg.parallelSpec() != "":
+		if t.par, err = compileParallel(&t.cfg, m, pm, t.mem, append(append(opts, t.extra...), ooc.BindDualValues(m.Learnables...))); err != nil {
+			return t, explain(err)
+		}
+		t.machine = t.par.p.Machines()[0]
+	case cfg.onCUDA():
+		if t.dev, err = openCUDA(cfg.Device); err != nil {
+			return t, err
+		}
+		opts = append(opts, ooc.WithDevice(t.dev))
+	case t.mem.device > 0:
 		if t.dev, err = vm.NewCPU(t.mem.device); err != nil {
 			return t, err
 		}
 		opts = append(opts, ooc.WithDevice(t.dev))
 	}
-	opts = append(append(opts, t.extra...), ooc.BindDualValues(m.Learnables...))
-	if t.machine, err = ooc.Compile(m.Graph, opts...); err != nil {
-		return t, explain(err)
+	if t.par == nil {
+		opts = append(append(opts, t.extra...), ooc.BindDualValues(m.Learnables...))
+		if t.machine, err = ooc.Compile(m.Graph, opts...); err != nil {
+			return t, explain(err)
+		}
 	}
 	t.bns = modelBatchNorms(m)
 	if testDS != nil {
-		if t.ev, err = newEvaluator(m, t.bns); err == nil {
-			err = t.ev.compile(t.compileOptions()...)
+		em, ebns := m, t.bns
+		if t.par != nil {
+			em, ebns = t.par.eval, t.par.evalBNs
+		}
+		if t.ev, err = newEvaluator(em, ebns); err == nil {
+			evOpts := t.compileOptions()
+			if cfg.onCUDA() {
+				evOpts = append(evOpts, ooc.WithDevice(t.dev)) // the forward pass computes there too
+			}
+			err = t.ev.compile(evOpts...)
 		}
 		if err != nil {
 			return t, fmt.Errorf("evaluation: %w", err)
 		}
 	}
-	if t.solver, err = newSolver(cfg.Optimizer, cfg.Solver, cfg.LR); err != nil {
+	impl := cfg.Solver
+	if isCUDA(cfg.Device) && !cfg.HostUpdate {
+		// The update runs on the device with the settings of a gorgonia
+		// solver (vm/cuda/dispatch.NewSolver); the host solver never steps.
+		impl = GorgoniaSolver
+	}
+	if t.solver, err = newSolver(cfg.Optimizer, impl, cfg.LR); err != nil {
 		return t, err
 	}
 	t.historyFrom = 1
@@ -351,7 +395,11 @@ func (t *Trainer) Close() error {
 	if t.ev != nil {
 		errs = append(errs, t.ev.Close())
 	}
-	if t.machine != nil {
+	errs = append(errs, t.upd.close())
+	t.upd = nil
+	if t.par != nil {
+		errs = append(errs, t.par.close()) // closes t.machine, replica 0's
+	} else if t.machine != nil {
 		errs = append(errs, t.machine.Close())
 	}
 	if t.dev != nil {
@@ -366,8 +414,28 @@ func (t *Trainer) Config() Config { return t.cfg }
 // Model is the model being trained.
 func (t *Trainer) Model() *models.Model { return t.model }
 
-// Machine is the training machine.
+// Machine is the training machine (replica 0's in a data-parallel run).
 func (t *Trainer) Machine() *vm.Machine { return t.machine }
+
+// runStep runs one training step's graph: the machine, or every replica.
+func (t *Trainer) runStep() error {
+	if t.par != nil {
+		return t.par.p.RunAll() // a failed step resets the replicas
+	}
+	if err := t.machine.RunAll(); err != nil {
+		t.machine.Reset()
+		return err
+	}
+	return nil
+}
+
+// stats are the training machine's, or the replicas' (parallelRun.stats).
+func (t *Trainer) stats() vm.Stats {
+	if t.par != nil {
+		return t.par.stats()
+	}
+	return t.machine.Stats()
+}
 
 // Step is the number of steps done in the whole run.
 func (t *Trainer) Step() int { return t.step }
@@ -395,8 +463,14 @@ func (t *Trainer) Restore(ck *Checkpoint, file string) error {
 		return configErrorf("checkpoint %s is of model %s (batch %d, %s, seed %d), this run %s (batch %d, %s, seed %d)",
 			file, m.Model, m.Batch, m.Optimizer, m.Seed, t.cfg.Model, t.cfg.Batch, t.cfg.Optimizer, t.cfg.Seed)
 	}
+	if t.upd != nil {
+		return errors.New("train: Restore after Fit moved the update to the CUDA device: restore into a new Trainer")
+	}
 	if err := restoreTensors(file, ck, t.model.Learnables, t.bns, t.solver); err != nil {
 		return err
+	}
+	if err := t.par.statsFrom(t.bns); err != nil {
+		return fmt.Errorf("checkpoint %s: batch-norm statistics to the replicas: %w", file, err)
 	}
 	t.step, t.nextEpoch, t.nextBatch = m.Step, m.NextEpoch, m.NextBatch
 	t.epochLoss, t.epochSteps, t.lastEval = m.EpochLossSum, m.EpochSteps, m.LastEval
@@ -422,10 +496,17 @@ func (t *Trainer) Describe(out io.Writer) {
 	if len(cfg.LRDrop) > 0 {
 		fmt.Fprintf(out, "learning rate x0.1 after epochs %v\n", cfg.LRDrop)
 	}
-	fmt.Fprintf(out, "memory: in-core peak %s; scheduler %s, %s, allocator %s; tape of %d instructions, %d swap-ins per step\n",
-		FormatBytes(t.inCore), prog.Scheduler, cfg.budgetLine(prog.Budget, t.inCore), cfg.Allocator, len(prog.Instrs), swapIns)
+	mem := "memory"
+	if t.par != nil {
+		mem = "memory per device (its replica's step)"
+	}
+	fmt.Fprintf(out, "%s: in-core peak %s; scheduler %s, %s, allocator %s; tape of %d instructions, %d swap-ins per step\n",
+		mem, FormatBytes(t.inCore), prog.Scheduler, cfg.budgetLine(prog.Budget, t.inCore), cfg.Allocator, len(prog.Instrs), swapIns)
 	if line := t.deviceLine(); line != "" {
 		fmt.Fprintf(out, "device: %s\n", line)
+	}
+	if line := t.computeLine(); line != "" {
+		fmt.Fprintf(out, "compute: %s\n", line)
 	}
 	if t.ev != nil {
 		ep := t.ev.machine.Program()
@@ -472,6 +553,12 @@ func (t *Trainer) Save() error {
 // checkpoint captures the run as it stands (the live tensors: write it
 // before the next step).
 func (t *Trainer) checkpoint() (*Checkpoint, error) {
+	if err := t.upd.toHost(); err != nil {
+		return nil, err
+	}
+	if err := t.par.statsTo(t.bns); err != nil {
+		return nil, err
+	}
 	tensors, iter, err := captureTensors(t.model.Learnables, t.bns, t.solver, t.cfg.Optimizer)
 	if err != nil {
 		return nil, err
@@ -520,7 +607,17 @@ func (t *Trainer) Evaluate() (EvalResult, error) {
 	if t.ev == nil {
 		return EvalResult{}, errors.New(t.testNote)
 	}
-	r, err := t.ev.evaluate(t.testSet, t.lo)
+	if err := t.upd.weightsToHost(); err != nil {
+		return EvalResult{}, err
+	}
+	lo := t.lo
+	if t.par != nil {
+		if err := t.par.toEval(t.model.Learnables); err != nil {
+			return EvalResult{}, err
+		}
+		lo.BatchSize /= len(t.par.devs)
+	}
+	r, err := t.ev.evaluate(t.testSet, lo)
 	r.Step, r.Epoch = t.step, t.nextEpoch
 	return r, err
 }
@@ -538,6 +635,14 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 	}
 	if t.step >= lastStep {
 		return res, nil
+	}
+	if t.cfg.onCUDA() && !t.cfg.HostUpdate && t.upd == nil {
+		// After any Restore: the device solver starts from the state the
+		// gorgonia solver holds.
+		var err error
+		if t.upd, err = newDeviceUpdate(t.machine, t.solver, m.Learnables); err != nil {
+			return res, err
+		}
 	}
 	evaluate := func(when string) error {
 		if t.ev == nil {
@@ -582,8 +687,7 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 		if err := G.Let(m.Labels, b.Y); err != nil {
 			return res, err
 		}
-		if err := t.machine.RunAll(); err != nil {
-			t.machine.Reset()
+		if err := t.runStep(); err != nil {
 			return res, fmt.Errorf("step %d: %w", t.step+1, err)
 		}
 		loss, err := scalarOf(m.Loss.Value())
@@ -594,7 +698,7 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 			return res, fmt.Errorf("step %d: the loss is %v (try a smaller -lr); the checkpoint, if any, is left as it was at step %d", t.step+1, loss, t.saved)
 		}
 		t1 := time.Now()
-		if err := t.solver.Step(G.NodesToValueGrads(m.Learnables)); err != nil {
+		if err := t.upd.step(t.solver, m.Learnables); err != nil {
 			return res, fmt.Errorf("step %d: %s: %w", t.step+1, cfg.Optimizer, err)
 		}
 		res.solverTime += time.Since(t1)
@@ -613,7 +717,7 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 		if b.EndOfEpoch {
 			t.nextEpoch, t.nextBatch = b.Epoch+1, 0
 		}
-		st := t.machine.Stats()
+		st := t.stats()
 		t.emit(Event{
 			Kind: StepDone, Step: t.step, LastStep: lastStep, Epoch: b.Epoch + 1, Epochs: cfg.Epochs, Batch: b.Index + 1, Batches: t.bpe,
 			BatchSize: cfg.Batch, Images: b.N, Loss: loss, ImagesPerSec: float64(res.images) / time.Since(start).Seconds(),
@@ -652,7 +756,11 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 		return res, err
 	}
 	res.elapsed = time.Since(start)
-	res.Stats = t.machine.Stats()
+	res.Stats = t.stats()
+	// The caller reads the model's weights on the host.
+	if err := t.upd.weightsToHost(); err != nil {
+		return res, err
+	}
 	return res, t.writeOutputs(res)
 }
 
@@ -676,6 +784,12 @@ func (t *Trainer) writeOutputs(res *Result) error {
 			t.note(Saved, "loss and accuracy plot of %d epochs written to %s", len(t.epochs), cfg.Plot)
 		}
 	}
+	if cfg.LaunchTable != "" {
+		if err := writeLaunchTable(cfg.LaunchTable, t.machine); err != nil {
+			return err
+		}
+		t.note(Saved, "kernel launch table of the training step written to %s", cfg.LaunchTable)
+	}
 	if cfg.RecordProfile != "" {
 		if err := recordProfile(cfg.RecordProfile, t.machine); err != nil {
 			return err
@@ -689,8 +803,8 @@ func (t *Trainer) writeOutputs(res *Result) error {
 func (t *Trainer) Summary(out io.Writer, res *Result) {
 	cfg, st, prog := t.cfg, res.Stats, t.machine.Program()
 	el := res.elapsed.Seconds()
-	fmt.Fprintf(out, "\nsummary, measured on the CPU device of this machine (%s/%s, %d CPUs; real memory and copies, not simulated):\n",
-		runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
+	fmt.Fprintf(out, "\nsummary, measured on %s of this machine (%s/%s, %d CPUs; real memory and copies, not simulated):\n",
+		t.measuredOn(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	fmt.Fprintf(out, "  steps       %d..%d of %d (epoch %d of %d): %d images in %.2fs, %.1f images/s\n",
 		res.First, t.step, res.lastStep, min(t.nextEpoch+1, cfg.Epochs), cfg.Epochs, res.images, el, float64(res.images)/el)
 	fmt.Fprintf(out, "  time        training steps %.2fs (ops %.2fs, stalled on copies %.3fs), solver %.2fs, waiting for data %.2fs, evaluation %.2fs\n",
@@ -701,6 +815,11 @@ func (t *Trainer) Summary(out io.Writer, res *Result) {
 		fmt.Fprintf(out, "  evaluation  %s (after step %d)\n", t.lastEval, t.lastEval.Step)
 	case t.testNote != "":
 		fmt.Fprintf(out, "  evaluation  %s\n", t.testNote)
+	}
+	if t.par != nil {
+		ps := t.par.p.Stats()
+		fmt.Fprintf(out, "  devices     %d, a share of %d images each; all-reduce (%s) %.4fs of %.2fs in %d steps; below, one device's (replica 0's) program and memory, the swaps of all\n",
+			len(t.par.devs), cfg.Batch/len(t.par.devs), t.par.p.AllReducer().Name(), ps.AllReduceTime.Seconds(), ps.StepTime.Seconds(), ps.Steps)
 	}
 	fmt.Fprintf(out, "  device      peak %d B (%s) requested by the step; %s; allocator %s reserved %s at most (peak requested from it %s)\n",
 		st.PeakDeviceBytes, FormatBytes(st.PeakDeviceBytes), cfg.budgetLine(prog.Budget, t.inCore), cfg.Allocator,
@@ -735,6 +854,9 @@ func (t *Trainer) deviceLine() string {
 		return ""
 	}
 	s := fmt.Sprintf("a CPU device of %s (%d B) holds the step's memory, as a GPU's would: the allocator cannot reserve more", FormatBytes(p.device), p.device)
+	if t.par != nil {
+		s = fmt.Sprintf("each CPU device, of %s (%d B), holds its replica's step, as a GPU would: its allocator cannot reserve more", FormatBytes(p.device), p.device)
+	}
 	if p.device > t.budget {
 		s += fmt.Sprintf(" (the budget %s is below the one chunk the allocator maps at least)", FormatBytes(t.budget))
 	}
@@ -750,4 +872,32 @@ func (t *Trainer) deviceLine() string {
 			FormatBytes(p.planned), 100*p.planned/t.budget, p.tries)
 	}
 	return s
+}
+
+// measuredOn names what computed the steps, for the summary.
+func (t *Trainer) measuredOn() string {
+	switch {
+	case t.par != nil:
+		return fmt.Sprintf("%d CPU devices (-device %s)", len(t.par.devs), t.cfg.deviceName())
+	case t.cfg.onCUDA():
+		return "the CUDA device " + cudaName(t.dev)
+	}
+	return "the CPU device"
+}
+
+// computeLine says where the steps compute when it is not one CPU device.
+func (t *Trainer) computeLine() string {
+	switch {
+	case t.par != nil:
+		n := len(t.par.devs)
+		return fmt.Sprintf("data parallel on %d CPU devices (-device %s): batch %d split %d per device, gradients averaged (%s all-reduce) before each update",
+			n, t.cfg.deviceName(), t.cfg.Batch, t.cfg.Batch/n, t.par.p.AllReducer().Name())
+	case t.cfg.onCUDA():
+		upd := "the update on the device (dispatch.Solver; -host-update runs it on the host)"
+		if t.cfg.HostUpdate {
+			upd = "the update on the host (-host-update: gorgonia's solver, gradients down and weights up every step)"
+		}
+		return fmt.Sprintf("%s through the CUDA kernels and cuBLAS (vm/cuda/dispatch), %s", t.dev.Name(), upd)
+	}
+	return ""
 }

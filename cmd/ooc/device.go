@@ -52,3 +52,19 @@ func checkRunDevice(spec string) error {
 	}
 	return nil
 }
+
+// checkTrainDevices checks train's -device, which may also be a list of
+// devices (cpu,cpu or cpu*2: data parallel), each as checkRunDevice does.
+// train.Config.Check says what the list may hold.
+func checkTrainDevices(spec string) error {
+	for _, part := range strings.Split(spec, ",") {
+		name, _, _ := strings.Cut(strings.TrimSpace(part), "*")
+		if name != spec && strings.HasPrefix(name, "sim:") {
+			return usagef("-device %s: train runs real steps; ooc multigpu simulates data-parallel steps on sim:PROFILE*N", spec)
+		}
+		if err := checkRunDevice(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -79,6 +79,11 @@ type trainOptions struct {
 	Seed                   int64
 	Augment                bool
 	memoryOptions
+	Devices int // -devices: data parallel on this many copies of -device
+	// HostUpdate runs the optimizer on the host on a CUDA device (default: on the device).
+	HostUpdate bool
+	// LaunchTable is where to write the kernel launch table of a CUDA run.
+	LaunchTable string
 
 	Checkpoint string
 	Resume     bool
@@ -99,7 +104,8 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ooc train [flags]\n       ooc train -checkpoint FILE -resume [flags to change]\n\n"+
-			"Trains a model with ooc.Compile under a device-memory budget, evaluating on the test split after each epoch.\n"+
+			"Trains a model with ooc.Compile under a device-memory budget, evaluating on the test split after each epoch:\n"+
+			"on the CPU device, on a GPU (-device cuda), or data parallel on several CPU devices (-devices N).\n"+
 			"-resume continues the run the checkpoint holds with its whole configuration; -epochs, -steps, the memory\n"+
 			"flags and the output files given again override it.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -121,6 +127,10 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.Int64Var(&o.Seed, "seed", 1, "seed of the weights, the data order and synthetic data")
 	fs.BoolVar(&o.Augment, "augment", false, "augment the training data: random crop (4-pixel padding) and horizontal flip")
 	o.memoryOptions.define(fs, "60%", "the in-core peak (ooc.Plan with ooc.Baseline)")
+	fs.Lookup("device").Usage = deviceHelp + "; or several CPU devices, cpu,cpu or cpu*N, to train data parallel"
+	fs.IntVar(&o.Devices, "devices", 0, "train data parallel on N copies of -device (CPU devices; the same as -device cpu*N or cpu,cpu): the batch split among them, gradients averaged")
+	fs.BoolVar(&o.HostUpdate, "host-update", false, "-device cuda: run the optimizer on the host (gradients down, weights up each step) instead of on the device")
+	fs.StringVar(&o.LaunchTable, "launch-table", "", "-device cuda: write each kernel's launch configuration, launches per step, bytes moved and FLOPs to this file")
 	fs.StringVar(&o.Checkpoint, "checkpoint", "", "checkpoint file, written atomically after each epoch, every -save-every steps, at the end and on an interrupt")
 	fs.BoolVar(&o.Resume, "resume", false, "continue the run saved in -checkpoint, bit for bit, with its saved configuration")
 	fs.IntVar(&o.SaveEvery, "save-every", 0, "also write the checkpoint every N steps (0: after each epoch and at the end only)")
@@ -138,7 +148,7 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected arguments %q (flags only)", fs.Args())
 	}
-	if err := checkRunDevice(o.Device); err != nil {
+	if err := checkTrainDevices(o.Device); err != nil {
 		return nil, err
 	}
 	fs.Visit(func(f *flag.Flag) { o.set[f.Name] = true })
@@ -186,7 +196,7 @@ func (o *trainOptions) config() train.Config {
 		Model: o.Model, Data: o.Data, Batch: o.Batch, Image: o.Image, Width: o.Width, Classes: o.Classes, Hidden: o.Hidden,
 		Seed: o.Seed, Augment: o.Augment, Optimizer: o.Optimizer, Solver: o.Solver, LR: o.LR, LRDrop: o.LRDrop,
 		Epochs: o.Epochs, Steps: o.Steps,
-		Device: o.Device, Budget: o.Budget, Window: o.Window, Scheduler: o.Scheduler, Allocator: o.Allocator.String(),
+		Device: o.Device, Devices: o.Devices, HostUpdate: o.HostUpdate, LaunchTable: o.LaunchTable, Budget: o.Budget, Window: o.Window, Scheduler: o.Scheduler, Allocator: o.Allocator.String(),
 		Checkpoint: o.Checkpoint, SaveEvery: o.SaveEvery, History: o.History, Plot: o.Plot, RecordProfile: o.RecordProfile,
 	}
 	c.Defaults()
@@ -253,6 +263,17 @@ func (o *trainOptions) resumeConfig(file string, saved train.Config) (train.Conf
 	override("allocator", &c.Allocator, given.Allocator, saved.Allocator)
 	override("device", &c.Device, given.Device, saved.Device)
 	override("solver", &c.Solver, given.Solver, saved.Solver)
+	num("devices", &c.Devices, given.Devices)
+	if o.set["host-update"] && given.HostUpdate != saved.HostUpdate {
+		notes = append(notes, fmt.Sprintf("-host-update=%v overrides the checkpoint's %v", given.HostUpdate, saved.HostUpdate))
+		c.HostUpdate = given.HostUpdate
+	}
+	override("launch-table", &c.LaunchTable, given.LaunchTable, saved.LaunchTable)
+	if !o.set["host-update"] && !o.set["launch-table"] && (c.HostUpdate || c.LaunchTable != "") && !strings.HasPrefix(c.Device, "cuda") {
+		// What only a CUDA run does goes with the CUDA device.
+		notes = append(notes, fmt.Sprintf("-device %s: the checkpoint's CUDA-only -host-update and -launch-table are dropped", c.Device))
+		c.HostUpdate, c.LaunchTable = false, ""
+	}
 	override("history", &c.History, given.History, saved.History)
 	override("plot", &c.Plot, given.Plot, saved.Plot)
 	override("record-profile", &c.RecordProfile, given.RecordProfile, saved.RecordProfile)
@@ -314,7 +335,7 @@ func parseEvalFlags(args []string, stderr io.Writer) (*evalOptions, error) {
 
 // config is the train.EvalConfig the flags give.
 func (o *evalOptions) config() train.EvalConfig {
-	c := train.EvalConfig{Checkpoint: o.Checkpoint, Data: o.Data, Split: o.Split, Batch: o.Batch,
+	c := train.EvalConfig{Checkpoint: o.Checkpoint, Data: o.Data, Split: o.Split, Batch: o.Batch, Device: o.Device,
 		Window: o.Window, Scheduler: o.Scheduler, Allocator: o.Allocator.String()}
 	if o.BudgetText != "" {
 		c.Budget = &o.Budget
