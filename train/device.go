@@ -79,12 +79,14 @@ func (e *deviceTooSmallError) Error() string {
 		FormatBytes(e.device), e.last)
 }
 
-// leastDevice finds, by bisection between b (which fails) and twice the
-// in-core peak, about the smallest budget whose device serves a step, or 0
-// when none up there does.
+// leastDevice finds, by bisection between b (which fails) and the larger of
+// twice the in-core peak and the peak plus 16 chunks of the allocator's
+// granularity (a small model's rounding can cost several 2 MiB chunks, more
+// than its whole peak), about the smallest budget whose device serves a
+// step, or 0 when none up there does.
 func leastDevice(cfg *Config, m *models.Model, b, inCore int64) int64 {
 	fits := func(d int64) bool { _, err := fitMemory(cfg, m, d); return err == nil }
-	lo, hi := b, max(2*inCore, b+alloc.Granularity)
+	lo, hi := b, max(2*inCore, inCore+16*alloc.Granularity, b+alloc.Granularity)
 	if !fits(hi) {
 		return 0
 	}
