@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot/plotter"
@@ -51,7 +52,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var sched ooc.Scheduler
 	if *schedName != "baseline" {
 		if sched, err = sweep.SchedulerNamed(*schedName); err != nil {
-			return fmt.Errorf("%w: unknown scheduler %q (want baseline or one of %s)", errUsage, *schedName, strings.Join(sweep.SchedulerNames, ", "))
+			return fmt.Errorf("%w: unknown scheduler %q (want baseline or one of %s)", errUsage, *schedName, strings.Join(append(slices.Clone(sweep.SchedulerNames), sweep.OnRequestSchedulers...), ", "))
 		}
 	}
 	if err := checkOutputs(nil, map[string]string{"plot": *plotFile}); err != nil {
