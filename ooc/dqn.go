@@ -70,6 +70,9 @@ func (DQN) plansWithTimes() {}
 
 // Plan implements Scheduler.
 func (d DQN) Plan(p *Problem) (*Schedule, error) {
+	if d.Episodes < 0 {
+		return nil, fmt.Errorf("ooc: dqn: %d episodes", d.Episodes)
+	}
 	sim, err := planningSim(p)
 	if err != nil {
 		return nil, err
@@ -116,6 +119,36 @@ func (d DQN) Plan(p *Problem) (*Schedule, error) {
 		s.Timing = p.timingNote() + fmt.Sprintf(" (DQN, %s; %d recomputes)", note, n)
 	}
 	return s, nil
+}
+
+// TrainDQN trains the network w (nil: new weights of p = 16, T = 4 drawn
+// from seed) on the problem for the given number of episodes, seeded, and
+// returns the trained weights (w itself is not changed). Weights trained
+// on one problem plan another: the network's size does not depend on the
+// graph's.
+func TrainDQN(p *Problem, w *DQNWeights, episodes int, seed int64) (*DQNWeights, error) {
+	if episodes < 0 {
+		return nil, fmt.Errorf("ooc: dqn: %d episodes", episodes)
+	}
+	sim, err := planningSim(p)
+	if err != nil {
+		return nil, err
+	}
+	env, err := newDQNEnv(p.Trace, sim, p.Budget)
+	if err != nil {
+		return nil, err
+	}
+	if w = w.clone(); w == nil {
+		w = NewDQNWeights(16, 4, seed)
+	}
+	agent, err := newDQNAgent(env, w)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := agent.train(episodes, seed); err != nil {
+		return nil, err
+	}
+	return agent.w, agent.saveWeights()
 }
 
 // Actions on an activation.
