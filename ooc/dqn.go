@@ -528,6 +528,18 @@ func (a *dqnAgent) qs(acts [][]int8, ks []int) ([][]float64, error) {
 	if err := a.run(xs, cs, zs, make([]float64, len(ks))); err != nil {
 		return nil, err
 	}
+	// The run also backpropagated towards its dummy targets, and the tape
+	// machine adds gradients up until a solver step zeroes them: zero them
+	// here, so that the next step follows the minibatch alone.
+	for _, vg := range G.NodesToValueGrads(a.ws) {
+		g, err := vg.Grad()
+		if err != nil {
+			return nil, err
+		}
+		if z, ok := g.(tensor.Tensor); ok {
+			z.Zero()
+		}
+	}
 	out := make([][]float64, len(ks))
 	for j, k := range ks {
 		nodes, _ := a.env.valid(k)

@@ -85,7 +85,7 @@ func TestDQNConvergesToBruteForceOptimum(t *testing.T) {
 	for _, tc := range []struct {
 		layers int
 		frac   float64 // budget: the least any plan needs, plus this fraction of the rest up to the in-core peak
-	}{{3, 0.7}} {
+	}{{2, 0.3}, {3, 0.7}} {
 		t.Run(fmt.Sprintf("%dlayers/%.0f%%", tc.layers, 100*tc.frac), func(t *testing.T) {
 			tr := dqnChain(t, tc.layers)
 			in, err := Lower(tr, NewSchedule(len(tr.Funcs)))
