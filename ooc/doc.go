@@ -87,9 +87,9 @@
 // lowering above does the prefetches and rebuilds. It learns by fitted
 // Q-iteration in the simulator, seeded, on the problem it plans (or starts
 // from weights saved by SaveDQNWeights, trained by TrainDQN). What holds
-// and what does not (its greedy policy reaches the brute-force optimum on
-// a tiny chain at a loose budget, not yet at a tight one, where Plan falls
-// back on the fastest plan its episodes found) is in DQN's comment.
+// (its greedy policy reaches the brute-force optimum on tiny chains; on
+// larger graphs it may not fit within its episodes, and Plan falls back on
+// the fastest plan they found) is in DQN's comment.
 //
 // The budget covers what the machine allocates on the device: activations,
 // gradients and op workspaces. Leaf values (the input batch, the learnables
