@@ -66,6 +66,11 @@ var SchedulerNames = []string{"window", "lms", "greedy", "dynprog", "vdnn", "che
 // seeded episodes, each simulating plans), too slow for every compare.
 var OnRequestSchedulers = []string{"dqn"}
 
+// AllSchedulerNames are SchedulerNames and then OnRequestSchedulers.
+func AllSchedulerNames() []string {
+	return append(slices.Clone(SchedulerNames), OnRequestSchedulers...)
+}
+
 // SchedulerNamed returns the scheduler of that name (see SchedulerNames),
 // each with its automatic settings.
 func SchedulerNamed(name string) (ooc.Scheduler, error) {
@@ -87,7 +92,7 @@ func SchedulerNamed(name string) (ooc.Scheduler, error) {
 	case "dqn":
 		return ooc.DQN{}, nil
 	}
-	return nil, fmt.Errorf("sweep: unknown scheduler %q (want one of %s)", name, strings.Join(append(slices.Clone(SchedulerNames), OnRequestSchedulers...), ", "))
+	return nil, fmt.Errorf("sweep: unknown scheduler %q (want one of %s)", name, strings.Join(AllSchedulerNames(), ", "))
 }
 
 // Compare runs the comparison. Memory here is the scheduling budget alone:

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"slices"
 	"strings"
 
 	"gonum.org/v1/plot/plotter"
@@ -52,7 +51,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var sched ooc.Scheduler
 	if *schedName != "baseline" {
 		if sched, err = sweep.SchedulerNamed(*schedName); err != nil {
-			return fmt.Errorf("%w: unknown scheduler %q (want baseline or one of %s)", errUsage, *schedName, strings.Join(append(slices.Clone(sweep.SchedulerNames), sweep.OnRequestSchedulers...), ", "))
+			return fmt.Errorf("%w: unknown scheduler %q (want baseline or one of %s)", errUsage, *schedName, strings.Join(sweep.AllSchedulerNames(), ", "))
 		}
 	}
 	if err := checkOutputs(nil, map[string]string{"plot": *plotFile}); err != nil {
