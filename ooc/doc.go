@@ -81,6 +81,16 @@
 // keeping the plan the simulator finds fastest. LowerBound bounds swapping
 // alone: a tape that recomputes may beat it.
 //
+// DQN is the DQN paper's planner: a structure2vec Q-network (a gorgonia
+// graph, trained with gorgonia's Adam on the CPU) over the activations'
+// device operations chooses, per activation, keep, offload or drop; the
+// lowering above does the prefetches and rebuilds. It learns by fitted
+// Q-iteration in the simulator, seeded, on the problem it plans (or starts
+// from weights saved by SaveDQNWeights, trained by TrainDQN). What holds
+// (its greedy policy reaches the brute-force optimum on tiny chains; on
+// larger graphs it may not fit within its episodes, and Plan falls back on
+// the fastest plan they found) is in DQN's comment.
+//
 // The budget covers what the machine allocates on the device: activations,
 // gradients and op workspaces. Leaf values (the input batch, the learnables
 // and constants) stay in the memory the user bound them in and are reported

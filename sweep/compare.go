@@ -61,6 +61,16 @@ type CompareResult struct {
 // tables list them.
 var SchedulerNames = []string{"window", "lms", "greedy", "dynprog", "vdnn", "checkpoint", "hybrid"}
 
+// OnRequestSchedulers are schedulers SchedulerNamed knows that run only
+// when named: the DQN trains a network on each problem it plans (60
+// seeded episodes, each simulating plans), too slow for every compare.
+var OnRequestSchedulers = []string{"dqn"}
+
+// AllSchedulerNames are SchedulerNames and then OnRequestSchedulers.
+func AllSchedulerNames() []string {
+	return append(slices.Clone(SchedulerNames), OnRequestSchedulers...)
+}
+
 // SchedulerNamed returns the scheduler of that name (see SchedulerNames),
 // each with its automatic settings.
 func SchedulerNamed(name string) (ooc.Scheduler, error) {
@@ -79,8 +89,10 @@ func SchedulerNamed(name string) (ooc.Scheduler, error) {
 		return ooc.Checkpoint{}, nil
 	case "hybrid":
 		return ooc.Hybrid{}, nil
+	case "dqn":
+		return ooc.DQN{}, nil
 	}
-	return nil, fmt.Errorf("sweep: unknown scheduler %q (want one of %s)", name, strings.Join(SchedulerNames, ", "))
+	return nil, fmt.Errorf("sweep: unknown scheduler %q (want one of %s)", name, strings.Join(AllSchedulerNames(), ", "))
 }
 
 // Compare runs the comparison. Memory here is the scheduling budget alone:

@@ -23,7 +23,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	batch := fs.Int("batch", 32, "batch size")
 	device := fs.String("device", "sim:v100-pcie", "simulated device, sim:PROFILE")
 	budgets := fs.String("budgets", "0%,10%,20%,30%,40%,50%,60%,70%,80%,90%,100%", "budgets as % of the way from the least memory to the in-core peak")
-	schedulers := fs.String("schedulers", "window,lms,greedy,dynprog,vdnn", "schedulers to compare: "+strings.Join(sweep.SchedulerNames, ", "))
+	schedulers := fs.String("schedulers", "window,lms,greedy,dynprog,vdnn", "schedulers to compare: "+strings.Join(sweep.AllSchedulerNames(), ", "))
 	jsonFile := fs.String("json", "", "also write the results as JSON to this file")
 	plotFile := fs.String("plot", "", "draw makespan / LB against the budget to this file (.svg, .png)")
 	quiet := fs.Bool("q", false, "no progress lines")

@@ -37,6 +37,7 @@ var commands = []command{
 	{"sweep", "batch-size sweep: images/s per scheduler, allocator and batch (the paper's Table 1)", runSweep},
 	{"plan", "plan one step: the tape, a summary, and memory over the step", runPlan},
 	{"compare", "makespan / lower bound of every scheduler across budgets (simulated)", runCompare},
+	{"dqn-train", "train the DQN planner's Q-network on one model and budget (simulated); write its weights", runDQNTrain},
 	{"multigpu", "the multi-GPU paper's tables: data-parallel swapping on devices sharing a host link (simulated), or -cpu replicas (measured)", runMultiGPU},
 	{"doctor", "check a GPU: driver, device, memory, VMM, pinned bandwidth, allocators and streams", runDoctor},
 }
