@@ -6,8 +6,6 @@ import (
 	"io"
 	"strings"
 
-	"gorgonia.org/tensor"
-
 	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/train"
@@ -60,11 +58,7 @@ func runDQNTrain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer dev.Close()
-	m, err := models.Build(*model, models.Config{Batch: *batch, Channels: 3, Height: *image, Width: *image, Classes: *classes, Dtype: tensor.Float32})
-	if err != nil {
-		return err
-	}
-	peak, err := ooc.InCorePeak(m.Graph)
+	m, peak, err := stepModel(*model, *batch, *image, *classes)
 	if err != nil {
 		return err
 	}

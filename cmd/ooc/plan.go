@@ -62,11 +62,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer dev.Close()
-	m, err := models.Build(*model, models.Config{Batch: *batch, Channels: 3, Height: *image, Width: *image, Classes: *classes, Dtype: tensor.Float32})
-	if err != nil {
-		return err
-	}
-	peak, err := ooc.InCorePeak(m.Graph)
+	m, peak, err := stepModel(*model, *batch, *image, *classes)
 	if err != nil {
 		return err
 	}
@@ -77,20 +73,21 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	} else {
 		opts = append(opts, ooc.WithScheduler(sched))
 	}
-	p, err := ooc.Plan(m.Graph, opts...)
-	if err != nil {
-		return err
-	}
-	if sc, _ := sweep.SchedulerNamed(*schedName); sc != nil && ooc.TimesOps(sc) && !dev.Simulated() {
+	var p *vm.Program
+	if sched != nil && ooc.TimesOps(sched) && !dev.Simulated() {
 		if _, computes := vm.BackendFor(dev); dev.Name() != "cpu" && !computes {
 			return fmt.Errorf("-scheduler %s times the ops with a step on the device, and no backend runs steps on %s: use a scheduler that does not (window, lms) or a sim:PROFILE", *schedName, dev.Name())
 		}
 		// The planner times the ops: on a real device, with times measured
-		// in a first step, as a compiled machine does.
+		// in a first step, as a compiled machine does (Compile plans, so
+		// planning first as well would do the work twice).
 		fmt.Fprintf(stdout, "measuring op times: one step on %s with a random batch\n", dev.Name())
-		if p, err = measuredPlan(m, opts); err != nil {
-			return err
-		}
+		p, err = measuredPlan(m, opts)
+	} else {
+		p, err = ooc.Plan(m.Graph, opts...)
+	}
+	if err != nil {
+		return err
 	}
 	if *tape {
 		fmt.Fprint(stdout, p.String())
@@ -138,6 +135,20 @@ func measuredPlan(m *models.Model, opts []ooc.Option) (*vm.Program, error) {
 		return nil, fmt.Errorf("measuring op times: %w", err)
 	}
 	return machine.Program(), nil
+}
+
+// stepModel builds a planning command's model (float32, three channels, a
+// square input) and returns it with its in-core peak.
+func stepModel(name string, batch, image, classes int) (*models.Model, int64, error) {
+	m, err := models.Build(name, models.Config{Batch: batch, Channels: 3, Height: image, Width: image, Classes: classes, Dtype: tensor.Float32})
+	if err != nil {
+		return nil, 0, err
+	}
+	peak, err := ooc.InCorePeak(m.Graph)
+	if err != nil {
+		return nil, 0, err
+	}
+	return m, peak, nil
 }
 
 // plotTimeline draws device bytes held over one step's tape against the budget.
