@@ -84,11 +84,7 @@ func (d DQN) Plan(p *Problem) (*Schedule, error) {
 	if d.Episodes < 0 {
 		return nil, fmt.Errorf("ooc: dqn: %d episodes", d.Episodes)
 	}
-	sim, err := planningSim(p)
-	if err != nil {
-		return nil, err
-	}
-	env, err := newDQNEnv(p.Trace, sim, p.Budget)
+	env, err := dqnEnvFor(p)
 	if err != nil {
 		return nil, err
 	}
@@ -125,8 +121,8 @@ func (d DQN) Plan(p *Problem) (*Schedule, error) {
 	}
 	s := ev.sched
 	n, _ := s.tape.Count(vm.Recompute)
-	s.Timing = fmt.Sprintf("simulated: profile %s (DQN, %s; %d recomputes)", sim.Name(), note, n)
-	if p.Device != sim {
+	s.Timing = fmt.Sprintf("simulated: profile %s (DQN, %s; %d recomputes)", env.sim.Name(), note, n)
+	if p.Device != env.sim {
 		s.Timing = p.timingNote() + fmt.Sprintf(" (DQN, %s; %d recomputes)", note, n)
 	}
 	return s, nil
@@ -141,11 +137,7 @@ func TrainDQN(p *Problem, w *DQNWeights, episodes int, seed int64) (*DQNWeights,
 	if episodes < 0 {
 		return nil, fmt.Errorf("ooc: dqn: %d episodes", episodes)
 	}
-	sim, err := planningSim(p)
-	if err != nil {
-		return nil, err
-	}
-	env, err := newDQNEnv(p.Trace, sim, p.Budget)
+	env, err := dqnEnvFor(p)
 	if err != nil {
 		return nil, err
 	}
@@ -197,6 +189,15 @@ type dqnEval struct {
 	step  time.Duration
 	fits  bool
 	sched *Schedule
+}
+
+// dqnEnvFor is the environment of a problem, on its planning device's times.
+func dqnEnvFor(p *Problem) (*dqnEnv, error) {
+	sim, err := planningSim(p)
+	if err != nil {
+		return nil, err
+	}
+	return newDQNEnv(p.Trace, sim, p.Budget)
 }
 
 func newDQNEnv(t *Trace, sim *vm.Sim, budget int64) (*dqnEnv, error) {
