@@ -208,11 +208,13 @@ func New(p *Program, cfg Config) (*Machine, error) {
 	}
 	if sim, ok := cfg.Device.(*Sim); ok {
 		m.sim = sim
-		if cfg.HostPersistent {
-			// nothing placed: the CPU device's persistent data is in host memory
-		} else if err := m.placePersistent(); err != nil {
-			_ = m.al.Close()
-			return nil, err
+		// With HostPersistent nothing is placed: the CPU device's
+		// persistent data is in host memory.
+		if !cfg.HostPersistent {
+			if err := m.placePersistent(); err != nil {
+				_ = m.al.Close()
+				return nil, err
+			}
 		}
 	}
 	m.d2h = newCopyEngine()
