@@ -81,6 +81,25 @@ func BuildBLAS(t testing.TB) string {
 	return lib
 }
 
+//go:embed nccl/fakenccl.c
+var ncclSource []byte
+
+// NCCLName is the file name of a built fake NCCL, the real library's soname.
+const NCCLName = "libnccl.so.2"
+
+// BuildNCCL compiles the fake NCCL (nccl/fakenccl.c says what it does and proves) and
+// returns the path of a private copy, named libnccl.so.2, for $OOC_NCCL_LIBRARY: every
+// call gives a fresh instance. It reaches the fake driver whose path is in
+// $OOC_FAKENCCL_DRIVER (for contexts and streams): set both (t.Setenv). It skips the test,
+// saying what to install, when there is no C compiler.
+func BuildNCCL(t testing.TB) string {
+	t.Helper()
+	built := compile(t, "nccl", map[string][]byte{"fakenccl.c": ncclSource})
+	lib := filepath.Join(t.TempDir(), NCCLName)
+	copyFile(t, built, lib)
+	return lib
+}
+
 var (
 	builtMu sync.Mutex
 	built   = map[[32]byte]string{}

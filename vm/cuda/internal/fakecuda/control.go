@@ -16,14 +16,32 @@ type Fake struct {
 // and returns its controls.
 func Open(t testing.TB, lib string) *Fake {
 	t.Helper()
+	return open(t, lib, "fakecuda", true)
+}
+
+// OpenNCCL loads the fake NCCL at lib (BuildNCCL) and returns its controls: Set knobs
+// version (ncclGetVersion's, default 22304: 2.23.4) and timeout_ms (how long a rank waits
+// for the others, default 20000); Get counters comms (live communicators) and allreduces
+// (completed rounds); Fail the next call of an nccl function.
+func OpenNCCL(t testing.TB, lib string) *Fake {
+	t.Helper()
+	return open(t, lib, "fakenccl", false)
+}
+
+func open(t testing.TB, lib, prefix string, layout bool) *Fake {
+	t.Helper()
 	h, err := purego.Dlopen(lib, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
-		t.Fatalf("fakecuda: %v", err)
+		t.Fatalf("%s: %v", prefix, err)
 	}
 	f := &Fake{}
-	for name, p := range map[string]*uintptr{"fakecuda_set": &f.set, "fakecuda_get": &f.get, "fakecuda_fail": &f.fail, "fakecuda_layout": &f.layout} {
-		if *p, err = purego.Dlsym(h, name); err != nil {
-			t.Fatalf("fakecuda: %v", err)
+	syms := map[string]*uintptr{"_set": &f.set, "_get": &f.get, "_fail": &f.fail}
+	if layout {
+		syms["_layout"] = &f.layout
+	}
+	for name, p := range syms {
+		if *p, err = purego.Dlsym(h, prefix+name); err != nil {
+			t.Fatalf("%s: %v", prefix, err)
 		}
 	}
 	return f
