@@ -93,8 +93,8 @@ func UniqueIDFromEnv() (id UniqueID, ok bool, err error) {
 
 // ncclLib is a loaded NCCL.
 type ncclLib struct {
-	path    string
-	version int
+	path                                                                             string
+	version                                                                          int
 	getVersion, getUniqueID, initRank, initScalable, allReduce, destroy, errorString uintptr
 }
 
