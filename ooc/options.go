@@ -2,6 +2,7 @@ package ooc
 
 import (
 	"fmt"
+	"io"
 
 	"gorgonia.org/gorgonia"
 
@@ -62,6 +63,7 @@ type settings struct {
 	model     *vm.Sim // op times measured on the device (see Compile)
 	hostPers  bool    // HostPersistent
 	reducer   AllReducer
+	log       io.Writer
 	replica   replicaPos // which replica CompileParallel plans for
 	errs      []error
 }

@@ -3,6 +3,8 @@ package ooc
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gorgonia-ooc/outofcore/vm"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda"
 )
 
 // Replica is one copy of a model graph, as a Builder makes it.
@@ -99,8 +102,9 @@ func meanOf[T float32 | float64](bufs [][]byte) {
 	}
 }
 
-// WithAllReducer sets how CompileParallel averages gradients (default:
-// HostAllReduce). Compile ignores it.
+// WithAllReducer sets how CompileParallel averages gradients. By default
+// it is HostAllReduce, except on several CUDA devices, where it is NCCL
+// (cuda.NewNCCL) when libnccl.so.2 loads. Compile ignores it.
 func WithAllReducer(r AllReducer) Option {
 	return func(s *settings) {
 		if r == nil {
@@ -109,6 +113,50 @@ func WithAllReducer(r AllReducer) Option {
 		}
 		s.reducer = r
 	}
+}
+
+// WithLog sets where CompileParallel writes its notes (default os.Stderr):
+// that NCCL is missing on CUDA devices and gradients are averaged on the
+// host instead, said once per process. Compile ignores it.
+func WithLog(w io.Writer) Option {
+	return func(s *settings) {
+		if w == nil {
+			s.fail("WithLog(nil)")
+			return
+		}
+		s.log = w
+	}
+}
+
+// ncclNote makes the NCCL fallback's note once per process, not once per
+// model or device.
+var ncclNote sync.Once
+
+// defaultReducer is NCCL on two or more CUDA devices when it loads, else
+// HostAllReduce.
+func defaultReducer(devices []vm.Device, log io.Writer) AllReducer {
+	var cds []*cuda.Device
+	for _, d := range devices {
+		c, ok := d.(*cuda.Device)
+		if !ok {
+			return HostAllReduce{}
+		}
+		cds = append(cds, c)
+	}
+	if len(cds) < 2 {
+		return HostAllReduce{}
+	}
+	c, err := cuda.NewNCCL(cds)
+	if err != nil {
+		ncclNote.Do(func() {
+			if log == nil {
+				log = os.Stderr
+			}
+			fmt.Fprintf(log, "ooc: CompileParallel on %d CUDA devices: %v; averaging gradients on the host instead\n", len(cds), err)
+		})
+		return HostAllReduce{}
+	}
+	return c
 }
 
 // Parallel trains one model data parallel on several devices: a machine
@@ -120,6 +168,7 @@ type Parallel struct {
 	batch    int
 	replicas []*replica
 	reducer  AllReducer
+	owned    io.Closer // the reducer, when CompileParallel made it
 	accum    bool
 	grads    []gorgonia.Value // the script's gradient values, by learnable
 	loss     gorgonia.Value
@@ -194,9 +243,6 @@ func CompileParallel(build Builder, batch int, devices []vm.Device, opts ...Opti
 		return nil, errors.New("ooc: CompileParallel: pass the devices as its argument, not WithDevice")
 	}
 	p = &Parallel{batch: batch, reducer: s.reducer, accum: s.bindAll || len(s.bind) > 0}
-	if p.reducer == nil {
-		p.reducer = HostAllReduce{}
-	}
 	simulated := 0
 	for i, d := range devices {
 		if d == nil {
@@ -221,6 +267,10 @@ func CompileParallel(build Builder, batch int, devices []vm.Device, opts ...Opti
 			_ = made.Close()
 		}
 	}()
+	if p.reducer == nil {
+		p.reducer = defaultReducer(devices, s.log)
+		p.owned, _ = p.reducer.(io.Closer)
+	}
 	group := n
 	if sim, ok := devices[0].(*vm.Sim); ok && sim.GroupSize() > 0 {
 		group = sim.GroupSize()
@@ -388,6 +438,9 @@ func (p *Parallel) Close() error {
 	}
 	p.closed = true
 	var errs []error
+	if p.owned != nil {
+		errs = append(errs, p.owned.Close())
+	}
 	for _, r := range p.replicas {
 		errs = append(errs, r.m.Close())
 	}

@@ -28,3 +28,21 @@ func Setenv(t testing.TB) (driver string) {
 	t.Setenv("OOC_FAKECUBLAS_DRIVER", driver)
 	return driver
 }
+
+// SetDevices makes the fake driver at driver (Setenv's) report n devices; call it before
+// opening any.
+func SetDevices(t testing.TB, driver string, n int) {
+	t.Helper()
+	fakecuda.Open(t, driver).Set(t, "devices", int64(n))
+}
+
+// SetenvNCCL builds a fresh fake NCCL (vm/cuda/internal/fakecuda/nccl says what it
+// proves) working with the fake driver at driver, and points OOC_NCCL_LIBRARY and
+// OOC_FAKENCCL_DRIVER at them. It returns the library's path.
+func SetenvNCCL(t testing.TB, driver string) string {
+	t.Helper()
+	lib := fakecuda.BuildNCCL(t)
+	t.Setenv("OOC_NCCL_LIBRARY", lib)
+	t.Setenv("OOC_FAKENCCL_DRIVER", driver)
+	return lib
+}
