@@ -34,6 +34,29 @@
 // backend. The tests' fake cuBLAS (internal/fakecuda, BuildBLAS) is a host GEMM with
 // cuBLAS's column-major contract that drains the handle's stream before it computes.
 //
+// # NCCL
+//
+// NCCL averages data-parallel gradients across GPUs (package ooc's AllReducer; CompileParallel
+// uses it by default on two or more CUDA devices). It is dlopened like the driver
+// (libnccl.so.2, or $OOC_NCCL_LIBRARY); where it is missing, every entry point fails with an
+// error wrapping ErrNoNCCL and package ooc averages on the host, saying so once. NewNCCL makes
+// one communicator of this process's devices; JoinNCCL makes one device a rank of a
+// communicator spanning processes or machines, its UniqueID (ncclGetUniqueId) handed from rank
+// 0 by file (WriteFile, ReadUniqueID) or environment ($OOC_NCCL_ID, UniqueIDFromEnv).
+// AllReduceMean stages each rank's host buffer on its device and runs ncclAllReduce with ncclAvg
+// (before NCCL 2.10, a sum divided on the host) on the device's compute stream. Each rank's
+// calls run on a goroutine of their own with the device's context current and outside
+// ncclGroupStart/End, because NCCL uses the context current when a communicator was made and
+// switches to the primary context inside groups (NVIDIA/nccl#565), while this package's
+// devices create their own. ncclCommInitRank takes the 128-byte ncclUniqueId by value, which
+// purego cannot pass on amd64 (16 stack words, beyond its 15 arguments); there the id goes
+// through ncclCommInitRankScalable (NCCL 2.23 and newer), which takes a pointer, and an older
+// NCCL is refused with a message saying so (on arm64 the ABI passes the struct by reference,
+// so ncclCommInitRank works). The tests run against a fake libnccl (internal/fakecuda/nccl),
+// built in the test, that checks contexts, ranks and rounds and reduces in rank order; it
+// proves the binding and the Go logic, not NCCL's algorithms or speed, and no real NCCL has
+// run this code: no machine of this project has a GPU.
+//
 // # Driver, errors
 //
 // The driver's functions are bound by their ABI names (cuCtxCreate_v2, cuMemAlloc_v2,
