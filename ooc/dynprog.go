@@ -28,6 +28,10 @@ import (
 type DynProg struct {
 	// Slots is the number of memory slots (0: 500).
 	Slots int
+	// Cap applies the multi-GPU paper's transfer cap to data-parallel
+	// replicas (see Greedy.Cap): the dynamic program may offload only the
+	// activations of this replica's share.
+	Cap bool
 }
 
 // dynProgFixes bounds the paper's iterative fix of the activation sizes,
@@ -41,7 +45,12 @@ const (
 )
 
 // Name implements Scheduler.
-func (DynProg) Name() string { return "dynprog" }
+func (d DynProg) Name() string {
+	if d.Cap {
+		return "dynprog-cap"
+	}
+	return "dynprog"
+}
 
 func (DynProg) plansWithTimes() {}
 
@@ -50,6 +59,13 @@ func (d DynProg) Plan(p *Problem) (*Schedule, error) {
 	if d.Slots < 0 {
 		return nil, fmt.Errorf("ooc: dynprog: %d memory slots: want a positive number, or 0 for 500", d.Slots)
 	}
+	if d.Cap {
+		return planCapped(p, func(allowed capAllowed) (*Schedule, error) { return d.plan(p, allowed) })
+	}
+	return d.plan(p, nil)
+}
+
+func (d DynProg) plan(p *Problem, allowed capAllowed) (*Schedule, error) {
 	slots := d.Slots
 	if slots == 0 {
 		slots = 500
@@ -64,6 +80,12 @@ func (d DynProg) Plan(p *Problem) (*Schedule, error) {
 		return nil, err
 	}
 	dc := discretize(c, p.Budget, slots)
+	if allowed != nil {
+		dc.keep = make([]bool, len(c.Var))
+		for i, v := range c.Var {
+			dc.keep[i] = v >= 0 && !allowed(v)
+		}
+	}
 	var set []int
 	var lastErr error
 	for fix := 0; fix <= dynProgFixes+dynProgTightens; fix++ {
@@ -97,7 +119,7 @@ func (d DynProg) Plan(p *Problem) (*Schedule, error) {
 		}
 	}
 	// Last resort: add activations in forward order.
-	s, err := offloadMore(t, set, p.Budget, tm)
+	s, err := offloadMore(t, set, p.Budget, tm, allowed)
 	if err != nil {
 		return nil, fmt.Errorf("ooc: dynprog: %w", err)
 	}
@@ -134,6 +156,7 @@ type discrete struct {
 	exF, exB       []int64
 	best           int64 // the last solve's total idle, in slots
 	clampF, clampB int64
+	keep           []bool // x_i may not be offloaded (the transfer cap), if set
 }
 
 func discretize(c *Chain, budget int64, slots int) *discrete {
@@ -257,7 +280,7 @@ func (d *discrete) solve() ([]bool, bool) {
 			epsB := max(0, mB+d.exB[i]+d.x[i+1]+d.y[i+1]-S)
 			idle := e.idle + epsF + epsB
 			movedF, movedB := epsF+d.uF[i], epsB+d.uB[i]
-			if d.x[i] > 0 && d.c.X[i] > 0 {
+			if d.x[i] > 0 && d.c.X[i] > 0 && (d.keep == nil || !d.keep[i]) {
 				put(next, d.key(mF+d.x[i+1]-min(dFp+d.x[i], movedF), dFp+d.x[i]-movedF, d.x[i]+max(0, dB-movedB)),
 					dpEntry{idle: idle, from: k, off: true})
 			}

@@ -18,13 +18,13 @@ import (
 // chain is made of them.
 
 // activations lists the variables the backward reads from the forward, in
-// the order the forward produces them.
-func (t *Trace) activations() []int {
+// the order the forward produces them: those allowed (every one with none).
+func (t *Trace) activations(allowed ...capAllowed) []int {
 	end := t.forwardEnd()
 	var out []int
 	for v := range t.Vars {
 		x := &t.Vars[v]
-		if x.IsLeaf() || x.Producer > end || t.Last[v] <= end {
+		if x.IsLeaf() || x.Producer > end || t.Last[v] <= end || len(allowed) > 0 && !allowed[0].ok(v) {
 			continue
 		}
 		out = append(out, v)
@@ -216,15 +216,33 @@ func remove(s []int, v int) []int {
 // no-wait, eager, ordered schedule. If that schedule does not fit the budget
 // (the relaxation ignores when memory is needed), it offloads more, one
 // activation at a time, until one does.
-type Greedy struct{}
+type Greedy struct {
+	// Cap applies the multi-GPU paper's transfer cap to data-parallel
+	// replicas (see MultiVDNN.Cap): replica i of a switch group of x
+	// offloads only activations i%x + j*x, x as large as lets every
+	// replica of the group fit. It changes nothing on one device.
+	Cap bool
+}
 
 // Name implements Scheduler.
-func (Greedy) Name() string { return "greedy" }
+func (g Greedy) Name() string {
+	if g.Cap {
+		return "greedy-cap"
+	}
+	return "greedy"
+}
 
 func (Greedy) plansWithTimes() {}
 
 // Plan implements Scheduler.
-func (Greedy) Plan(p *Problem) (*Schedule, error) {
+func (g Greedy) Plan(p *Problem) (*Schedule, error) {
+	if g.Cap {
+		return planCapped(p, func(allowed capAllowed) (*Schedule, error) { return greedy(p, allowed) })
+	}
+	return greedy(p, nil)
+}
+
+func greedy(p *Problem, allowed capAllowed) (*Schedule, error) {
 	t := p.Trace
 	peak, err := tracePeak(t)
 	if err != nil {
@@ -234,14 +252,14 @@ func (Greedy) Plan(p *Problem) (*Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
-	acts := t.activations()
+	acts := t.activations(allowed)
 	var sum int64
 	k := 0
 	for k < len(acts) && sum < peak-p.Budget {
 		sum += t.DeviceBytes(acts[k])
 		k++
 	}
-	s, err := offloadMore(t, acts[:k], p.Budget, tm)
+	s, err := offloadMore(t, acts[:k], p.Budget, tm, allowed)
 	if err != nil {
 		return nil, fmt.Errorf("ooc: greedy: %w", err)
 	}
@@ -250,14 +268,14 @@ func (Greedy) Plan(p *Problem) (*Schedule, error) {
 
 // offloadMore returns the no-wait schedule offloading set if it fits the
 // budget; if not, it offloads the trace's other activations too, one at a
-// time in forward order, until a schedule fits.
-func offloadMore(t *Trace, set []int, budget int64, tm timing) (*Schedule, error) {
+// time in forward order (those allowed), until a schedule fits.
+func offloadMore(t *Trace, set []int, budget int64, tm timing, allowed capAllowed) (*Schedule, error) {
 	set = slices.Clone(set)
 	chosen := map[int]bool{}
 	for _, v := range set {
 		chosen[v] = true
 	}
-	acts := t.activations()
+	acts := t.activations(allowed)
 	for k := 0; ; k++ {
 		slices.SortFunc(set, func(a, b int) int { return cmp.Compare(t.Vars[a].Producer, t.Vars[b].Producer) })
 		s, err := offloadSchedule(t, set, budget, tm)

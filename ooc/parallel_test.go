@@ -280,7 +280,8 @@ func TestCompileParallelRefusesBadInput(t *testing.T) {
 
 // TestParallelSchedulersKeepTheBits: replicas that swap (the window
 // scheduler, vDNN, vDNN with the cap and trigger search, planned from the
-// first step's measured times) compute what in-core replicas compute.
+// first step's measured times, and the planners with the transfer cap)
+// compute what in-core replicas compute.
 func TestParallelSchedulersKeepTheBits(t *testing.T) {
 	build := parCNN(tensor.Float32)
 	want := parallel(t, build, 2, 3, ooc.Baseline())
@@ -291,7 +292,8 @@ func TestParallelSchedulersKeepTheBits(t *testing.T) {
 	for _, c := range []struct {
 		sc      ooc.Scheduler
 		percent int64
-	}{{ooc.Window{}, 90}, {ooc.MultiVDNN{}, 95}, {ooc.MultiVDNN{Cap: true, Tune: true}, 90}} {
+	}{{ooc.Window{}, 90}, {ooc.MultiVDNN{}, 95}, {ooc.MultiVDNN{Cap: true, Tune: true}, 90},
+		{ooc.Window{Cap: true}, 90}, {ooc.Greedy{Cap: true}, 90}, {ooc.DynProg{Cap: true}, 90}} {
 		t.Run(c.sc.Name(), func(t *testing.T) {
 			p, err := ooc.CompileParallel(build, parBatch, cpus(t, 2), ooc.BindDualValues(), ooc.WithScheduler(c.sc), ooc.WithBudget(peak*c.percent/100))
 			require.NoError(t, err)

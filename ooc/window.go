@@ -48,19 +48,37 @@ import (
 // come back (on ResNet-50 at 224, batch 32, on sim:v100-pcie this took the
 // window from 1.110 and 1.127 x the lower bound to 1.063 and 1.060 at 60%
 // and 70% of the compare range).
-type Window struct{}
+//
+// With Cap, data-parallel replicas behind one host link take the
+// multi-GPU paper's transfer cap (see Greedy.Cap): steps 2 and 3 swap out
+// only the activations of this replica's share; the others stay resident.
+type Window struct {
+	Cap bool
+}
 
 // Name implements Scheduler.
-func (Window) Name() string { return "window" }
+func (w Window) Name() string {
+	if w.Cap {
+		return "window-cap"
+	}
+	return "window"
+}
 
 // AutoWindow is the first schedule-window the automatic mode tries, and
 // the one it keeps on a device that is not simulated: 1.5 x budget.
 func AutoWindow(budget int64) int64 { return budget + budget/2 }
 
 // Plan implements Scheduler.
-func (Window) Plan(p *Problem) (*Schedule, error) {
+func (w Window) Plan(p *Problem) (*Schedule, error) {
+	if w.Cap {
+		return planCapped(p, func(allowed capAllowed) (*Schedule, error) { return planWindows(p, allowed) })
+	}
+	return planWindows(p, nil)
+}
+
+func planWindows(p *Problem, allowed capAllowed) (*Schedule, error) {
 	if p.Window > 0 {
-		return planWindow(p.Trace, p.Budget, p.Window, false)
+		return planWindow(p.Trace, p.Budget, p.Window, false, allowed)
 	}
 	tried := 0
 	sim, _ := p.Device.(*vm.Sim)
@@ -68,7 +86,7 @@ func (Window) Plan(p *Problem) (*Schedule, error) {
 	var bestTime time.Duration
 	var firstErr error
 	for k, try := range autoTrials(p.Budget, sim != nil) {
-		s, err := planWindow(p.Trace, p.Budget, try.w, try.furthest)
+		s, err := planWindow(p.Trace, p.Budget, try.w, try.furthest, allowed)
 		if err == nil {
 			hoistSwapOuts(p.Trace, s)
 			err = hoistSwapIns(p.Trace, s, p.Budget)
@@ -147,7 +165,7 @@ func autoTrials(budget int64, simulated bool) []windowTrial {
 	return out
 }
 
-func planWindow(t *Trace, B, W int64, furthest bool) (*Schedule, error) {
+func planWindow(t *Trace, B, W int64, furthest bool, allowed capAllowed) (*Schedule, error) {
 	n, nv := len(t.Funcs), len(t.Vars)
 	s := NewSchedule(n)
 	res := make([]bool, nv)    // holds device memory
@@ -240,7 +258,7 @@ func planWindow(t *Trace, B, W int64, furthest bool) (*Schedule, error) {
 			victim := -1
 			far := -1
 			for v := 0; v < nv; v++ {
-				if !res[v] || inV[v] == i+1 || i == 0 {
+				if !res[v] || inV[v] == i+1 || i == 0 || !allowed.ok(v) {
 					continue
 				}
 				nu := t.NextUse(v, i-1)
@@ -306,7 +324,7 @@ func planWindow(t *Trace, B, W int64, furthest bool) (*Schedule, error) {
 				live -= size(v)
 				continue
 			}
-			if queued[v] || inNext(v) {
+			if queued[v] || inNext(v) || !allowed.ok(v) {
 				continue
 			}
 			s.SwapOut[i] = append(s.SwapOut[i], v)
