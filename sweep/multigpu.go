@@ -34,7 +34,16 @@ type MultiGPUConfig struct {
 	Batches []int
 	// TablesOnly skips the largest-batch search (Batches must be given).
 	TablesOnly bool
-	Log        io.Writer
+	// Schemes are the schemes compared (empty: MultiSchemes, the paper's).
+	Schemes []MultiScheme
+	Log     io.Writer
+}
+
+func (c *MultiGPUConfig) schemes() []MultiScheme {
+	if len(c.Schemes) == 0 {
+		return MultiSchemes()
+	}
+	return c.Schemes
 }
 
 // A MultiScheme is one of the compared memory schemes.
@@ -54,6 +63,22 @@ func MultiSchemes() []MultiScheme {
 		{"vdnn", ooc.MultiVDNN{}, ooc.BestFit},
 		{"vdnn-cap-tuned", ooc.MultiVDNN{Cap: true, Tune: true}, ooc.BestFit},
 		{"window+va", ooc.Window{}, ooc.VA},
+	}
+}
+
+// CapSchemes compare the transfer cap as an option of the offload planners
+// and the window scheduler with plain per-device swapping: non-swap, then
+// Greedy, DynProg and Window each without and with Cap, all over the VA
+// allocator.
+func CapSchemes() []MultiScheme {
+	return []MultiScheme{
+		{"non-swap", nil, ooc.BestFit},
+		{"greedy", ooc.Greedy{}, ooc.VA},
+		{"greedy-cap", ooc.Greedy{Cap: true}, ooc.VA},
+		{"dynprog", ooc.DynProg{}, ooc.VA},
+		{"dynprog-cap", ooc.DynProg{Cap: true}, ooc.VA},
+		{"window", ooc.Window{}, ooc.VA},
+		{"window-cap", ooc.Window{Cap: true}, ooc.VA},
 	}
 }
 
@@ -130,7 +155,7 @@ func RunMultiGPU(cfg MultiGPUConfig) (*MultiGPUResult, error) {
 		return nil, fmt.Errorf("sweep: tables only, but no batches to run")
 	}
 	for _, n := range cfg.Devices {
-		for _, s := range MultiSchemes() {
+		for _, s := range cfg.schemes() {
 			if cfg.TablesOnly {
 				break
 			}
@@ -144,9 +169,14 @@ func RunMultiGPU(cfg MultiGPUConfig) (*MultiGPUResult, error) {
 	}
 	batches := cfg.Batches
 	if len(batches) == 0 {
-		// From the non-swap largest to the largest both vDNNs train, in
-		// four steps.
-		lo, hi := max(largest["non-swap"], cfg.Step), min(largest["vdnn"], largest["vdnn-cap-tuned"])
+		// From the non-swap largest to the largest every swapping scheme
+		// trains, in four steps.
+		lo, hi := max(largest["non-swap"], cfg.Step), cfg.MaxBatch
+		for _, s := range cfg.schemes() {
+			if s.Scheduler != nil {
+				hi = min(hi, largest[s.Name])
+			}
+		}
 		for k := 0; k <= 4 && hi >= lo; k++ {
 			b := (lo + k*(hi-lo)/4) / cfg.Step * cfg.Step
 			if k == 4 {
@@ -162,7 +192,7 @@ func RunMultiGPU(cfg MultiGPUConfig) (*MultiGPUResult, error) {
 			continue
 		}
 		for _, b := range batches {
-			for _, s := range MultiSchemes() {
+			for _, s := range cfg.schemes() {
 				p := cfg.point(cache, s, n, b)
 				res.Table = append(res.Table, p)
 				cfg.logf("%s %s x%d batch %d: %s", cfg.Model, s.Name, n, b, p.describe())
@@ -294,7 +324,7 @@ func WriteMultiGPU(w io.Writer, r *MultiGPUResult) {
 	if len(r.Largest) > 0 {
 		fmt.Fprintf(w, "\nLargest batch per device (step %d) and images/s per device there:\n", c.Step)
 		fmt.Fprintf(w, "%-8s", "devices")
-		for _, s := range MultiSchemes() {
+		for _, s := range c.schemes() {
 			fmt.Fprintf(w, " | %-24s", s.Name)
 		}
 		fmt.Fprintln(w)
@@ -327,13 +357,13 @@ func WriteMultiGPU(w io.Writer, r *MultiGPUResult) {
 			continue
 		}
 		fmt.Fprintf(w, "\nImages/s per device with %d devices (simulated, sim:%s):\n%-6s", n, c.Profile, "batch")
-		for _, s := range MultiSchemes() {
+		for _, s := range c.schemes() {
 			fmt.Fprintf(w, " | %-14s", s.Name)
 		}
 		fmt.Fprintln(w)
-		for i := 0; i < len(rows); i += len(MultiSchemes()) {
+		for i := 0; i < len(rows); i += len(c.schemes()) {
 			fmt.Fprintf(w, "%-6d", rows[i].Batch)
-			for _, p := range rows[i : i+len(MultiSchemes())] {
+			for _, p := range rows[i : i+len(c.schemes())] {
 				cell := "out of memory"
 				if p.OK {
 					cell = fmt.Sprintf("%.2f", p.IPS)

@@ -13,7 +13,8 @@ import (
 // runMultiGPU is "ooc multigpu": the multi-GPU paper's Tables I-III in the
 // simulator (largest batch per device and images/s per device, for
 // non-swap, the original vDNN, vDNN with the transfer cap and trigger
-// search, and window + VA, on 1, 2 and 4 devices sharing switches), or
+// search, and window + VA, on 1, 2 and 4 devices sharing switches; with
+// -schemes cap, the planners with and without the transfer cap), or
 // with -cpu a measured step of CPU replicas against one CPU device.
 func runMultiGPU(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("multigpu", flag.ContinueOnError)
@@ -28,6 +29,7 @@ func runMultiGPU(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	maxBatch := fs.Int("max-batch", 1024, "largest batch per device tried")
 	batches := fs.String("batches", "", "per-device batches for the throughput tables (default: from the non-swap largest up by -step)")
 	tablesOnly := fs.Bool("tables-only", false, "skip the largest-batch search: only the throughput tables at -batches")
+	schemes := fs.String("schemes", "paper", "paper: non-swap, vdnn, vdnn-cap-tuned, window+va; cap: greedy, dynprog and window each without and with the transfer cap")
 	cpu := fs.Bool("cpu", false, "instead: measure one step of -replicas CPU devices against one CPU device on the same batch")
 	cpuModel := fs.String("cpu-model", "smallcnn", "model for -cpu")
 	cpuBatch := fs.Int("cpu-batch", 64, "whole batch for -cpu")
@@ -51,6 +53,13 @@ func runMultiGPU(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return nil
 	}
 	cfg := sweep.MultiGPUConfig{Profile: *profile, Classes: *classes, Step: *step, MaxBatch: *maxBatch, TablesOnly: *tablesOnly}
+	switch *schemes {
+	case "paper":
+	case "cap":
+		cfg.Schemes = sweep.CapSchemes()
+	default:
+		return usagef("-schemes %s: want paper or cap", *schemes)
+	}
 	var err error
 	if cfg.Devices, err = parseInts("devices", *devices); err != nil {
 		return err

@@ -24,12 +24,18 @@ func TestMultiGPUCommand(t *testing.T) {
 	require.Contains(t, s, "\n512    | ")
 
 	out.Reset()
+	code = run(context.Background(), []string{"multigpu", "-models", "smallcnn", "-image", "32", "-classes", "10",
+		"-devices", "2", "-tables-only", "-batches", "256", "-schemes", "cap", "-q"}, &out, &errOut)
+	require.Equal(t, 0, code, errOut.String())
+	require.Contains(t, out.String(), "| greedy-cap     | dynprog        | dynprog-cap    | window         | window-cap")
+
+	out.Reset()
 	code = run(context.Background(), []string{"multigpu", "-cpu", "-cpu-batch", "8", "-cpu-image", "16", "-steps", "1"}, &out, &errOut)
 	require.Equal(t, 0, code, errOut.String())
 	require.Contains(t, out.String(), "measured on this machine's CPU")
 	require.Contains(t, out.String(), "speed-up")
 
-	for _, bad := range [][]string{{"-devices", "0"}, {"-batches", "x"}, {"-tables-only", "-models", "smallcnn"}, {"-profile", "nope"}} {
+	for _, bad := range [][]string{{"-devices", "0"}, {"-batches", "x"}, {"-tables-only", "-models", "smallcnn"}, {"-profile", "nope"}, {"-schemes", "mine"}} {
 		errOut.Reset()
 		require.NotEqual(t, 0, run(context.Background(), append([]string{"multigpu", "-q"}, bad...), &out, &errOut), bad)
 	}
