@@ -114,6 +114,27 @@ func checkGemm(tA, tB bool, m, n, k, la, lda, lb, ldb, lc, ldc int) error {
 	return nil
 }
 
+// workerCap is SetWorkers's cap (0: none).
+var workerCap atomic.Int64
+
+// SetWorkers caps the goroutines one GEMM uses at n (0 or less: no cap, GOMAXPROCS) and
+// returns the previous cap. Several GEMMs running at once (data-parallel replicas on CPU
+// devices, say) each split over all cores otherwise, and then fight over them. It changes no
+// result: the split never touches a sum. It applies to the whole process.
+func SetWorkers(n int) (prev int) {
+	return int(workerCap.Swap(int64(max(n, 0))))
+}
+
+// Workers is how many goroutines a large GEMM splits over: GOMAXPROCS, or SetWorkers's cap if
+// lower. The convolutions of models/layers split their own loops the same way.
+func Workers() int {
+	w := runtime.GOMAXPROCS(0)
+	if c := int(workerCap.Load()); c > 0 {
+		w = min(w, c)
+	}
+	return w
+}
+
 // serialBelow is the m*n*k under which a GEMM runs on the calling goroutine only: starting
 // goroutines costs microseconds, about what such a product takes.
 const serialBelow = 1 << 17
@@ -126,7 +147,7 @@ func gemm[T float](cfg *config[T], tA, tB bool, m, n, k int, alpha T, a []T, lda
 		scale(m, n, beta, c, ldc)
 		return
 	}
-	workers := runtime.GOMAXPROCS(0)
+	workers := Workers()
 	if m*n*k < serialBelow {
 		workers = 1
 	}

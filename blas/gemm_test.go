@@ -251,3 +251,32 @@ func TestAssemblyKernelsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestSetWorkers: the cap bounds Workers, never raises it above GOMAXPROCS, and changes no bit.
+func TestSetWorkers(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	defer SetWorkers(SetWorkers(0))
+	m, n, k := 96, 700, 300
+	r := rand.New(rand.NewPCG(3, 4))
+	a, b := randSlice[float32](r, m*k), randSlice[float32](r, k*n)
+	var first []float32
+	for _, tc := range []struct{ cap, want int }{{0, 4}, {1, 1}, {3, 3}, {9, 4}, {-2, 4}} {
+		SetWorkers(tc.cap)
+		if got := Workers(); got != tc.want {
+			t.Errorf("SetWorkers(%d): Workers() = %d, want %d", tc.cap, got, tc.want)
+		}
+		c := make([]float32, m*n)
+		if err := Gemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n); err != nil {
+			t.Fatal(err)
+		}
+		if first == nil {
+			first = c
+			continue
+		}
+		for i := range c {
+			if math.Float32bits(c[i]) != math.Float32bits(first[i]) {
+				t.Fatalf("cap %d differs from no cap at %d", tc.cap, i)
+			}
+		}
+	}
+}

@@ -47,25 +47,26 @@ func ParseAllocator(s string) (AllocatorKind, error) {
 type Option func(*settings)
 
 type settings struct {
-	budget    int64
-	window    int64
-	scheduler Scheduler
-	allocator AllocatorKind
-	chunk     int64
-	wsLimit   int64
-	device    vm.Device
-	bindAll   bool
-	bind      []*gorgonia.Node
-	outputs   []*gorgonia.Node
-	baseline  bool
-	inference bool
-	poison    bool
-	model     *vm.Sim // op times measured on the device (see Compile)
-	hostPers  bool    // HostPersistent
-	reducer   AllReducer
-	log       io.Writer
-	replica   replicaPos // which replica CompileParallel plans for
-	errs      []error
+	budget         int64
+	window         int64
+	scheduler      Scheduler
+	allocator      AllocatorKind
+	chunk          int64
+	wsLimit        int64
+	device         vm.Device
+	bindAll        bool
+	bind           []*gorgonia.Node
+	outputs        []*gorgonia.Node
+	baseline       bool
+	inference      bool
+	poison         bool
+	model          *vm.Sim // op times measured on the device (see Compile)
+	hostPers       bool    // HostPersistent
+	reducer        AllReducer
+	log            io.Writer
+	replicaWorkers int
+	replica        replicaPos // which replica CompileParallel plans for
+	errs           []error
 }
 
 func (s *settings) fail(format string, args ...interface{}) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gorgonia-ooc/outofcore/blas"
 	"github.com/gorgonia-ooc/outofcore/vm"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda"
 )
@@ -128,6 +130,16 @@ func WithLog(w io.Writer) Option {
 	}
 }
 
+// WithReplicaWorkers sets how many goroutines each replica's GEMMs and
+// convolutions split over while the replicas of a CompileParallel run
+// (package blas's SetWorkers, for the run's duration): by default (0) the
+// replicas share GOMAXPROCS evenly, at least one each, as they would fight
+// over every core otherwise; a negative n leaves each all of them. Results
+// are the same bits either way. Compile ignores it.
+func WithReplicaWorkers(n int) Option {
+	return func(s *settings) { s.replicaWorkers = n }
+}
+
 // ncclNote makes the NCCL fallback's note once per process, not once per
 // model or device.
 var ncclNote sync.Once
@@ -170,6 +182,7 @@ type Parallel struct {
 	reducer  AllReducer
 	owned    io.Closer // the reducer, when CompileParallel made it
 	accum    bool
+	workers  int              // WithReplicaWorkers
 	grads    []gorgonia.Value // the script's gradient values, by learnable
 	loss     gorgonia.Value
 	sim      bool
@@ -242,7 +255,7 @@ func CompileParallel(build Builder, batch int, devices []vm.Device, opts ...Opti
 	if s.device != nil {
 		return nil, errors.New("ooc: CompileParallel: pass the devices as its argument, not WithDevice")
 	}
-	p = &Parallel{batch: batch, reducer: s.reducer, accum: s.bindAll || len(s.bind) > 0}
+	p = &Parallel{batch: batch, reducer: s.reducer, accum: s.bindAll || len(s.bind) > 0, workers: s.replicaWorkers}
 	simulated := 0
 	for i, d := range devices {
 		if d == nil {
@@ -471,6 +484,9 @@ func (p *Parallel) RunAll() (err error) {
 		return err
 	}
 	errs := make([]error, len(p.replicas))
+	if w := p.replicaWorkers(); w > 0 {
+		defer blas.SetWorkers(blas.SetWorkers(w))
+	}
 	var wg sync.WaitGroup
 	for i, r := range p.replicas {
 		wg.Add(1)
@@ -491,6 +507,17 @@ func (p *Parallel) RunAll() (err error) {
 	p.stats.StepTime += time.Since(start)
 	p.stats.Steps++
 	return nil
+}
+
+// replicaWorkers is the GEMM worker cap while the replicas run (0: none).
+func (p *Parallel) replicaWorkers() int {
+	switch {
+	case p.workers > 0:
+		return p.workers
+	case p.workers < 0 || len(p.replicas) < 2:
+		return 0
+	}
+	return max(runtime.GOMAXPROCS(0)/len(p.replicas), 1)
 }
 
 func (p *Parallel) replicaErrors(errs []error) error {

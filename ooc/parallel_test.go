@@ -278,6 +278,15 @@ func TestCompileParallelRefusesBadInput(t *testing.T) {
 	require.True(t, strings.Contains(ooc.HostAllReduce{}.AllReduceMean(tensor.Int, [][]byte{{1}}).Error(), "not supported"))
 }
 
+// TestParallelReplicaWorkers: however many goroutines the replicas' GEMMs
+// split over, the step's bits are the same.
+func TestParallelReplicaWorkers(t *testing.T) {
+	want := parallel(t, parCNN(tensor.Float32), 2, 2)
+	for _, w := range []int{1, 3, -1} {
+		require.Equal(t, want.bits, parallel(t, parCNN(tensor.Float32), 2, 2, ooc.WithReplicaWorkers(w)).bits, "workers %d", w)
+	}
+}
+
 // TestParallelSchedulersKeepTheBits: replicas that swap (the window
 // scheduler, vDNN, vDNN with the cap and trigger search, planned from the
 // first step's measured times, and the planners with the transfer cap)

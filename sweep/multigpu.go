@@ -391,17 +391,21 @@ func persistentBytes(m *models.Model) int64 {
 
 // CPUReplicas is a measured comparison on this machine's CPU: steps of
 // one device on a whole batch against steps of Replicas CPU devices, one
-// replica each, on the same batch split among them.
+// replica each, on the same batch split among them: with the replicas'
+// GEMMs and convolutions splitting GOMAXPROCS among them (ooc's default)
+// and with each splitting over every core.
 type CPUReplicas struct {
 	Model                string
 	Batch, Image, Steps  int
 	Replicas             int
 	Single, Parallel     time.Duration // mean step time, after one warm-up step each
+	Shared               time.Duration // the replicas, each GEMM on every core
 	SingleLoss, ParaLoss float64       // the last step's loss (they differ by rounding and batch norm statistics)
 }
 
-// MeasureCPUReplicas times steps of one CPU device and of n CPU replicas,
-// alternating one step of each so both see the same machine load.
+// MeasureCPUReplicas times steps of one CPU device and of n CPU replicas
+// (split and shared cores), alternating one step of each so all see the
+// same machine load.
 func MeasureCPUReplicas(model string, batch, image, classes, steps, n int) (*CPUReplicas, error) {
 	build := func(b int) (ooc.Replica, error) {
 		m, err := models.Build(model, models.Config{Batch: b, Channels: 3, Height: image, Width: image, Classes: classes, Seed: 1})
@@ -422,24 +426,32 @@ func MeasureCPUReplicas(model string, batch, image, classes, steps, n int) (*CPU
 		return nil, err
 	}
 	defer single.Close()
-	devs, err := vm.NewDevices(fmt.Sprintf("cpu*%d", n), 0)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		for _, d := range devs {
-			_ = d.Close()
+	replicas := func(workers int) (*ooc.Parallel, error) {
+		devs, err := vm.NewDevices(fmt.Sprintf("cpu*%d", n), 0)
+		if err != nil {
+			return nil, err
 		}
-	}()
-	par, err := ooc.CompileParallel(build, batch, devs, ooc.BindDualValues())
+		par, err := ooc.CompileParallel(build, batch, devs, ooc.BindDualValues(), ooc.WithReplicaWorkers(workers))
+		if err != nil {
+			return nil, err
+		}
+		pm := par.Model()
+		if err := (&models.Model{Input: pm.Inputs[0], Labels: pm.Inputs[1]}).BindRandom(1); err != nil {
+			_ = par.Close()
+			return nil, err
+		}
+		return par, nil
+	}
+	par, err := replicas(0)
 	if err != nil {
 		return nil, err
 	}
 	defer par.Close()
-	pm := par.Model()
-	if err := (&models.Model{Input: pm.Inputs[0], Labels: pm.Inputs[1]}).BindRandom(1); err != nil {
+	shared, err := replicas(-1)
+	if err != nil {
 		return nil, err
 	}
+	defer shared.Close()
 	r := &CPUReplicas{Model: model, Batch: batch, Image: image, Steps: steps, Replicas: n}
 	timeStep := func(vm G.VM) (time.Duration, error) {
 		t0 := time.Now()
@@ -448,20 +460,19 @@ func MeasureCPUReplicas(model string, batch, image, classes, steps, n int) (*CPU
 		return time.Since(t0), err
 	}
 	for s := 0; s <= steps; s++ {
-		a, err := timeStep(single)
-		if err != nil {
-			return nil, err
-		}
-		b, err := timeStep(par)
-		if err != nil {
-			return nil, err
+		var ts [3]time.Duration
+		for k, m := range []G.VM{single, par, shared} {
+			if ts[k], err = timeStep(m); err != nil {
+				return nil, err
+			}
 		}
 		if s > 0 {
-			r.Single += a / time.Duration(steps)
-			r.Parallel += b / time.Duration(steps)
+			r.Single += ts[0] / time.Duration(steps)
+			r.Parallel += ts[1] / time.Duration(steps)
+			r.Shared += ts[2] / time.Duration(steps)
 		}
 	}
 	r.SingleLoss = float64(one.Loss.Value().Data().(float32))
-	r.ParaLoss = float64(pm.Loss.Value().Data().(float32))
+	r.ParaLoss = float64(par.Model().Loss.Value().Data().(float32))
 	return r, nil
 }

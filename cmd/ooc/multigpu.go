@@ -48,8 +48,9 @@ func runMultiGPU(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stdout, "measured on this machine's CPU (%s/%s, %d CPUs, shared: other load not controlled), %s batch %d at %dx%d, mean of %d steps after a warm-up, alternating:\n",
 			runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), r.Model, r.Batch, r.Image, r.Image, r.Steps)
 		fmt.Fprintf(stdout, "  1 CPU device, whole batch:      %8.3f s/step (loss %.4f)\n", r.Single.Seconds(), r.SingleLoss)
-		fmt.Fprintf(stdout, "  %d CPU replicas, batch split:    %8.3f s/step (loss %.4f)\n", r.Replicas, r.Parallel.Seconds(), r.ParaLoss)
-		fmt.Fprintf(stdout, "  speed-up: %.2fx\n", r.Single.Seconds()/r.Parallel.Seconds())
+		fmt.Fprintf(stdout, "  %d CPU replicas, batch split:    %8.3f s/step (loss %.4f), cores split among the replicas' GEMMs\n", r.Replicas, r.Parallel.Seconds(), r.ParaLoss)
+		fmt.Fprintf(stdout, "  %d CPU replicas, batch split:    %8.3f s/step, each replica's GEMMs on every core\n", r.Replicas, r.Shared.Seconds())
+		fmt.Fprintf(stdout, "  speed-up: %.2fx (split cores), %.2fx (shared cores)\n", r.Single.Seconds()/r.Parallel.Seconds(), r.Single.Seconds()/r.Shared.Seconds())
 		return nil
 	}
 	cfg := sweep.MultiGPUConfig{Profile: *profile, Classes: *classes, Step: *step, MaxBatch: *maxBatch, TablesOnly: *tablesOnly}

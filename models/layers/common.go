@@ -9,6 +9,8 @@ import (
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/blas"
 )
 
 // WorkspaceOp is the contract the VM declares structurally for ops that need scratch memory. It is
@@ -182,12 +184,12 @@ func fnType(dims ...int) hm.Type {
 	return hm.NewFnType(ts...)
 }
 
-// parallelFor splits [0,n) into at most NumCPU (and GOMAXPROCS) contiguous chunks. Callers only use it where each
+// parallelFor splits [0,n) into at most NumCPU (and blas.Workers) contiguous chunks. Callers only use it where each
 // index writes disjoint memory and every reduction stays inside one index, so the result does not
 // depend on the split or on scheduling. work is a rough element count: small jobs run inline because
 // goroutine start-up would cost more than it saves.
 func parallelFor(n int, work int64, fn func(lo, hi int)) {
-	workers := min(runtime.NumCPU(), runtime.GOMAXPROCS(0))
+	workers := min(runtime.NumCPU(), blas.Workers())
 	if workers > n {
 		workers = n
 	}
