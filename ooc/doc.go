@@ -59,7 +59,16 @@
 // paper's vDNN: the original (every layer swapped on every replica), its
 // transfer cap (replica i of a switch group swaps layers i%x + j*x) and its
 // search of each swap-in's trigger; sweep.RunMultiGPU and ooc multigpu
-// compare them with the window scheduler.
+// compare them with the window scheduler. The cap is also an option of
+// Greedy, DynProg and Window (Cap): a replica may swap only its share of
+// the activations, the smallest share that plans for every replica of its
+// group.
+//
+// On two or more CUDA devices the default AllReducer is NCCL
+// (cuda.NewNCCL) when libnccl.so.2 loads; otherwise CompileParallel says
+// so once (WithLog) and averages on the host. While CPU replicas run,
+// their GEMMs and convolutions split GOMAXPROCS among them
+// (WithReplicaWorkers).
 //
 // # Recomputation
 //
