@@ -1,10 +1,13 @@
 package cuda
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"time"
+
+	"gorgonia.org/tensor"
 
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
@@ -80,6 +83,11 @@ func Doctor(w io.Writer, ordinal int, opts ...Option) error {
 		const n, rounds = 4 << 20, 3
 		return fmt.Sprintf("%d rounds of %s", rounds, formatBytes(4*n)), d.checkOrdering(n, rounds)
 	})
+	if _, err := loadNCCL(); errors.Is(err, ErrNoNCCL) {
+		fmt.Fprintf(w, "nccl      none: %v; data-parallel training averages gradients on the host\n", err)
+	} else {
+		check("NCCL all-reduce of one rank", d.checkNCCL)
+	}
 	if err := d.Close(); err != nil {
 		failed = append(failed, "close")
 		fmt.Fprintf(w, "FAIL      close: %v\n", err)
@@ -89,6 +97,28 @@ func Doctor(w io.Writer, ordinal int, opts ...Option) error {
 	}
 	fmt.Fprintf(w, "all checks passed on %s (%s)\n", d.name, in.Name)
 	return nil
+}
+
+// checkNCCL makes a one-rank communicator on the device and all-reduces 1 MiB of float32s
+// through it: the mean of one rank is its own values.
+func (d *Device) checkNCCL() (string, error) {
+	c, err := NewNCCL([]*Device{d})
+	if err != nil {
+		return "", err
+	}
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i % 251) // float32s with no NaN: the top byte stays below 0x7f
+	}
+	want := append([]byte(nil), buf...)
+	err = c.AllReduceMean(tensor.Float32, [][]byte{buf})
+	if err = errors.Join(err, c.Close()); err != nil {
+		return "", err
+	}
+	if !bytes.Equal(buf, want) {
+		return "", errors.New("the mean of one rank is not its own values")
+	}
+	return fmt.Sprintf("NCCL %s from %s, 1 MiB intact", c.Version(), c.Library()), nil
 }
 
 // checkTrace replays a trace on a fresh allocator (chunk 0: best-fit) over the device's

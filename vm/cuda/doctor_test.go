@@ -29,6 +29,7 @@ func TestDoctor(t *testing.T) {
 			"ok        va allocator, 2 MiB chunks, vm/alloc's swap-heavy trace: 1056 steps, bytes intact",
 			"ok        va allocator, 40 MiB chunks, random trace",
 			"ok        ordering of copy in, kernel, copy out on three streams: 3 rounds of 16 MiB",
+			"nccl      none: cuda: no usable NCCL library: ",
 			"all checks passed on cuda:0 (Fake CUDA Device 0 (fakecuda))"}},
 		{"no vmm", map[string]int64{"vmm": 0}, []string{
 			"VMM       no: the device reports CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 0; the best-fit allocator only",
@@ -37,6 +38,7 @@ func TestDoctor(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			lib := fakecuda.Build(t)
 			f := fakecuda.Open(t, lib)
+			t.Setenv(NCCLLibraryEnv, "/nonexistent/libnccl.so.2")
 			for k, v := range c.knobs {
 				f.Set(t, k, v)
 			}

@@ -231,6 +231,13 @@ func TestNCCLErrors(t *testing.T) {
 			t.Errorf("JoinNCCL rank 2 of 2: %v", err)
 		}
 	})
+	t.Run("doctor's check", func(t *testing.T) {
+		ds, _ := fakeNCCL(t, 1, 22304)
+		note, err := ds[0].checkNCCL()
+		if err != nil || !strings.Contains(note, "NCCL 2.23.4 from ") || !strings.HasSuffix(note, "libnccl.so.2, 1 MiB intact") {
+			t.Errorf("checkNCCL: %q, %v", note, err)
+		}
+	})
 	t.Run("unique id text", func(t *testing.T) {
 		for _, s := range []string{"", "zz", strings.Repeat("ab", 127)} {
 			if _, err := ParseUniqueID(s); err == nil || !strings.Contains(err.Error(), "256 hex digits") {
