@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	G "gorgonia.org/gorgonia"
@@ -401,6 +403,43 @@ type CPUReplicas struct {
 	Single, Parallel     time.Duration // mean step time, after one warm-up step each
 	Shared               time.Duration // the replicas, each GEMM on every core
 	SingleLoss, ParaLoss float64       // the last step's loss (they differ by rounding and batch norm statistics)
+	// Ceiling is what the machine gives concurrency meanwhile: the time of
+	// n loops of plain arithmetic one after another over their time on n
+	// goroutines at once (n on an idle n-core machine, about 1 when every
+	// core is busy with other work), measured between the steps.
+	Ceiling float64
+}
+
+// spin is plain arithmetic for about a few tens of milliseconds, what the
+// ceiling measurement runs.
+func spin() float64 {
+	x := 0.0
+	for i := 0; i < 30_000_000; i++ {
+		x += float64(i%7) * 1.0000001
+	}
+	return x
+}
+
+var spinSink atomic.Uint64
+
+// concurrency times n spins in a row and n at once.
+func concurrency(n int) (serial, parallel time.Duration) {
+	t0 := time.Now()
+	for range n {
+		spinSink.Add(uint64(spin()))
+	}
+	serial = time.Since(t0)
+	t0 = time.Now()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			spinSink.Add(uint64(spin()))
+		}()
+	}
+	wg.Wait()
+	return serial, time.Since(t0)
 }
 
 // MeasureCPUReplicas times steps of one CPU device and of n CPU replicas
@@ -459,6 +498,7 @@ func MeasureCPUReplicas(model string, batch, image, classes, steps, n int) (*CPU
 		vm.Reset()
 		return time.Since(t0), err
 	}
+	var serial, parallel time.Duration
 	for s := 0; s <= steps; s++ {
 		var ts [3]time.Duration
 		for k, m := range []G.VM{single, par, shared} {
@@ -470,8 +510,11 @@ func MeasureCPUReplicas(model string, batch, image, classes, steps, n int) (*CPU
 			r.Single += ts[0] / time.Duration(steps)
 			r.Parallel += ts[1] / time.Duration(steps)
 			r.Shared += ts[2] / time.Duration(steps)
+			a, b := concurrency(n)
+			serial, parallel = serial+a, parallel+b
 		}
 	}
+	r.Ceiling = serial.Seconds() / parallel.Seconds()
 	r.SingleLoss = float64(one.Loss.Value().Data().(float32))
 	r.ParaLoss = float64(par.Model().Loss.Value().Data().(float32))
 	return r, nil

@@ -51,6 +51,8 @@ func runMultiGPU(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(stdout, "  %d CPU replicas, batch split:    %8.3f s/step (loss %.4f), cores split among the replicas' GEMMs\n", r.Replicas, r.Parallel.Seconds(), r.ParaLoss)
 		fmt.Fprintf(stdout, "  %d CPU replicas, batch split:    %8.3f s/step, each replica's GEMMs on every core\n", r.Replicas, r.Shared.Seconds())
 		fmt.Fprintf(stdout, "  speed-up: %.2fx (split cores), %.2fx (shared cores)\n", r.Single.Seconds()/r.Parallel.Seconds(), r.Single.Seconds()/r.Shared.Seconds())
+		fmt.Fprintf(stdout, "  the machine's concurrency meanwhile: %d loops of arithmetic on %d goroutines ran %.2fx as fast as one after another (%d on an idle machine)\n",
+			r.Replicas, r.Replicas, r.Ceiling, min(r.Replicas, runtime.NumCPU()))
 		return nil
 	}
 	cfg := sweep.MultiGPUConfig{Profile: *profile, Classes: *classes, Step: *step, MaxBatch: *maxBatch, TablesOnly: *tablesOnly}

@@ -34,6 +34,7 @@ func TestMultiGPUCommand(t *testing.T) {
 	require.Equal(t, 0, code, errOut.String())
 	require.Contains(t, out.String(), "measured on this machine's CPU")
 	require.Contains(t, out.String(), "speed-up")
+	require.Contains(t, out.String(), "the machine's concurrency meanwhile: 2 loops of arithmetic on 2 goroutines ran")
 
 	for _, bad := range [][]string{{"-devices", "0"}, {"-batches", "x"}, {"-tables-only", "-models", "smallcnn"}, {"-profile", "nope"}, {"-schemes", "mine"}} {
 		errOut.Reset()
