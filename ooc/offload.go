@@ -218,9 +218,9 @@ func remove(s []int, v int) []int {
 // activation at a time, until one does.
 type Greedy struct {
 	// Cap applies the multi-GPU paper's transfer cap to data-parallel
-	// replicas (see MultiVDNN.Cap): replica i of a switch group of x
-	// offloads only activations i%x + j*x, x as large as lets every
-	// replica of the group fit. It changes nothing on one device.
+	// replicas (see MultiVDNN.Cap): replica i of a switch group offloads
+	// only activations i%x + j*x, x as large as lets every replica of the
+	// group fit the budget. It changes nothing on one device.
 	Cap bool
 }
 
