@@ -111,8 +111,11 @@
 // b's op writes over its operand a (a learnable or input tensor) in place,
 // at once, so what reads a later in the step sees the new value;
 // TapeMachine does nothing else for a Set (it leaves a unchanged, or
-// overwrites another operand of b), so Compile refuses other forms. A read
-// of a leaf that a Set assigns sees the value after the run. What a node
+// overwrites another operand of b), so Compile refuses other forms. A Read
+// of a leaf reads it at the statement's place in gorgonia's program order
+// (vm.Read.After): a Read that comes before the op carrying out a Set of
+// that leaf sees the old value, one after it the new, as under
+// TapeMachine. What a node
 // holds after RunAll: the cost, Read nodes and WithOutputs nodes are bound
 // to their values (overwritten in place by the next run), gradients to the
 // learnables; other nodes are not (their memory was reused).

@@ -226,13 +226,14 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 	type read struct {
 		n    *gorgonia.Node
 		into *gorgonia.Value
+		pos  int // the statement's place in order
 	}
 	type set struct{ stmt, to, from *gorgonia.Node }
 	var reads []read
 	var sets []set
 	var roots []*gorgonia.Node
 	statement := map[*gorgonia.Node]bool{}
-	for _, n := range order {
+	for pos, n := range order {
 		into, err := readTarget(n.Op())
 		if err != nil {
 			return nil, fmt.Errorf("%w (node %s)", err, n.Name())
@@ -247,7 +248,7 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 			if backward[ops[0]] {
 				continue // a forward-only run has no gradients to read
 			}
-			reads = append(reads, read{ops[0], into})
+			reads = append(reads, read{ops[0], into, pos})
 			roots = append(roots, ops[0])
 		case isSet(n.Op()):
 			statement[n] = true
@@ -330,7 +331,11 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 
 	t = &Trace{}
 	index := map[*gorgonia.Node]int{}
-	for _, n := range order {
+	// funcsBefore[pos] is how many functions precede order[pos]: a Read
+	// statement reads there (see vm.Read.After).
+	funcsBefore := make([]int, len(order))
+	for pos, n := range order {
+		funcsBefore[pos] = len(t.Funcs)
 		if !keep[n] {
 			continue
 		}
@@ -413,7 +418,7 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		t.Funcs = append(t.Funcs, f)
 	}
 	for _, r := range reads {
-		t.Reads = append(t.Reads, vm.Read{Var: index[r.n], Into: r.into})
+		t.Reads = append(t.Reads, vm.Read{Var: index[r.n], Into: r.into, After: funcsBefore[r.pos] - 1})
 	}
 	setFrom := map[*gorgonia.Node]bool{}
 	for _, s := range sets {

@@ -121,6 +121,9 @@ type Machine struct {
 	sinks     [][]int
 	leafSinks []int
 	readsOf   map[int][]*Read
+	// leafReads are the reads of leaves (and their views), by the function
+	// after which they read (-1: at the start of a run).
+	leafReads map[int][]*Read
 	setsFrom  map[int][]int // var -> indices of Sets
 	training  []gorgonia.TrainModeOp
 	pool      hostPool
@@ -227,11 +230,16 @@ func (m *Machine) indexSinks() error {
 	p := m.prog
 	m.sinks = make([][]int, len(p.Vars))
 	m.readsOf = map[int][]*Read{}
+	m.leafReads = map[int][]*Read{}
 	m.setsFrom = map[int][]int{}
 	for k := range p.Reads {
 		r := &p.Reads[k]
-		if r.Var < 0 || r.Var >= len(p.Vars) || r.Into == nil {
+		if r.Var < 0 || r.Var >= len(p.Vars) || r.Into == nil || r.After < -1 || r.After >= len(p.Funcs) {
 			return fmt.Errorf("vm: read statement %d is malformed", k)
+		}
+		if p.Vars[r.Var].IsLeaf() {
+			m.leafReads[r.After] = append(m.leafReads[r.After], r)
+			continue
 		}
 		m.readsOf[r.Var] = append(m.readsOf[r.Var], r)
 	}
@@ -362,6 +370,11 @@ func (m *Machine) RunAll() (err error) {
 		return err
 	} else if m.run != nil {
 		if err = m.uploadLeaves(); err != nil {
+			return err
+		}
+	}
+	if m.sim == nil {
+		if err = m.publishLeafReads(-1); err != nil {
 			return err
 		}
 	}
@@ -738,7 +751,7 @@ func (m *Machine) exec(fi int, recompute bool) (err error) {
 			return err
 		}
 	}
-	return nil
+	return m.publishLeafReads(fi)
 }
 
 // RunningStatser is implemented by ops whose forward updates running
@@ -827,19 +840,9 @@ func (m *Machine) publish(i int) error {
 		}
 	}
 	for _, r := range m.readsOf[i] {
-		// The first run clones; later runs copy into the value the reader
-		// holds, as TapeMachine's read instruction does.
-		if dst, ok := writableLike(*r.Into, kind, v); ok {
-			copy(dst, src)
-			continue
-		}
-		host, err := newHostValue(kind, v.Dtype, v.Shape)
-		if err != nil {
+		if err := storeRead(r, src, kind, v); err != nil {
 			return err
 		}
-		dst, _ := rawBytes(host)
-		copy(dst, src)
-		*r.Into = host
 	}
 	for _, k := range m.setsFrom[i] {
 		to := &m.prog.Vars[m.prog.Sets[k].To]
@@ -848,6 +851,40 @@ func (m *Machine) publish(i int) error {
 			return fmt.Errorf("vm: set %s = %s: %s holds a value that cannot be written in place (%T)", to.Name, v.Name, to.Name, m.leaves[m.prog.Sets[k].To])
 		}
 		copy(dst, src)
+	}
+	return nil
+}
+
+// storeRead stores a read value into the statement's destination: the
+// first run clones, later runs copy into the value the reader holds, as
+// TapeMachine's read instruction does.
+func storeRead(r *Read, src []byte, kind valueKind, v *Var) error {
+	if dst, ok := writableLike(*r.Into, kind, v); ok {
+		copy(dst, src)
+		return nil
+	}
+	host, err := newHostValue(kind, v.Dtype, v.Shape)
+	if err != nil {
+		return err
+	}
+	dst, _ := rawBytes(host)
+	copy(dst, src)
+	*r.Into = host
+	return nil
+}
+
+// publishLeafReads carries out the reads of leaves that stand right after
+// function fi (-1: before any) in the program: a leaf a Set assigns later
+// in the run is read as it is now.
+func (m *Machine) publishLeafReads(fi int) error {
+	for _, r := range m.leafReads[fi] {
+		src, kind, err := m.hostBytes(r.Var)
+		if err != nil {
+			return err
+		}
+		if err := storeRead(r, src, kind, &m.prog.Vars[r.Var]); err != nil {
+			return err
+		}
 	}
 	return nil
 }

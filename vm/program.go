@@ -119,6 +119,13 @@ func (f *Func) Operands() []int {
 type Read struct {
 	Var  int
 	Into *gorgonia.Value
+	// After is where the statement stands in the program: it reads once
+	// function After has run (-1: before any). It matters for a leaf (or a
+	// view of one), whose value a Set may change during the run: the read
+	// sees the value at its place, as TapeMachine's read instruction does.
+	// A computed variable is read when it is computed (it does not change
+	// afterwards).
+	After int
 }
 
 // Set is a gorgonia.Set statement: after a run, the leaf variable To holds
