@@ -1,0 +1,267 @@
+package ooc_test
+
+import (
+	"math/rand"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/ooc"
+)
+
+// More programs written the way gorgonia users write them: gorgonia's own
+// layers (BatchNorm, Dropout, Conv2d and MaxPool2D with odd sizes, strides,
+// padding and dilation, Upsample2D, Im2Col), reductions along axes,
+// masks from comparisons, clamps composed of Rectify, reshape chains,
+// concatenation along every axis, stepped slices, broadcast patterns on
+// either side, shared weights, unused nodes, constants, two heads summed
+// into one cost, KL divergence and cross-entropy. Each is compared bit for
+// bit with gorgonia's TapeMachine by checkBitForBit (loss, every gradient,
+// weights after Adam steps; in core, at half the in-core peak and at the
+// least feasible budget; float32 and float64).
+
+// userCtx makes a program's leaves from one seeded generator.
+type userCtx struct {
+	g   *G.ExprGraph
+	dt  tensor.Dtype
+	rng *rand.Rand
+}
+
+func (c *userCtx) leaf(name string, scale float64, shape ...int) *G.Node {
+	return G.NewTensor(c.g, c.dt, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(randT(c.rng, c.dt, scale, shape...)))
+}
+
+func (c *userCtx) scalar(v float64) *G.Node {
+	if c.dt == tensor.Float32 {
+		return G.NewConstant(float32(v))
+	}
+	return G.NewConstant(v)
+}
+
+// userProgram builds a program's cost and learnables; asUserBuilder
+// differentiates it with gorgonia.Grad.
+type userProgram func(c *userCtx) (cost *G.Node, params G.Nodes)
+
+func asUserBuilder(f userProgram) builder {
+	return func(dt tensor.Dtype, seed int64) *net {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(seed))}
+		cost, params := f(c)
+		if _, err := G.Grad(cost, params...); err != nil {
+			panic(err)
+		}
+		n := &net{g: c.g, cost: cost, params: params}
+		seedDropout(n)
+		return n
+	}
+}
+
+func must4(y, _, _ *G.Node, _ *G.BatchNormOp, err error) *G.Node {
+	if err != nil {
+		panic(err)
+	}
+	return y
+}
+
+var userPrograms = map[string]userProgram{
+	// A CNN block as gorgonia's examples write one: Conv2d, BatchNorm in
+	// training mode, Rectify, Dropout (seeded alike in both runs: its
+	// generator is otherwise clock-seeded), an odd-sized padded MaxPool2D.
+	"bn-dropout-cnn": func(c *userCtx) (*G.Node, G.Nodes) {
+		x := c.leaf("x", 1, 3, 2, 7, 7)
+		k := c.leaf("k", 0.3, 4, 2, 3, 3)
+		scale := c.leaf("scale", 0.3, 1, 4, 1, 1)
+		bias := c.leaf("bias", 0.1, 1, 4, 1, 1)
+		fc := c.leaf("fc", 0.2, 4*4*4, 3)
+		h := G.Must(G.Conv2d(x, k, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+		h = must4(G.BatchNorm(h, scale, bias, 0.1, 1e-5))
+		h = G.Must(G.Rectify(h))
+		h = G.Must(G.Dropout(h, 0.25))
+		h = G.Must(G.MaxPool2D(h, tensor.Shape{3, 3}, []int{1, 1}, []int{2, 2}))
+		logits := G.Must(G.Mul(G.Must(G.Reshape(h, tensor.Shape{3, 4 * 4 * 4})), fc))
+		y := G.NewMatrix(c.g, c.dt, G.WithShape(3, 3), G.WithName("y"), G.WithValue(onehot(c.rng, c.dt, 3, 3)))
+		return softmaxCE(logits, y), G.Nodes{k, scale, bias, fc}
+	},
+	// Conv2d variants side by side: stride 2 without padding on an odd
+	// input, a 1x1 kernel, a 3x1 kernel padded on one axis, dilation 2
+	// with padding 2; their maps joined on the channel axis, then pooled
+	// to a vector by means over the last axes, one at a time.
+	"conv-variants": func(c *userCtx) (*G.Node, G.Nodes) {
+		x := c.leaf("x", 1, 2, 3, 7, 7)
+		k1 := c.leaf("k1", 0.3, 2, 3, 3, 3)
+		k2 := c.leaf("k2", 0.3, 2, 3, 1, 1)
+		k3 := c.leaf("k3", 0.3, 2, 3, 3, 1)
+		k4 := c.leaf("k4", 0.3, 2, 3, 3, 3)
+		a := G.Must(G.Conv2d(x, k1, tensor.Shape{3, 3}, []int{0, 0}, []int{2, 2}, []int{1, 1}))  // 3x3
+		b := G.Must(G.Conv2d(x, k2, tensor.Shape{1, 1}, []int{0, 0}, []int{2, 2}, []int{1, 1}))  // 4x4
+		d := G.Must(G.Conv2d(x, k3, tensor.Shape{3, 1}, []int{1, 0}, []int{2, 2}, []int{1, 1}))  // 4x4
+		e := G.Must(G.Conv2d(x, k4, tensor.Shape{3, 3}, []int{2, 2}, []int{1, 1}, []int{2, 2}))  // 7x7
+		e = G.Must(G.MaxPool2D(G.Must(G.Tanh(e)), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2})) // 3x3
+		bd := G.Must(G.Concat(1, b, d))
+		bd = G.Must(G.MaxPool2D(bd, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1})) // 4x4, padded
+		bd = G.Must(G.Slice(bd, nil, nil, G.S(0, 3), G.S(1, 4)))
+		all := G.Must(G.Concat(1, a, bd, e))
+		v := G.Must(G.Mean(G.Must(G.Mean(all, 3)), 2))
+		return G.Must(G.Sum(G.Must(G.Square(v)))), G.Nodes{k1, k2, k3, k4}
+	},
+	// Nearest upsampling, then a convolution written by hand: Im2Col and
+	// a matrix product with a reshaped kernel.
+	"upsample-im2col": func(c *userCtx) (*G.Node, G.Nodes) {
+		x := c.leaf("x", 1, 2, 2, 3, 3)
+		k := c.leaf("k", 0.3, 2*3*3, 4)
+		up := G.Must(G.Upsample2D(x, 2)) // 6x6
+		cols := G.Must(G.Im2Col(up, tensor.Shape{3, 3}, tensor.Shape{0, 0}, tensor.Shape{1, 1}, tensor.Shape{1, 1}))
+		flat := G.Must(G.Reshape(cols, tensor.Shape{2 * 4 * 4, 2 * 3 * 3}))
+		out := G.Must(G.Mul(flat, k))
+		return G.Must(G.Mean(G.Must(G.Sum(G.Must(G.Sigmoid(out)), 1)))), G.Nodes{x, k}
+	},
+	// Reductions along each axis of a 3-D tensor, Norm along an axis,
+	// SoftMax along the middle axis and LogSoftMax along the last.
+	"reductions-softmax-axes": func(c *userCtx) (*G.Node, G.Nodes) {
+		x := c.leaf("x", 1, 3, 4, 5)
+		w := c.leaf("w", 0.3, 5, 5)
+		h := G.Must(G.Tanh(G.Must(G.Reshape(G.Must(G.Mul(G.Must(G.Reshape(x, tensor.Shape{12, 5})), w)), tensor.Shape{3, 4, 5}))))
+		s0 := G.Must(G.Sum(h, 0))                // 4x5
+		m1 := G.Must(G.Mean(h, 1))               // 3x5
+		s2 := G.Must(G.Sum(G.Must(G.Sum(h, 2)))) // scalar
+		sm := G.Must(G.SoftMax(h, 1))
+		ls := G.Must(G.LogSoftMax(h, 2))
+		nrm := G.Must(G.Norm(m1, 1, 2)) // 3
+		cost := G.Must(G.Add(G.Must(G.Sum(G.Must(G.Square(s0)))), G.Must(G.Mean(G.Must(G.Mean(m1, 1))))))
+		cost = G.Must(G.Add(cost, G.Must(G.Mul(s2, c.scalar(0.01)))))
+		cost = G.Must(G.Add(cost, G.Must(G.Sum(G.Must(G.Sum(G.Must(G.Sum(G.Must(G.HadamardProd(sm, ls)), 2)), 1))))))
+		cost = G.Must(G.Add(cost, G.Must(G.Sum(nrm))))
+		return cost, G.Nodes{x, w}
+	},
+	// Masks and clamps as users write them: a ReLU as x ⊙ (x > 0) with
+	// retSame, a clamp to [-0.5, 0.5] from two Rectify, a gradient-free
+	// Sign, Ceil and Floor branch, Inverse and Neg.
+	"masks-clamps": func(c *userCtx) (*G.Node, G.Nodes) {
+		x := c.leaf("x", 1, 6, 5)
+		w := c.leaf("w", 0.4, 5, 5)
+		h := G.Must(G.Mul(x, w))
+		relu := G.Must(G.HadamardProd(h, G.Must(G.Gt(h, c.scalar(0), true))))
+		lo, hi := c.scalar(-0.5), c.scalar(0.5)
+		clamp := G.Must(G.Sub(G.Must(G.Add(lo, G.Must(G.Rectify(G.Must(G.Sub(h, lo)))))), G.Must(G.Rectify(G.Must(G.Sub(h, hi))))))
+		steps := G.Must(G.Add(G.Must(G.Sign(x)), G.Must(G.Sub(G.Must(G.Ceil(x)), G.Must(G.Floor(x))))))
+		inv := G.Must(G.Inverse(G.Must(G.Add(G.Must(G.Square(clamp)), c.scalar(1)))))
+		cost := G.Must(G.Sum(G.Must(G.HadamardProd(G.Must(G.Add(relu, inv)), G.Must(G.Neg(steps))))))
+		lt := G.Must(G.Lt(h, G.Must(G.Neg(h)), true))
+		ne := G.Must(G.Ne(G.Must(G.Sign(h)), c.scalar(1), true))
+		cost = G.Must(G.Add(cost, G.Must(G.Sum(G.Must(G.HadamardProd(G.Must(G.Add(lt, ne)), h))))))
+		return cost, G.Nodes{w}
+	},
+	// Reshape chains, Concat along axes 0, 1 and 2 of 3-D tensors, slices
+	// with steps on two axes, and broadcast adds with the pattern on the
+	// left, on the right and on both sides.
+	"reshape-concat-slice-broadcast": func(c *userCtx) (*G.Node, G.Nodes) {
+		a := c.leaf("a", 1, 2, 3, 4)
+		b := c.leaf("b", 1, 2, 3, 4)
+		col := c.leaf("col", 0.5, 6, 1)
+		row := c.leaf("row", 0.5, 1, 8)
+		bias := c.leaf("bias", 0.5, 8)
+		c0 := G.Must(G.Concat(0, a, b)) // 4x3x4
+		c1 := G.Must(G.Concat(1, a, b)) // 2x6x4
+		c2 := G.Must(G.Concat(2, a, b)) // 2x3x8
+		r := G.Must(G.Reshape(G.Must(G.Reshape(c1, tensor.Shape{12, 4})), tensor.Shape{6, 8}))
+		outer := G.Must(G.BroadcastAdd(col, row, []byte{1}, []byte{0})) // 6x8
+		h := G.Must(G.Tanh(G.Must(G.HadamardProd(G.Must(G.Mul(r, c.scalar(1))), outer))))
+		h = G.Must(G.BroadcastAdd(h, bias, nil, []byte{0}))
+		st := G.Must(G.Slice(G.Must(G.Slice(c0, G.S(0, 4, 2))), nil, nil, G.S(1, 4))) // 2x3x3
+		sq := G.Must(G.Reshape(G.Must(G.Slice(c2, nil, nil, G.S(0, 8, 4))), tensor.Shape{2, 6}))
+		cost := G.Must(G.Add(G.Must(G.Sum(G.Must(G.Sum(h, 1)))), G.Must(G.Sum(G.Must(G.Sum(G.Must(G.Square(st)), 2))))))
+		cost = G.Must(G.Add(cost, G.Must(G.Mean(G.Must(G.Sum(G.Must(G.Cube(sq)), 1))))))
+		return cost, G.Nodes{a, b, col, row, bias}
+	},
+	// One weight used twice (a Siamese pair), a node computed and never
+	// used, a constant tensor and scalar constants in the cost,
+	// matrix-vector and vector-vector products.
+	"shared-unused-constants": func(c *userCtx) (*G.Node, G.Nodes) {
+		x1 := c.leaf("x1", 1, 8, 6)
+		x2 := c.leaf("x2", 1, 8, 6)
+		w := c.leaf("w", 0.3, 6, 4)
+		v := c.leaf("v", 0.3, 4)
+		u := c.leaf("u", 0.3, 8)
+		_ = G.Must(G.Exp(G.Must(G.Mul(x1, w)))) // unused
+		h1 := G.Must(G.Tanh(G.Must(G.Mul(x1, w))))
+		h2 := G.Must(G.Tanh(G.Must(G.Mul(x2, w))))
+		d := G.Must(G.Sub(h1, h2))
+		target := G.NewConstant(randT(c.rng, c.dt, 1, 8, 4), G.WithName("target"), G.In(c.g))
+		mv := G.Must(G.Mul(G.Must(G.Add(d, target)), v)) // 8
+		dot := G.Must(G.Mul(mv, u))                      // scalar
+		cost := G.Must(G.Add(G.Must(G.Square(dot)), G.Must(G.Mul(c.scalar(0.5), G.Must(G.Sum(G.Must(G.Square(d))))))))
+		return cost, G.Nodes{w, v, u}
+	},
+	// A classifier trained on a KL divergence to soft targets plus a
+	// binary cross-entropy head on a shared trunk, the two costs summed
+	// with weights.
+	"kl-xent-two-heads": func(c *userCtx) (*G.Node, G.Nodes) {
+		x := c.leaf("x", 1, 10, 6)
+		w := c.leaf("w", 0.3, 6, 8)
+		wa := c.leaf("wa", 0.3, 8, 4)
+		wb := c.leaf("wb", 0.3, 8, 1)
+		soft := G.NewConstant(softTargets(c.rng, c.dt, 10, 4), G.WithName("soft"), G.In(c.g))
+		bin := G.NewConstant(randUnit(c.rng, c.dt, 10, 1), G.WithName("bin"), G.In(c.g))
+		trunk := G.Must(G.Rectify(G.Must(G.Mul(x, w))))
+		logp := G.Must(G.LogSoftMax(G.Must(G.Mul(trunk, wa))))
+		kl := G.Must(G.Mean(G.Must(G.Sum(G.Must(G.HadamardProd(soft, G.Must(G.Sub(G.Must(G.Log(soft)), logp)))), 1))))
+		pb := G.Must(G.Sigmoid(G.Must(G.Mul(trunk, wb))))
+		bx := G.Must(G.Mean(G.Must(G.BinaryXent(pb, bin))))
+		cost := G.Must(G.Add(kl, G.Must(G.Mul(bx, c.scalar(0.5)))))
+		return cost, G.Nodes{w, wa, wb}
+	},
+}
+
+// softTargets are rows of a probability distribution.
+func softTargets(rng *rand.Rand, dt tensor.Dtype, n, k int) *tensor.Dense {
+	t := randUnit(rng, dt, n, k)
+	for i := 0; i < n; i++ {
+		var s float64
+		for j := 0; j < k; j++ {
+			s += at(t, i*k+j)
+		}
+		for j := 0; j < k; j++ {
+			setAt(t, i*k+j, at(t, i*k+j)/s)
+		}
+	}
+	return t
+}
+
+// randUnit is a tensor of numbers in (0.05, 0.95).
+func randUnit(rng *rand.Rand, dt tensor.Dtype, shape ...int) *tensor.Dense {
+	t := tensor.New(tensor.Of(dt), tensor.WithShape(shape...))
+	for i := 0; i < t.Len(); i++ {
+		setAt(t, i, 0.05+0.9*rng.Float64())
+	}
+	return t
+}
+
+func at(t *tensor.Dense, i int) float64 {
+	if d, ok := t.Data().([]float32); ok {
+		return float64(d[i])
+	}
+	return t.Data().([]float64)[i]
+}
+
+func setAt(t *tensor.Dense, i int, f float64) {
+	if d, ok := t.Data().([]float32); ok {
+		d[i] = float32(f)
+		return
+	}
+	t.Data().([]float64)[i] = f
+}
+
+// TestMoreUsersProgramsBitForBit: the programs above train bit for bit as
+// under TapeMachine, in core, at half the in-core peak (where a schedule
+// exists) and at the least feasible budget.
+func TestMoreUsersProgramsBitForBit(t *testing.T) {
+	models := map[string]builder{}
+	for name, p := range userPrograms {
+		models[name] = asUserBuilder(p)
+	}
+	checkBitForBit(t, models)
+}
+
+var _ = require.NoError
+var _ = ooc.Compile
