@@ -263,5 +263,98 @@ func TestMoreUsersProgramsBitForBit(t *testing.T) {
 	checkBitForBit(t, models)
 }
 
-var _ = require.NoError
-var _ = ooc.Compile
+// solverCase makes a fresh gorgonia solver for one run.
+type solverCase struct {
+	name string
+	make func() G.Solver
+	// f64Only: gorgonia's solver fails on float32 weights, whatever ran
+	// the step.
+	f64Only bool
+}
+
+var userSolvers = []solverCase{
+	{name: "vanilla-clip", make: func() G.Solver { return G.NewVanillaSolver(G.WithLearnRate(0.1), G.WithClip(0.05)) }},
+	{name: "vanilla-l2-batch", make: func() G.Solver {
+		return G.NewVanillaSolver(G.WithLearnRate(0.1), G.WithL2Reg(1e-2), G.WithBatchSize(4))
+	}},
+	{name: "momentum-l1", make: func() G.Solver {
+		return G.NewMomentum(G.WithLearnRate(0.05), G.WithMomentum(0.8), G.WithL1Reg(1e-3))
+	}},
+	{name: "adam-l2-clip-batch", make: func() G.Solver {
+		return G.NewAdamSolver(G.WithLearnRate(0.01), G.WithL2Reg(1e-3), G.WithClip(0.5), G.WithBatchSize(2))
+	}},
+	{name: "rmsprop", make: func() G.Solver {
+		return G.NewRMSPropSolver(G.WithLearnRate(0.01), G.WithRho(0.9), G.WithEps(1e-6), G.WithClip(1))
+	}},
+	{name: "adagrad-l2", make: func() G.Solver { return G.NewAdaGradSolver(G.WithLearnRate(0.05), G.WithL2Reg(1e-3)) }},
+	// Its Step multiplies a float32 tensor by a float64 scalar and fails
+	// (solvers.go:1530).
+	{name: "barzilai-borwein", make: func() G.Solver { return G.NewBarzilaiBorweinSolver(G.WithLearnRate(0.01)) }, f64Only: true},
+	{name: "adamw", make: func() G.Solver { return G.NewAdamW(G.WithLearnRate(0.01)) }},
+}
+
+// solverSteps is trainSteps with a given solver; with newBatch, a script's
+// loop that gorgonia.Lets a new batch into x before every run.
+func solverSteps(t *testing.T, n *net, m G.VM, solver G.Solver, steps int, newBatch bool) [][]uint64 {
+	t.Helper()
+	rng := rand.New(rand.NewSource(9))
+	var out [][]uint64
+	for s := 0; s < steps; s++ {
+		if newBatch {
+			require.NoError(t, G.Let(n.x, randT(rng, n.x.Dtype(), 1, n.x.Shape()...)))
+		}
+		require.NoError(t, m.RunAll())
+		out = append(out, bits(t, n.cost.Value()))
+		for _, p := range n.params {
+			gv, err := p.Grad()
+			require.NoError(t, err)
+			out = append(out, bits(t, gv))
+		}
+		require.NoError(t, solver.Step(G.NodesToValueGrads(n.params)))
+		m.Reset()
+	}
+	for _, p := range n.params {
+		out = append(out, bits(t, p.Value()))
+	}
+	return out
+}
+
+// TestSolversBitForBit: gorgonia's solvers with their options (clipping,
+// L1 and L2 regularisation, batch size) step the weights an out-of-core
+// run computes the gradients of exactly as they step TapeMachine's, over
+// three steps, each with a new batch Let into the input, in core and at
+// the least feasible budget.
+func TestSolversBitForBit(t *testing.T) {
+	models := map[string]builder{"mlp": mlp, "cnn": cnn}
+	for _, name := range sortedNames(models) {
+		build := models[name]
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			peak, err := ooc.InCorePeak(build(dt, 1).g)
+			require.NoError(t, err)
+			least := minFeasible(t, build, dt, peak)
+			for _, sc := range userSolvers {
+				if sc.f64Only && dt != tensor.Float64 {
+					continue
+				}
+				t.Run(name+"/"+dt.String()+"/"+sc.name, func(t *testing.T) {
+					ref := build(dt, 1)
+					tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
+					want := solverSteps(t, ref, tm, sc.make(), 3, true)
+					require.NoError(t, tm.Close())
+					for _, budget := range []int64{0, least} {
+						got := build(dt, 1)
+						opts := []ooc.Option{ooc.BindDualValues(got.params...), ooc.WithPoison(), ooc.Baseline()}
+						if budget > 0 {
+							opts = []ooc.Option{ooc.BindDualValues(got.params...), ooc.WithPoison(), ooc.WithBudget(budget)}
+						}
+						m, err := ooc.Compile(got.g, opts...)
+						require.NoError(t, err)
+						res := solverSteps(t, got, m, sc.make(), 3, true)
+						require.NoError(t, m.Close())
+						require.Equal(t, want, res, "budget %d", budget)
+					}
+				})
+			}
+		}
+	}
+}
