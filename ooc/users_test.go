@@ -358,3 +358,68 @@ func TestSolversBitForBit(t *testing.T) {
 		}
 	}
 }
+
+// TestUsersProgramsEverySchedulerAndOption: users' programs train bit for
+// bit as under TapeMachine with every scheduler (at half the in-core peak
+// where one function alone does not exceed it, and at the least budget that
+// scheduler can plan) and with the public API's other options (the
+// best-fit allocator, a larger VA chunk, an explicit window, a workspace
+// limit, leaves kept in host memory). A scheduler that times the trace
+// (LMS, Greedy, DynProg, VDNN, Hybrid) runs its first step on the window
+// scheduler's tape and replans from measured op times, so the steps after
+// the first run another tape.
+func TestUsersProgramsEverySchedulerAndOption(t *testing.T) {
+	models := map[string]builder{
+		"bn-dropout-cnn":    asUserBuilder(userPrograms["bn-dropout-cnn"]),
+		"kl-xent-two-heads": asUserBuilder(userPrograms["kl-xent-two-heads"]),
+		"masks-clamps":      asUserBuilder(userPrograms["masks-clamps"]),
+	}
+	schedulers := []ooc.Scheduler{ooc.Window{}, ooc.LMS{}, ooc.Greedy{}, ooc.DynProg{}, ooc.VDNN{}, ooc.Checkpoint{}, ooc.Hybrid{}}
+	for _, name := range sortedNames(models) {
+		build := models[name]
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			ref := build(dt, 1)
+			tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
+			wantL, wantG, wantW := trainSteps(t, ref, tm, 3)
+			require.NoError(t, tm.Close())
+			peak, err := ooc.InCorePeak(build(dt, 1).g)
+			require.NoError(t, err)
+			need, _ := mostOneFunctionNeeds(t, build(dt, 1))
+			type variant struct {
+				label  string
+				budget int64
+				opts   []ooc.Option
+			}
+			var variants []variant
+			for _, sc := range schedulers {
+				least := minFeasibleWith(t, build, dt, peak, ooc.WithScheduler(sc))
+				variants = append(variants, variant{sc.Name() + "/min", least, []ooc.Option{ooc.WithScheduler(sc)}})
+				if need <= peak/2 && least <= peak/2 {
+					variants = append(variants, variant{sc.Name() + "/50%", peak / 2, []ooc.Option{ooc.WithScheduler(sc)}})
+				}
+			}
+			least := minFeasible(t, build, dt, peak)
+			variants = append(variants,
+				variant{"bestfit", least, []ooc.Option{ooc.WithAllocator(ooc.BestFit)}},
+				variant{"chunk-4MiB", least, []ooc.Option{ooc.WithChunkSize(4 << 20)}},
+				variant{"window-2x", least, []ooc.Option{ooc.WithWindow(2 * least)}},
+				variant{"workspace-limit", least, []ooc.Option{ooc.WithWorkspaceLimit(1024)}},
+				variant{"host-persistent", least, []ooc.Option{ooc.HostPersistent()}},
+			)
+			for _, v := range variants {
+				t.Run(name+"/"+dt.String()+"/"+v.label, func(t *testing.T) {
+					got := build(dt, 1)
+					opts := append([]ooc.Option{ooc.BindDualValues(got.params...), ooc.WithPoison(), ooc.WithBudget(v.budget)}, v.opts...)
+					m, err := ooc.Compile(got.g, opts...)
+					require.NoError(t, err)
+					defer m.Close()
+					gotL, gotG, gotW := trainSteps(t, got, m, 3)
+					require.Equal(t, wantL, gotL, "loss")
+					require.Equal(t, wantG, gotG, "gradients")
+					require.Equal(t, wantW, gotW, "weights")
+					require.LessOrEqual(t, m.Stats().PeakDeviceBytes, v.budget)
+				})
+			}
+		}
+	}
+}
