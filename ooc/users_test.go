@@ -423,3 +423,95 @@ func TestUsersProgramsEverySchedulerAndOption(t *testing.T) {
 		}
 	}
 }
+
+// forwardProgram builds a forward-only program and returns the nodes the
+// script reads with gorgonia.Read.
+type forwardProgram func(c *userCtx) G.Nodes
+
+var userForwardPrograms = map[string]forwardProgram{
+	// A classifier's forward as an evaluation script runs it: Conv2d,
+	// BatchNorm, Dropout, GlobalAveragePool2D (which has no gradient, so
+	// only a forward graph can use it), a matrix product and SoftMax.
+	"bn-dropout-gap": func(c *userCtx) G.Nodes {
+		x := c.leaf("x", 1, 2, 3, 5, 5)
+		k := c.leaf("k", 0.3, 4, 3, 3, 3)
+		scale := c.leaf("scale", 0.3, 1, 4, 1, 1)
+		bias := c.leaf("bias", 0.1, 1, 4, 1, 1)
+		fc := c.leaf("fc", 0.3, 4, 3)
+		h := G.Must(G.Conv2d(x, k, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+		h = must4(G.BatchNorm(h, scale, bias, 0.1, 1e-5))
+		h = G.Must(G.Dropout(G.Must(G.Rectify(h)), 0.5))
+		gap := G.Must(G.Reshape(G.Must(G.GlobalAveragePool2D(h)), tensor.Shape{2, 4}))
+		prob := G.Must(G.SoftMax(G.Must(G.Mul(gap, fc))))
+		return G.Nodes{prob, G.Must(G.Max(prob, 1))}
+	},
+	// Outer products and a vector chain: OuterProd has no correct gradient
+	// in gorgonia, so it appears in forward graphs.
+	"outer-products": func(c *userCtx) G.Nodes {
+		u := c.leaf("u", 1, 8)
+		v := c.leaf("v", 1, 4)
+		w := c.leaf("w", 0.5, 4, 8)
+		o := G.Must(G.OuterProd(u, v))                   // 8x4
+		p := G.Must(G.Tanh(G.Must(G.Mul(o, w))))         // 8x8
+		q := G.Must(G.Mul(p, u))                         // 8
+		r := G.Must(G.Sum(G.Must(G.HadamardProd(q, u)))) // scalar
+		return G.Nodes{p, q, r}
+	},
+}
+
+// TestUsersForwardPrograms: forward-only programs give, in what their Read
+// statements store over three runs, what TapeMachine gives: a graph with no
+// gradient run as it is (batch norm and dropout in training mode, as a
+// plain TapeMachine runs them; dropout seeded alike) and compiled with
+// Inference() against TapeMachine's EvalMode; in core and at the least
+// feasible budget.
+func TestUsersForwardPrograms(t *testing.T) {
+	build := func(p forwardProgram, dt tensor.Dtype) (*G.ExprGraph, []*G.Value) {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(3))}
+		var reads []*G.Value
+		for _, n := range p(c) {
+			r := new(G.Value)
+			G.Read(n, r)
+			reads = append(reads, r)
+		}
+		seedDropout(&net{g: c.g})
+		return c.g, reads
+	}
+	for _, name := range sortedNames(userForwardPrograms) {
+		p := userForwardPrograms[name]
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			for _, eval := range []bool{false, true} {
+				mode := map[bool]string{false: "train-mode", true: "inference"}[eval]
+				t.Run(name+"/"+dt.String()+"/"+mode, func(t *testing.T) {
+					g, reads := build(p, dt)
+					var tmOpts []G.VMOpt
+					var opts []ooc.Option
+					if eval {
+						tmOpts, opts = append(tmOpts, G.EvalMode()), append(opts, ooc.Inference())
+					}
+					tm := G.NewTapeMachine(g, tmOpts...)
+					want := runReads(t, tm, reads, 3)
+					require.NoError(t, tm.Close())
+					g, _ = build(p, dt)
+					peak, err := ooc.InCorePeak(g)
+					require.NoError(t, err)
+					least := minFeasibleWith(t, func(dt tensor.Dtype, _ int64) *net {
+						g, _ := build(p, dt)
+						return &net{g: g}
+					}, dt, peak, opts...)
+					for _, budget := range []int64{0, least} {
+						g, reads := build(p, dt)
+						o := append([]ooc.Option{ooc.WithPoison(), ooc.Baseline()}, opts...)
+						if budget > 0 {
+							o = append([]ooc.Option{ooc.WithPoison(), ooc.WithBudget(budget)}, opts...)
+						}
+						m, err := ooc.Compile(g, o...)
+						require.NoError(t, err)
+						require.Equal(t, want, runReads(t, m, reads, 3), "budget %d", budget)
+						require.NoError(t, m.Close())
+					}
+				})
+			}
+		}
+	}
+}
