@@ -128,6 +128,11 @@
 // write into memory they are given) returns it on the host heap, and that
 // memory counts in the budget while the op runs (vm.Func.HostBytes).
 //
+// Gradients are those of the learnables gorgonia.Grad or
+// gorgonia.Backpropagate differentiated for: Backpropagate from outputs of
+// any shape, with output gradients the script supplies, needs no scalar
+// cost.
+//
 // Inference() compiles the forward only: the backward gorgonia.Grad added is
 // left out, batch norm and dropout run in inference mode, and the forward's
 // activations go out of core as a training step's do. A graph with no

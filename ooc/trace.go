@@ -264,7 +264,6 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 			roles[n] = vm.Output
 		}
 	}
-	haveCost := len(roles) > 0
 	for _, n := range cfg.outputs {
 		if n == nil || n.Graph() != g {
 			return nil, fmt.Errorf("ooc: output %v is not a node of this graph", n)
@@ -274,7 +273,10 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		}
 		roles[n] = vm.Output
 	}
-	if haveCost && !cfg.inference {
+	// A leaf's gradient is computed whatever made it: gorgonia.Grad of a
+	// scalar cost, or gorgonia.Backpropagate from outputs of any shape
+	// with gradients of the script's choosing (no cost node then).
+	if !cfg.inference {
 		for _, n := range order {
 			if n.Op() == nil && n.Deriv() != nil {
 				d := n.Deriv()

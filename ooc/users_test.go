@@ -515,3 +515,42 @@ func TestUsersForwardPrograms(t *testing.T) {
 		}
 	}
 }
+
+// backpropNet differentiates with gorgonia.Backpropagate instead of Grad,
+// with output gradients the script supplies as constants: from a matrix
+// output alone (no scalar cost anywhere in the graph), or from that and a
+// scalar penalty at once. The script reads the matrix output with
+// gorgonia.Read.
+func backpropNet(withScalar bool) builder {
+	return func(dt tensor.Dtype, seed int64) *net {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(seed))}
+		x := c.leaf("x", 1, 8, 5)
+		w1 := c.leaf("w1", 0.3, 5, 6)
+		w2 := c.leaf("w2", 0.3, 6, 4)
+		h := G.Must(G.Tanh(G.Must(G.Mul(x, w1))))
+		out := G.Must(G.Mul(h, w2)) // 8x4
+		outs := G.Nodes{out}
+		grads := G.Nodes{G.NewConstant(randT(c.rng, dt, 1, 8, 4), G.WithName("dout"), G.In(c.g))}
+		if withScalar {
+			outs = append(outs, G.Must(G.Sum(G.Must(G.Square(G.Must(G.Sum(h, 1)))))))
+			grads = append(grads, G.NewConstant(castTo(dt, 0.01), G.WithName("dreg"), G.In(c.g)))
+		}
+		params := G.Nodes{w1, w2}
+		if _, err := G.Backpropagate(outs, grads, params); err != nil {
+			panic(err)
+		}
+		read := new(G.Value)
+		G.Read(out, read)
+		return &net{g: c.g, x: x, cost: out, params: params, read: read}
+	}
+}
+
+// TestBackpropagateBitForBit: a graph differentiated by
+// gorgonia.Backpropagate trains bit for bit as under TapeMachine. (From a
+// matrix output alone, Compile refused BindDualValues on it, saying the
+// learnables had no gradient, and without BindDualValues a Read in the
+// graph left their gradients out: only a scalar output with a constant
+// gradient was taken for a cost.)
+func TestBackpropagateBitForBit(t *testing.T) {
+	checkBitForBit(t, map[string]builder{"matrix-output": backpropNet(false), "matrix-and-scalar": backpropNet(true)})
+}
