@@ -211,6 +211,33 @@ var userPrograms = map[string]userProgram{
 		cost := G.Must(G.Add(kl, G.Must(G.Mul(bx, c.scalar(0.5)))))
 		return cost, G.Nodes{w, wa, wb}
 	},
+	// A 2-D BatchNorm over features, LeakyRelu, and the negative
+	// log-likelihood summed from one scalar Slice per sample at its label
+	// (as character-level models write it); a vector-matrix product adds a
+	// penalty.
+	"bn2d-nll-slices-vecmat": func(c *userCtx) (*G.Node, G.Nodes) {
+		x := c.leaf("x", 1, 8, 5)
+		w := c.leaf("w", 0.4, 5, 6)
+		scale := c.leaf("scale", 0.3, 1, 6)
+		bias := c.leaf("bias", 0.1, 1, 6)
+		wo := c.leaf("wo", 0.4, 6, 4)
+		v := c.leaf("v", 0.3, 8)
+		h := must4(G.BatchNorm(G.Must(G.Mul(x, w)), scale, bias, 0.1, 1e-5))
+		h = G.Must(G.LeakyRelu(h, 0.2))
+		logp := G.Must(G.LogSoftMax(G.Must(G.Mul(h, wo))))
+		var nll *G.Node
+		for i, label := range []int{1, 0, 3, 2, 2, 1, 0, 3} {
+			p := G.Must(G.Slice(logp, G.S(i), G.S(label)))
+			if nll == nil {
+				nll = p
+			} else {
+				nll = G.Must(G.Add(nll, p))
+			}
+		}
+		vm := G.Must(G.Mul(v, h)) // 6
+		cost := G.Must(G.Sub(G.Must(G.Mul(G.Must(G.Sum(G.Must(G.Square(vm)))), c.scalar(0.01))), nll))
+		return cost, G.Nodes{w, scale, bias, wo, v}
+	},
 }
 
 // softTargets are rows of a probability distribution.
