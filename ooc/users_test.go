@@ -9,6 +9,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/vm"
 )
 
 // More programs written the way gorgonia users write them: gorgonia's own
@@ -391,7 +392,8 @@ func TestSolversBitForBit(t *testing.T) {
 // where one function alone does not exceed it, and at the least budget that
 // scheduler can plan) and with the public API's other options (the
 // best-fit allocator, a larger VA chunk, an explicit window, a workspace
-// limit, leaves kept in host memory). A scheduler that times the trace
+// limit, leaves kept in host memory, BindDualValues of every learnable,
+// planning times of a simulated GPU). A scheduler that times the trace
 // (LMS, Greedy, DynProg, VDNN, Hybrid) runs its first step on the window
 // scheduler's tape and replans from measured op times, so the steps after
 // the first run another tape.
@@ -402,6 +404,10 @@ func TestUsersProgramsEverySchedulerAndOption(t *testing.T) {
 		"masks-clamps":      asUserBuilder(userPrograms["masks-clamps"]),
 	}
 	schedulers := []ooc.Scheduler{ooc.Window{}, ooc.LMS{}, ooc.Greedy{}, ooc.DynProg{}, ooc.VDNN{}, ooc.Checkpoint{}, ooc.Hybrid{}}
+	prof, err := vm.LookupProfile("gtx1080ti")
+	require.NoError(t, err)
+	gpuSim, err := vm.NewSim(prof)
+	require.NoError(t, err)
 	for _, name := range sortedNames(models) {
 		build := models[name]
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
@@ -418,8 +424,10 @@ func TestUsersProgramsEverySchedulerAndOption(t *testing.T) {
 				opts   []ooc.Option
 			}
 			var variants []variant
+			leastOf := map[string]int64{}
 			for _, sc := range schedulers {
 				least := minFeasibleWith(t, build, dt, peak, ooc.WithScheduler(sc))
+				leastOf[sc.Name()] = least
 				variants = append(variants, variant{sc.Name() + "/min", least, []ooc.Option{ooc.WithScheduler(sc)}})
 				if need <= peak/2 && least <= peak/2 {
 					variants = append(variants, variant{sc.Name() + "/50%", peak / 2, []ooc.Option{ooc.WithScheduler(sc)}})
@@ -432,6 +440,8 @@ func TestUsersProgramsEverySchedulerAndOption(t *testing.T) {
 				variant{"window-2x", least, []ooc.Option{ooc.WithWindow(2 * least)}},
 				variant{"workspace-limit", least, []ooc.Option{ooc.WithWorkspaceLimit(1024)}},
 				variant{"host-persistent", least, []ooc.Option{ooc.HostPersistent()}},
+				variant{"bind-all", least, []ooc.Option{ooc.BindDualValues()}},
+				variant{"dynprog-planned-for-gtx1080ti", leastOf["dynprog"], []ooc.Option{ooc.WithScheduler(ooc.DynProg{}), ooc.WithPlanningTimes(gpuSim)}},
 			)
 			for _, v := range variants {
 				t.Run(name+"/"+dt.String()+"/"+v.label, func(t *testing.T) {
