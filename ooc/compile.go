@@ -224,6 +224,9 @@ func accumulated(t *Trace, s *settings) (map[*gorgonia.Node]bool, error) {
 	for i := range t.Vars {
 		if v := &t.Vars[i]; v.Role == vm.Gradient {
 			learnables[v.Learnable] = true
+			for _, l := range v.Shared {
+				learnables[l] = true
+			}
 		}
 	}
 	acc := map[*gorgonia.Node]bool{}

@@ -131,7 +131,12 @@
 // Gradients are those of the learnables gorgonia.Grad or
 // gorgonia.Backpropagate differentiated for: Backpropagate from outputs of
 // any shape, with output gradients the script supplies, needs no scalar
-// cost.
+// cost. Where gorgonia gives two learnables one gradient node (the
+// operands of one Add), each still gets its own gradient under
+// BindDualValues, as TapeMachine gives it: the machine binds such a
+// learnable to a gorgonia dual value holding its weight and gradient, as
+// TapeMachine does (vm/dual.go), so a solver zeroing one leaves the
+// other's.
 //
 // Inference() compiles the forward only: the backward gorgonia.Grad added is
 // left out, batch norm and dropout run in inference mode, and the forward's

@@ -223,6 +223,7 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 
 	roles := map[*gorgonia.Node]vm.Role{}
 	learnableOf := map[*gorgonia.Node]*gorgonia.Node{}
+	sharedBy := map[*gorgonia.Node][]*gorgonia.Node{} // further learnables with the same gradient node
 	type read struct {
 		n    *gorgonia.Node
 		into *gorgonia.Value
@@ -280,6 +281,10 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		for _, n := range order {
 			if n.Op() == nil && n.Deriv() != nil {
 				d := n.Deriv()
+				if l, ok := learnableOf[d]; ok && l != n {
+					sharedBy[d] = append(sharedBy[d], n)
+					continue
+				}
 				if _, taken := roles[d]; taken {
 					return nil, fmt.Errorf("ooc: %s is the gradient of %s and also an output", d.Name(), n.Name())
 				}
@@ -363,7 +368,7 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 			Role:     roles[n],
 		}
 		if v.Role == vm.Gradient {
-			v.Learnable = learnableOf[n]
+			v.Learnable, v.Shared = learnableOf[n], sharedBy[n]
 		}
 		size := int64(v.Dtype.Size())
 		if !n.IsScalar() {

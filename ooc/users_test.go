@@ -239,6 +239,30 @@ var userPrograms = map[string]userProgram{
 		cost := G.Must(G.Sub(G.Must(G.Mul(G.Must(G.Sum(G.Must(G.Square(vm)))), c.scalar(0.01))), nll))
 		return cost, G.Nodes{w, scale, bias, wo, v}
 	},
+	// Two learnables added directly (a learnable initial state plus a
+	// learnable offset): gorgonia's Grad gives both one gradient node, and
+	// TapeMachine under BindDualValues still keeps a gradient per
+	// learnable. (Compile refused this graph: "is the gradient of b and also
+	// an output".)
+	"two-learnables-one-gradient-node": func(c *userCtx) (*G.Node, G.Nodes) {
+		a := c.leaf("a", 1, 4, 6)
+		b := c.leaf("b", 1, 4, 6)
+		w := c.leaf("w", 0.3, 6, 3)
+		h := G.Must(G.Tanh(G.Must(G.Add(a, b))))
+		return G.Must(G.Sum(G.Must(G.Square(G.Must(G.Mul(h, w)))))), G.Nodes{a, b, w}
+	},
+	// A kernel learnt as a matrix and reshaped to 4-D for Conv2d, and a
+	// weight used through two Transposes: their gradients are views.
+	"reshaped-and-transposed-weights": func(c *userCtx) (*G.Node, G.Nodes) {
+		x := c.leaf("x", 1, 2, 2, 5, 5)
+		wm := c.leaf("wm", 0.3, 3, 18)
+		k := G.Must(G.Reshape(wm, tensor.Shape{3, 2, 3, 3}))
+		h := G.Must(G.Conv2d(x, k, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+		a := c.leaf("a", 1, 4, 6)
+		wt := c.leaf("wt", 0.3, 6, 4)
+		tt := G.Must(G.Mul(a, G.Must(G.Transpose(G.Must(G.Transpose(wt))))))
+		return G.Must(G.Add(G.Must(G.Sum(G.Must(G.Tanh(h)))), G.Must(G.Sum(G.Must(G.Square(tt)))))), G.Nodes{wm, a, wt}
+	},
 }
 
 // softTargets are rows of a probability distribution.
@@ -590,4 +614,31 @@ func backpropNet(withScalar bool) builder {
 // gradient was taken for a cost.)
 func TestBackpropagateBitForBit(t *testing.T) {
 	checkBitForBit(t, map[string]builder{"matrix-output": backpropNet(false), "matrix-and-scalar": backpropNet(true)})
+}
+
+// TestSharedGradientNodeWithoutDualValues: without BindDualValues, two
+// learnables with one gradient node both read that node's value through
+// Grad(), as under TapeMachine.
+func TestSharedGradientNodeWithoutDualValues(t *testing.T) {
+	build := asUserBuilder(userPrograms["two-learnables-one-gradient-node"])
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		grads := func(n *net, m G.VM) [][]uint64 {
+			require.NoError(t, m.RunAll())
+			var out [][]uint64
+			for _, p := range n.params {
+				g, err := p.Grad()
+				require.NoError(t, err)
+				out = append(out, bits(t, g))
+			}
+			require.NoError(t, m.Close())
+			return out
+		}
+		ref := build(dt, 1)
+		require.Same(t, ref.params[0].Deriv(), ref.params[1].Deriv())
+		want := grads(ref, G.NewTapeMachine(ref.g))
+		got := build(dt, 1)
+		m, err := ooc.Compile(got.g)
+		require.NoError(t, err)
+		require.Equal(t, want, grads(got, m))
+	}
 }

@@ -114,6 +114,9 @@ type Machine struct {
 	vars    []varState
 	leaves  []gorgonia.Value // by var index, for leaf variables
 	results map[int]gorgonia.Value
+	// sharedAcc are the accumulated gradients of the learnables that share
+	// their gradient node with another (Var.Shared), one each.
+	sharedAcc map[*gorgonia.Node]gorgonia.Value
 	// sinks[b] lists the variables published when b is computed: b and its
 	// views that the user reads (outputs, gradients, Read and Set
 	// statements). leafSinks are the leaves (and their views) the user
@@ -802,7 +805,14 @@ func (m *Machine) publish(i int) error {
 		if err != nil {
 			return err
 		}
-		if took, err := m.sink.TakeGradient(v.Learnable, a); took || err != nil {
+		took, err := m.sink.TakeGradient(v.Learnable, a)
+		for _, l := range v.Shared {
+			if err != nil || !took {
+				break
+			}
+			took, err = m.sink.TakeGradient(l, a)
+		}
+		if took || err != nil {
 			return err
 		}
 	}
@@ -839,6 +849,9 @@ func (m *Machine) publish(i int) error {
 			return err
 		}
 	}
+	if err := m.publishShared(v, src); err != nil {
+		return err
+	}
 	for _, r := range m.readsOf[i] {
 		if err := storeRead(r, src, kind, v); err != nil {
 			return err
@@ -851,6 +864,41 @@ func (m *Machine) publish(i int) error {
 			return fmt.Errorf("vm: set %s = %s: %s holds a value that cannot be written in place (%T)", to.Name, v.Name, to.Name, m.leaves[m.prog.Sets[k].To])
 		}
 		copy(dst, src)
+	}
+	return nil
+}
+
+// publishShared accumulates a shared gradient node's value into the own
+// gradient of each further learnable it is the gradient of, under
+// BindDualValues, as TapeMachine does (see bindGradient). Without
+// BindDualValues their Grad() is the gradient node's value, as under
+// TapeMachine.
+func (m *Machine) publishShared(v *Var, src []byte) error {
+	for _, l := range v.Shared {
+		if !m.accum[l] {
+			continue
+		}
+		acc, ok := m.sharedAcc[l]
+		if !ok {
+			kind := kindDense
+			if isScalarNode(v) {
+				kind = kindScalar
+			}
+			var err error
+			if acc, err = newHostValue(kind, v.Dtype, v.Shape); err != nil {
+				return err
+			}
+			if m.sharedAcc == nil {
+				m.sharedAcc = map[*gorgonia.Node]gorgonia.Value{}
+			}
+			m.sharedAcc[l] = acc
+		}
+		if err := accumulate(acc, src, v); err != nil {
+			return err
+		}
+		if err := bindGradient(l, acc); err != nil {
+			return fmt.Errorf("gradient of %s: %w", l.Name(), err)
+		}
 	}
 	return nil
 }

@@ -56,6 +56,9 @@ type Var struct {
 	Role     Role
 	// Learnable is the node whose gradient this is (Role == Gradient).
 	Learnable *gorgonia.Node
+	// Shared are further learnables whose gradient is this same node:
+	// gorgonia's Grad gives the operands of one Add one gradient node.
+	Shared []*gorgonia.Node
 
 	// View marks a variable that shares the memory of variable Base, as
 	// gorgonia's Reshape shares its operand's: it takes no memory of its
