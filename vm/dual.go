@@ -18,7 +18,10 @@ import (
 // each after its own update. The machine does the same for the learnables
 // that share a gradient node with another (Var.Shared): it makes gorgonia's
 // dual value through reflection, checked once against the pinned
-// gorgonia's layout, and binds it as TapeMachine does.
+// gorgonia's layout, and binds it as TapeMachine does. A learnable a
+// TapeMachine bound to a dual value before (a script that ran one on the
+// graph first) keeps it: the machine accumulates into its gradient, which
+// is what Grad() returns.
 
 var dual struct {
 	once   sync.Once
@@ -71,6 +74,21 @@ func initDual() {
 
 func boundTo(n *gorgonia.Node) gorgonia.Value {
 	return *(*gorgonia.Value)(unsafe.Add(unsafe.Pointer(n), dual.bound))
+}
+
+// dualGradient is the gradient of a node bound to a dual value (by a
+// TapeMachine with BindDualValues that ran on the graph, or by
+// bindGradient), or nil.
+func dualGradient(n *gorgonia.Node) gorgonia.Value {
+	dual.once.Do(initDual)
+	if dual.failed != nil {
+		return nil
+	}
+	cur := boundTo(n)
+	if cur == nil || reflect.TypeOf(cur) != dual.typ {
+		return nil
+	}
+	return *(*gorgonia.Value)(unsafe.Add(reflect.ValueOf(cur).UnsafePointer(), dual.dOff))
 }
 
 // bindGradient makes n hold its own gradient acc, as TapeMachine's

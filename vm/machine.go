@@ -825,8 +825,20 @@ func (m *Machine) publish(i int) error {
 	if v.Role != Intermediate && (v.View || !v.IsLeaf() || v.Role == Gradient) {
 		host, ok := m.results[i]
 		if !ok {
-			if host, err = newHostValue(kind, v.Dtype, v.Shape); err != nil {
-				return err
+			if v.Role == Gradient && m.accum[v.Learnable] {
+				// A TapeMachine that ran on the graph bound the learnable
+				// to a dual value: Grad() returns its gradient, so that is
+				// where this one accumulates.
+				if d := dualGradient(v.Learnable); d != nil {
+					if _, fits := writableLike(d, kind, v); fits {
+						host = d
+					}
+				}
+			}
+			if host == nil {
+				if host, err = newHostValue(kind, v.Dtype, v.Shape); err != nil {
+					return err
+				}
 			}
 			m.results[i] = host
 		}
@@ -847,6 +859,15 @@ func (m *Machine) publish(i int) error {
 		}
 		if err := gorgonia.UnsafeLet(target, host); err != nil {
 			return err
+		}
+		if v.Role == Gradient {
+			if d := dualGradient(v.Learnable); d != nil && d != host {
+				// Bound to a dual value by a TapeMachine, without
+				// BindDualValues here: Grad() must still see this run's.
+				if err := bindGradient(v.Learnable, host); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	if err := m.publishShared(v, src); err != nil {
