@@ -708,3 +708,85 @@ func TestSwitchFromTapeMachine(t *testing.T) {
 		}
 	}
 }
+
+// bnNet is a convolution, gorgonia's BatchNorm and a classifier, with the
+// batch norm op kept to read its running statistics and the prediction
+// read by a gorgonia.Read.
+func bnNet(dt tensor.Dtype) (*net, *G.BatchNormOp, *G.Value) {
+	c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(5))}
+	x := c.leaf("x", 1, 4, 2, 5, 5)
+	k := c.leaf("k", 0.3, 3, 2, 3, 3)
+	scale := c.leaf("scale", 0.3, 1, 3, 1, 1)
+	bias := c.leaf("bias", 0.1, 1, 3, 1, 1)
+	fc := c.leaf("fc", 0.2, 3*5*5, 2)
+	h := G.Must(G.Conv2d(x, k, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+	h, _, _, op, err := G.BatchNorm(h, scale, bias, 0.1, 1e-5)
+	if err != nil {
+		panic(err)
+	}
+	prob := G.Must(G.SoftMax(G.Must(G.Mul(G.Must(G.Reshape(G.Must(G.Rectify(h)), tensor.Shape{4, 3 * 5 * 5})), fc))))
+	y := G.NewMatrix(c.g, dt, G.WithShape(4, 2), G.WithName("y"), G.WithValue(onehot(c.rng, dt, 4, 2)))
+	cost := G.Must(G.Neg(G.Must(G.Mean(G.Must(G.HadamardProd(G.Must(G.Log(prob)), y))))))
+	params := G.Nodes{k, scale, bias, fc}
+	if _, err := G.Grad(cost, params...); err != nil {
+		panic(err)
+	}
+	pred := new(G.Value)
+	G.Read(prob, pred)
+	return &net{g: c.g, x: x, cost: cost, params: params}, op, pred
+}
+
+// TestBatchNormStateThenEvaluation: gorgonia's BatchNorm keeps running
+// statistics in its op. Three training steps advance them exactly as under
+// TapeMachine (once per step, never by a recomputation), and the script's
+// evaluation afterwards on the same graph (a TapeMachine with EvalMode;
+// ooc.Compile with Inference()) predicts from them the same bits; in core
+// and at the least budget.
+func TestBatchNormStateThenEvaluation(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		run := func(n *net, op *G.BatchNormOp, pred *G.Value, train G.VM) [][]uint64 {
+			solver := G.NewMomentum(G.WithLearnRate(0.05))
+			var out [][]uint64
+			for s := 0; s < 3; s++ {
+				require.NoError(t, train.RunAll())
+				out = append(out, bits(t, n.cost.Value()), bits(t, *pred))
+				require.NoError(t, solver.Step(G.NodesToValueGrads(n.params)))
+				train.Reset()
+			}
+			mean, variance := op.Stats()
+			out = append(out, bits(t, mean), bits(t, variance))
+			return out
+		}
+		evaluate := func(pred *G.Value, m G.VM) []uint64 {
+			require.NoError(t, m.RunAll())
+			return bits(t, *pred)
+		}
+		ref, op, pred := bnNet(dt)
+		tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
+		want := run(ref, op, pred, tm)
+		require.NoError(t, tm.Close())
+		ev := G.NewTapeMachine(ref.g, G.EvalMode())
+		want = append(want, evaluate(pred, ev))
+		require.NoError(t, ev.Close())
+
+		peak, err := ooc.InCorePeak(func() *net { n, _, _ := bnNet(dt); return n }().g)
+		require.NoError(t, err)
+		least := minFeasible(t, func(dt tensor.Dtype, _ int64) *net { n, _, _ := bnNet(dt); return n }, dt, peak)
+		for _, budget := range []int64{0, least} {
+			n, op, pred := bnNet(dt)
+			opts := []ooc.Option{ooc.BindDualValues(n.params...), ooc.WithPoison(), ooc.Baseline()}
+			if budget > 0 {
+				opts = []ooc.Option{ooc.BindDualValues(n.params...), ooc.WithPoison(), ooc.WithBudget(budget)}
+			}
+			m, err := ooc.Compile(n.g, opts...)
+			require.NoError(t, err)
+			got := run(n, op, pred, m)
+			require.NoError(t, m.Close())
+			em, err := ooc.Compile(n.g, ooc.Inference(), ooc.WithPoison())
+			require.NoError(t, err)
+			got = append(got, evaluate(pred, em))
+			require.NoError(t, em.Close())
+			require.Equal(t, want, got, "%v budget %d", dt, budget)
+		}
+	}
+}
