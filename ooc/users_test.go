@@ -608,14 +608,39 @@ func backpropNet(withScalar bool) builder {
 	}
 }
 
+// twoGradNet calls gorgonia.Grad twice on one graph: an autoencoder's
+// reconstruction cost for the encoder and decoder, and a classifier's cost
+// on the code for the head, as scripts that train two objectives write it.
+func twoGradNet(dt tensor.Dtype, seed int64) *net {
+	c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(seed))}
+	x := c.leaf("x", 1, 8, 6)
+	enc := c.leaf("enc", 0.3, 6, 4)
+	dec := c.leaf("dec", 0.3, 4, 6)
+	head := c.leaf("head", 0.3, 4, 3)
+	y := G.NewMatrix(c.g, dt, G.WithShape(8, 3), G.WithName("y"), G.WithValue(onehot(c.rng, dt, 8, 3)))
+	code := G.Must(G.Sigmoid(G.Must(G.Mul(x, enc))))
+	rec := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(G.Must(G.Mul(code, dec)), x))))))
+	if _, err := G.Grad(rec, enc, dec); err != nil {
+		panic(err)
+	}
+	cls := softmaxCE(G.Must(G.Mul(code, head)), y)
+	if _, err := G.Grad(cls, head); err != nil {
+		panic(err)
+	}
+	read := new(G.Value)
+	G.Read(cls, read)
+	return &net{g: c.g, x: x, cost: rec, params: G.Nodes{enc, dec, head}, read: read}
+}
+
 // TestBackpropagateBitForBit: a graph differentiated by
-// gorgonia.Backpropagate trains bit for bit as under TapeMachine. (From a
+// gorgonia.Backpropagate, or by two gorgonia.Grad calls of two costs,
+// trains bit for bit as under TapeMachine. (From a
 // matrix output alone, Compile refused BindDualValues on it, saying the
 // learnables had no gradient, and without BindDualValues a Read in the
 // graph left their gradients out: only a scalar output with a constant
 // gradient was taken for a cost.)
 func TestBackpropagateBitForBit(t *testing.T) {
-	checkBitForBit(t, map[string]builder{"matrix-output": backpropNet(false), "matrix-and-scalar": backpropNet(true)})
+	checkBitForBit(t, map[string]builder{"matrix-output": backpropNet(false), "matrix-and-scalar": backpropNet(true), "two-grad-calls": twoGradNet})
 }
 
 // TestSharedGradientNodeWithoutDualValues: without BindDualValues, two
