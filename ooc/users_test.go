@@ -265,6 +265,33 @@ var userPrograms = map[string]userProgram{
 		tt := G.Must(G.Mul(a, G.Must(G.Transpose(G.Must(G.Transpose(wt))))))
 		return G.Must(G.Add(G.Must(G.Sum(G.Must(G.Tanh(h)))), G.Must(G.Sum(G.Must(G.Square(tt)))))), G.Nodes{wm, a, wt}
 	},
+	// A numerically stable log-softmax written by hand with KeepDims (a
+	// reduction kept 2-D, then broadcast back), one-hot targets made by
+	// OneHotVector, and a matrix of them built with Concat.
+	"keepdims-onehot": func(c *userCtx) (*G.Node, G.Nodes) {
+		x := c.leaf("x", 1, 4, 6)
+		w := c.leaf("w", 0.3, 6, 5)
+		z := G.Must(G.Mul(x, w))
+		m, err := G.KeepDims(z, false, func(a *G.Node) (*G.Node, error) { return G.Max(a, 1) })
+		if err != nil {
+			panic(err)
+		}
+		shifted := G.Must(G.BroadcastSub(z, m, nil, []byte{1}))
+		lse, err := G.KeepDims(shifted, false, func(a *G.Node) (*G.Node, error) {
+			return G.Log(G.Must(G.Sum(G.Must(G.Exp(a)), 1)))
+		})
+		if err != nil {
+			panic(err)
+		}
+		logp := G.Must(G.BroadcastSub(shifted, lse, nil, []byte{1}))
+		var rows G.Nodes
+		for _, label := range []int{2, 0, 4, 1} {
+			oh := G.OneHotVector(label, 5, c.dt, G.In(c.g))
+			rows = append(rows, G.Must(G.Reshape(oh, tensor.Shape{1, 5})))
+		}
+		y := G.Must(G.Concat(0, rows...))
+		return G.Must(G.Neg(G.Must(G.Mean(G.Must(G.Sum(G.Must(G.HadamardProd(logp, y)), 1)))))), G.Nodes{w}
+	},
 }
 
 // softTargets are rows of a probability distribution.
