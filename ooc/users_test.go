@@ -842,3 +842,59 @@ func TestBatchNormStateThenEvaluation(t *testing.T) {
 		}
 	}
 }
+
+// rowRange is a tensor.Slice of rows, as gorgonia's MNIST example defines
+// its own.
+type rowRange struct{ start, end int }
+
+func (s rowRange) Start() int { return s.start }
+func (s rowRange) End() int   { return s.end }
+func (s rowRange) Step() int  { return 1 }
+
+// TestLetSlicedBatches: a data loader that Lets views of one dataset
+// tensor (dataset.Slice of the batch's rows, as gorgonia's MNIST example
+// does) into the inputs trains bit for bit as under TapeMachine, in core
+// and at the least budget.
+func TestLetSlicedBatches(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		run := func(n *net, m G.VM) [][]uint64 {
+			rng := rand.New(rand.NewSource(4))
+			xs, ys := randT(rng, dt, 1, 3*64, 20), onehot(rng, dt, 3*64, 5)
+			solver := G.NewAdamSolver(G.WithLearnRate(0.01))
+			var out [][]uint64
+			for b := 0; b < 3; b++ {
+				xv, err := xs.Slice(rowRange{b * 64, (b + 1) * 64})
+				require.NoError(t, err)
+				yv, err := ys.Slice(rowRange{b * 64, (b + 1) * 64})
+				require.NoError(t, err)
+				require.NoError(t, G.Let(n.x, xv))
+				require.NoError(t, G.Let(n.y, yv))
+				require.NoError(t, m.RunAll())
+				out = append(out, bits(t, n.cost.Value()))
+				require.NoError(t, solver.Step(G.NodesToValueGrads(n.params)))
+				m.Reset()
+			}
+			for _, p := range n.params {
+				out = append(out, bits(t, p.Value()))
+			}
+			return out
+		}
+		ref := mlp(dt, 1)
+		tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
+		want := run(ref, tm)
+		require.NoError(t, tm.Close())
+		peak, err := ooc.InCorePeak(mlp(dt, 1).g)
+		require.NoError(t, err)
+		for _, budget := range []int64{0, minFeasible(t, mlp, dt, peak)} {
+			got := mlp(dt, 1)
+			opts := []ooc.Option{ooc.BindDualValues(got.params...), ooc.WithPoison(), ooc.Baseline()}
+			if budget > 0 {
+				opts = []ooc.Option{ooc.BindDualValues(got.params...), ooc.WithPoison(), ooc.WithBudget(budget)}
+			}
+			m, err := ooc.Compile(got.g, opts...)
+			require.NoError(t, err)
+			require.Equal(t, want, run(got, m), "%v budget %d", dt, budget)
+			require.NoError(t, m.Close())
+		}
+	}
+}
