@@ -238,7 +238,7 @@ func accumulated(t *Trace, s *settings) (map[*gorgonia.Node]bool, error) {
 			return nil, errors.New("ooc: BindDualValues(nil)")
 		}
 		if !learnables[n] {
-			return nil, fmt.Errorf("ooc: BindDualValues: %s has no gradient in this graph (pass it to gorgonia.Grad)", n.Name())
+			return nil, fmt.Errorf("ooc: BindDualValues: %s has no gradient in this graph (pass it to gorgonia.Grad or gorgonia.Backpropagate)", n.Name())
 		}
 		acc[n] = true
 	}

@@ -292,6 +292,22 @@ var userPrograms = map[string]userProgram{
 		y := G.Must(G.Concat(0, rows...))
 		return G.Must(G.Neg(G.Must(G.Mean(G.Must(G.Sum(G.Must(G.HadamardProd(logp, y)), 1)))))), G.Nodes{w}
 	},
+	// An embedding table looked up row by row with Slice (a token repeated,
+	// so its row's gradient accumulates from two slices) and by ByIndices,
+	// the rows stacked with Concat after a Reshape each.
+	"embedding-lookups": func(c *userCtx) (*G.Node, G.Nodes) {
+		emb := c.leaf("emb", 0.5, 7, 4)
+		w := c.leaf("w", 0.3, 4, 4)
+		var rows G.Nodes
+		for _, tok := range []int{3, 0, 3, 6} {
+			rows = append(rows, G.Must(G.Reshape(G.Must(G.Slice(emb, G.S(tok))), tensor.Shape{1, 4})))
+		}
+		seq := G.Must(G.Concat(0, rows...)) // 4x4
+		idx := G.NewVector(c.g, tensor.Int, G.WithShape(4), G.WithName("idx"), G.WithValue(tensor.New(tensor.WithBacking([]int{1, 5, 1, 2}))))
+		ctx := G.Must(G.ByIndices(emb, idx, 0)) // 4x4
+		h := G.Must(G.Tanh(G.Must(G.Mul(G.Must(G.Add(seq, ctx)), w))))
+		return G.Must(G.Sum(G.Must(G.Square(h)))), G.Nodes{emb, w}
+	},
 }
 
 // softTargets are rows of a probability distribution.
