@@ -459,8 +459,7 @@ func TestSolversBitForBit(t *testing.T) {
 // TestUsersProgramsEverySchedulerAndOption: users' programs train bit for
 // bit as under TapeMachine with every scheduler (at the least budget that
 // scheduler can plan, and at half the in-core peak where that is no less:
-// below it the scheduler refuses with an error naming the function it
-// cannot fit) and with the public API's other options (the
+// below its least budget a scheduler's Compile returns an error) and with the public API's other options (the
 // best-fit allocator, a larger VA chunk, an explicit window, a workspace
 // limit, leaves kept in host memory, BindDualValues of every learnable,
 // planning times of a simulated GPU). A scheduler that times the trace
