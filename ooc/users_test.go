@@ -308,6 +308,28 @@ var userPrograms = map[string]userProgram{
 		h := G.Must(G.Tanh(G.Must(G.Mul(G.Must(G.Add(seq, ctx)), w))))
 		return G.Must(G.Sum(G.Must(G.Square(h)))), G.Nodes{emb, w}
 	},
+	// A GRU unrolled over three steps: gates from one matrix product of
+	// the concatenated input and state, (1 - z) with the scalar first, the
+	// candidate from the reset state, a learnable initial state.
+	"gru": func(c *userCtx) (*G.Node, G.Nodes) {
+		const batch, in, hid = 4, 3, 4
+		x := c.leaf("x", 1, 3, batch, in)
+		wzr := c.leaf("wzr", 0.4, in+hid, 2*hid)
+		wx := c.leaf("wx", 0.4, in, hid)
+		wh := c.leaf("wh", 0.4, hid, hid)
+		h := c.leaf("h0", 0.1, batch, hid)
+		h0 := h
+		one := c.scalar(1)
+		for t := 0; t < 3; t++ {
+			xt := G.Must(G.Slice(x, G.S(t)))
+			g := G.Must(G.Sigmoid(G.Must(G.Mul(G.Must(G.Concat(1, xt, h)), wzr))))
+			z := G.Must(G.Slice(g, nil, G.S(0, hid)))
+			r := G.Must(G.Slice(g, nil, G.S(hid, 2*hid)))
+			cand := G.Must(G.Tanh(G.Must(G.Add(G.Must(G.Mul(xt, wx)), G.Must(G.Mul(G.Must(G.HadamardProd(r, h)), wh))))))
+			h = G.Must(G.Add(G.Must(G.HadamardProd(G.Must(G.Sub(one, z)), h)), G.Must(G.HadamardProd(z, cand))))
+		}
+		return G.Must(G.Mean(G.Must(G.Sum(G.Must(G.Square(h)), 1)))), G.Nodes{wzr, wx, wh, h0}
+	},
 }
 
 // softTargets are rows of a probability distribution.
