@@ -119,11 +119,13 @@
 //
 // Where the machine differs from TapeMachine on purpose:
 //
-//   - What a node holds after RunAll: the cost, Read nodes and WithOutputs
-//     nodes are bound to their values (overwritten in place by the next
-//     run), gradients to the learnables; other intermediate nodes are not
-//     (their memory was reused), where TapeMachine binds every node (values
-//     a later in-place op may have overwritten). A script that reads a
+//   - What a node holds after RunAll: the cost, Read nodes, WithOutputs
+//     nodes and every scalar (the terms of a cost a script prints; not on
+//     a device that computes on itself, where each would be a download) are
+//     bound to their values (overwritten in place by the next run),
+//     gradients to the learnables; other intermediate nodes are not (their
+//     memory was reused), where TapeMachine binds every node (values a
+//     later in-place op may have overwritten). A script that reads a
 //     prediction with node.Value() names it with gorgonia.Read or
 //     WithOutputs.
 //   - RunAll runs a step every time. TapeMachine's RunAll does nothing

@@ -341,6 +341,7 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 	// funcsBefore[pos] is how many functions precede order[pos]: a Read
 	// statement reads there (see vm.Read.After).
 	funcsBefore := make([]int, len(order))
+	_, onBackend := vm.BackendFor(cfg.device)
 	for pos, n := range order {
 		funcsBefore[pos] = len(t.Funcs)
 		if !keep[n] {
@@ -370,6 +371,10 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		if v.Role == vm.Gradient {
 			v.Learnable, v.Shared = learnableOf[n], sharedBy[n]
 		}
+		// TapeMachine leaves every node bound; a scalar costs nothing to
+		// keep, and scripts print theirs (the terms of a cost). On a device
+		// that computes on itself each would cost a download: not there.
+		v.Bind = v.Role == vm.Intermediate && n.IsScalar() && !isLeaf(n) && !onBackend
 		size := int64(v.Dtype.Size())
 		if !n.IsScalar() {
 			size *= int64(v.Shape.TotalSize())

@@ -936,3 +936,58 @@ func TestLetSlicedBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestScalarIntermediatesBound: after RunAll the script reads the terms of
+// a cost with Value() (as TapeMachine binds every node): scalar
+// intermediates are bound to their nodes with TapeMachine's values, in core
+// and at the least budget.
+func TestScalarIntermediatesBound(t *testing.T) {
+	build := func(dt tensor.Dtype) (*net, G.Nodes) {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(2))}
+		x := c.leaf("x", 1, 6, 4)
+		w := c.leaf("w", 0.3, 4, 3)
+		y := G.NewMatrix(c.g, dt, G.WithShape(6, 3), G.WithName("y"), G.WithValue(onehot(c.rng, dt, 6, 3)))
+		logits := G.Must(G.Mul(x, w))
+		xent := softmaxCE(logits, y)
+		l2 := G.Must(G.Sum(G.Must(G.Square(w))))
+		penalty := G.Must(G.Mul(l2, c.scalar(0.01)))
+		cost := G.Must(G.Add(xent, penalty))
+		if _, err := G.Grad(cost, w); err != nil {
+			panic(err)
+		}
+		return &net{g: c.g, x: x, cost: cost, params: G.Nodes{w}}, G.Nodes{xent, l2, penalty}
+	}
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		run := func(n *net, terms G.Nodes, m G.VM) [][]uint64 {
+			solver := G.NewVanillaSolver(G.WithLearnRate(0.1))
+			var out [][]uint64
+			for s := 0; s < 3; s++ {
+				require.NoError(t, m.RunAll())
+				for _, term := range terms {
+					require.NotNil(t, term.Value(), "%s", term.Name())
+					out = append(out, bits(t, term.Value()))
+				}
+				require.NoError(t, solver.Step(G.NodesToValueGrads(n.params)))
+				m.Reset()
+			}
+			return out
+		}
+		ref, terms := build(dt)
+		tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
+		want := run(ref, terms, tm)
+		require.NoError(t, tm.Close())
+		peak, err := ooc.InCorePeak(func() *net { n, _ := build(dt); return n }().g)
+		require.NoError(t, err)
+		for _, budget := range []int64{0, minFeasible(t, func(dt tensor.Dtype, _ int64) *net { n, _ := build(dt); return n }, dt, peak)} {
+			n, terms := build(dt)
+			opts := []ooc.Option{ooc.BindDualValues(n.params...), ooc.WithPoison(), ooc.Baseline()}
+			if budget > 0 {
+				opts = []ooc.Option{ooc.BindDualValues(n.params...), ooc.WithPoison(), ooc.WithBudget(budget)}
+			}
+			m, err := ooc.Compile(n.g, opts...)
+			require.NoError(t, err)
+			require.Equal(t, want, run(n, terms, m), "%v budget %d", dt, budget)
+			require.NoError(t, m.Close())
+		}
+	}
+}

@@ -254,7 +254,7 @@ func (m *Machine) indexSinks() error {
 	}
 	for i := range p.Vars {
 		v := &p.Vars[i]
-		if v.Role == Intermediate && len(m.readsOf[i]) == 0 && len(m.setsFrom[i]) == 0 {
+		if v.Role == Intermediate && !v.Bind && len(m.readsOf[i]) == 0 && len(m.setsFrom[i]) == 0 {
 			continue
 		}
 		if v.IsLeaf() {
@@ -822,7 +822,7 @@ func (m *Machine) publish(i int) error {
 	}
 	// A leaf named as an output already holds its value: binding a copy
 	// would take the node's value away from the script.
-	if v.Role != Intermediate && (v.View || !v.IsLeaf() || v.Role == Gradient) {
+	if (v.Role != Intermediate || v.Bind) && (v.View || !v.IsLeaf() || v.Role == Gradient) {
 		host, ok := m.results[i]
 		if !ok {
 			if v.Role == Gradient && m.accum[v.Learnable] {

@@ -59,6 +59,11 @@ type Var struct {
 	// Shared are further learnables whose gradient is this same node:
 	// gorgonia's Grad gives the operands of one Add one gradient node.
 	Shared []*gorgonia.Node
+	// Bind marks an intermediate whose value is bound to its node after
+	// RunAll although nothing names it: a scalar, which costs nothing to
+	// keep and which scripts read with Value() as TapeMachine leaves every
+	// node bound (the terms of a cost, say).
+	Bind bool
 
 	// View marks a variable that shares the memory of variable Base, as
 	// gorgonia's Reshape shares its operand's: it takes no memory of its
