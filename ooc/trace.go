@@ -374,7 +374,8 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		// TapeMachine leaves every node bound; a scalar costs nothing to
 		// keep, and scripts print theirs (the terms of a cost). On a device
 		// that computes on itself each would cost a download: not there.
-		v.Bind = v.Role == vm.Intermediate && n.IsScalar() && !isLeaf(n) && !onBackend
+		v.Bind = v.Role == vm.Intermediate && n.IsScalar() && !isLeaf(n) && !onBackend &&
+			(v.Dtype == tensor.Float64 || v.Dtype == tensor.Float32)
 		size := int64(v.Dtype.Size())
 		if !n.IsScalar() {
 			size *= int64(v.Shape.TotalSize())
