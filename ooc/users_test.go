@@ -735,28 +735,6 @@ func TestSharedGradientNodeWithoutDualValues(t *testing.T) {
 	}
 }
 
-// adamSteps runs steps of a training loop on a machine with the given
-// solver (whose state carries over between calls): the loss, each
-// gradient, and at the end each weight.
-func adamSteps(t *testing.T, n *net, m G.VM, solver G.Solver, steps int) (out [][]uint64) {
-	t.Helper()
-	for s := 0; s < steps; s++ {
-		require.NoError(t, m.RunAll())
-		out = append(out, bits(t, n.cost.Value()))
-		for _, p := range n.params {
-			g, err := p.Grad()
-			require.NoError(t, err)
-			out = append(out, bits(t, g))
-		}
-		require.NoError(t, solver.Step(G.NodesToValueGrads(n.params)))
-		m.Reset()
-	}
-	for _, p := range n.params {
-		out = append(out, bits(t, p.Value()))
-	}
-	return out
-}
-
 // TestSwitchFromTapeMachine: a script that trains a step with gorgonia's
 // TapeMachine (BindDualValues) and then compiles the same graph with ooc
 // continues exactly as TapeMachine would have, with or without
@@ -769,8 +747,8 @@ func TestSwitchFromTapeMachine(t *testing.T) {
 		ref := mlp(dt, 1)
 		tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
 		solver := G.NewAdamSolver(G.WithLearnRate(0.01))
-		want := adamSteps(t, ref, tm, solver, 1)
-		want = append(want, adamSteps(t, ref, tm, solver, 3)...)
+		want := solverSteps(t, ref, tm, solver, 1, false)
+		want = append(want, solverSteps(t, ref, tm, solver, 3, false)...)
 		require.NoError(t, tm.Close())
 		peak, err := ooc.InCorePeak(mlp(dt, 1).g)
 		require.NoError(t, err)
@@ -780,7 +758,7 @@ func TestSwitchFromTapeMachine(t *testing.T) {
 				got := mlp(dt, 1)
 				first := G.NewTapeMachine(got.g, G.BindDualValues(got.params...))
 				solver := G.NewAdamSolver(G.WithLearnRate(0.01))
-				res := adamSteps(t, got, first, solver, 1)
+				res := solverSteps(t, got, first, solver, 1, false)
 				require.NoError(t, first.Close())
 				opts := []ooc.Option{ooc.WithPoison(), ooc.Baseline()}
 				if budget > 0 {
@@ -791,7 +769,7 @@ func TestSwitchFromTapeMachine(t *testing.T) {
 				}
 				m, err := ooc.Compile(got.g, opts...)
 				require.NoError(t, err)
-				res = append(res, adamSteps(t, got, m, solver, 3)...)
+				res = append(res, solverSteps(t, got, m, solver, 3, false)...)
 				require.NoError(t, m.Close())
 				require.Equal(t, want, res, "%v, BindDualValues %v, budget %d", dt, bind, budget)
 			}
