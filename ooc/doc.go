@@ -120,9 +120,10 @@
 // Where the machine differs from TapeMachine on purpose:
 //
 //   - What a node holds after RunAll: the cost, Read nodes, WithOutputs
-//     nodes and every scalar (the terms of a cost a script prints; not on
-//     a device that computes on itself, where each would be a download) are
-//     bound to their values (overwritten in place by the next run),
+//     nodes and every float scalar of the forward (the terms of a cost a
+//     script prints, and a metric nothing reads, which is computed for it;
+//     not on a device that computes on itself, where each would be a
+//     download) are bound to their values (overwritten in place by the next run),
 //     gradients to the learnables; other intermediate nodes are not (their
 //     memory was reused), where TapeMachine binds every node (values a
 //     later in-place op may have overwritten). A script that reads a

@@ -335,6 +335,28 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 	for _, n := range roots {
 		mark(n)
 	}
+	// A float scalar of the forward that nothing reads (an accuracy, a
+	// loss term the cost leaves out) is a metric the script reads with
+	// Value(): TapeMachine computes every node, so it is computed and bound
+	// too (see Var.Bind). What the backward leaves dangling is not.
+	if _, onBackend := vm.BackendFor(cfg.device); !onBackend {
+		read, fromGrad := map[*gorgonia.Node]bool{}, map[*gorgonia.Node]bool{}
+		for _, n := range order {
+			for _, c := range operands(n) {
+				read[c] = true
+				fromGrad[n] = fromGrad[n] || fromGrad[c]
+			}
+			if len(n.DerivOf()) > 0 && n.Op() != nil {
+				fromGrad[n] = true
+			}
+		}
+		for _, n := range order {
+			if !read[n] && !statement[n] && !isLeaf(n) && !backward[n] && !fromGrad[n] && n.IsScalar() &&
+				(n.Dtype() == tensor.Float64 || n.Dtype() == tensor.Float32) {
+				mark(n)
+			}
+		}
+	}
 
 	t = &Trace{}
 	index := map[*gorgonia.Node]int{}

@@ -916,9 +916,10 @@ func TestLetSlicedBatches(t *testing.T) {
 }
 
 // TestScalarIntermediatesBound: after RunAll the script reads the terms of
-// a cost with Value() (as TapeMachine binds every node): scalar
-// intermediates are bound to their nodes with TapeMachine's values, in core
-// and at the least budget.
+// a cost, and a metric the cost does not use, with Value() (as TapeMachine
+// computes and binds every node): float scalars of the forward are bound to
+// their nodes with TapeMachine's values, in core and at the least budget.
+// (Their Value() was nil, and the metric was not computed.)
 func TestScalarIntermediatesBound(t *testing.T) {
 	build := func(dt tensor.Dtype) (*net, G.Nodes) {
 		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(2))}
@@ -930,10 +931,13 @@ func TestScalarIntermediatesBound(t *testing.T) {
 		l2 := G.Must(G.Sum(G.Must(G.Square(w))))
 		penalty := G.Must(G.Mul(l2, c.scalar(0.01)))
 		cost := G.Must(G.Add(xent, penalty))
+		// A metric the cost does not use: the mean of the predicted
+		// probability of the true class.
+		metric := G.Must(G.Mean(G.Must(G.Sum(G.Must(G.HadamardProd(G.Must(G.SoftMax(logits)), y)), 1))))
 		if _, err := G.Grad(cost, w); err != nil {
 			panic(err)
 		}
-		return &net{g: c.g, x: x, cost: cost, params: G.Nodes{w}}, G.Nodes{xent, l2, penalty}
+		return &net{g: c.g, x: x, cost: cost, params: G.Nodes{w}}, G.Nodes{xent, l2, penalty, metric}
 	}
 	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 		run := func(n *net, terms G.Nodes, m G.VM) [][]uint64 {
