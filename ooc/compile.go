@@ -224,6 +224,9 @@ func accumulated(t *Trace, s *settings) (map[*gorgonia.Node]bool, error) {
 	for i := range t.Vars {
 		if v := &t.Vars[i]; v.Role == vm.Gradient {
 			learnables[v.Learnable] = true
+			for _, l := range v.Shared {
+				learnables[l] = true
+			}
 		}
 	}
 	acc := map[*gorgonia.Node]bool{}
@@ -235,7 +238,7 @@ func accumulated(t *Trace, s *settings) (map[*gorgonia.Node]bool, error) {
 			return nil, errors.New("ooc: BindDualValues(nil)")
 		}
 		if !learnables[n] {
-			return nil, fmt.Errorf("ooc: BindDualValues: %s has no gradient in this graph (pass it to gorgonia.Grad)", n.Name())
+			return nil, fmt.Errorf("ooc: BindDualValues: %s has no gradient in this graph (pass it to gorgonia.Grad or gorgonia.Backpropagate)", n.Name())
 		}
 		acc[n] = true
 	}

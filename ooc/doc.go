@@ -120,11 +120,39 @@
 // b's op writes over its operand a (a learnable or input tensor) in place,
 // at once, so what reads a later in the step sees the new value;
 // TapeMachine does nothing else for a Set (it leaves a unchanged, or
-// overwrites another operand of b), so Compile refuses other forms. A read
-// of a leaf that a Set assigns sees the value after the run. What a node
-// holds after RunAll: the cost, Read nodes and WithOutputs nodes are bound
-// to their values (overwritten in place by the next run), gradients to the
-// learnables; other nodes are not (their memory was reused).
+// overwrites another operand of b), so Compile refuses other forms. A Read
+// of a leaf reads it at the statement's place in gorgonia's program order
+// (vm.Read.After): a Read that comes before the op carrying out a Set of
+// that leaf sees the old value, one after it the new, as under
+// TapeMachine.
+//
+// Where the machine differs from TapeMachine on purpose:
+//
+//   - What a node holds after RunAll: the cost, Read nodes, WithOutputs
+//     nodes and every float scalar of the forward (the terms of a cost a
+//     script prints, and a metric nothing reads, which is computed for it;
+//     not on a device that computes on itself, where each would be a
+//     download) are bound to their values (overwritten in place by the next run),
+//     gradients to the learnables; other intermediate nodes are not (their
+//     memory was reused), where TapeMachine binds every node (values a
+//     later in-place op may have overwritten). A script that reads a
+//     prediction with node.Value() names it with gorgonia.Read or
+//     WithOutputs.
+//   - RunAll runs a step every time. TapeMachine's RunAll does nothing
+//     after the first until Reset is called (its program counter stays at
+//     the end), so a loop that forgets Reset trains under ooc and not under
+//     TapeMachine.
+//
+// Hidden state and randomness: ops keep theirs in the op, which the
+// machine runs exactly once per step (never recomputed), so BatchNorm's
+// running statistics advance as under TapeMachine and Inference() (like
+// EvalMode) predicts from them; Compile, like creating a training
+// TapeMachine, resets them. Dropout draws from a generator gorgonia seeds
+// from the clock per op: two graphs built apart agree only when their
+// generators are seeded alike; the same graph run by TapeMachine and then
+// by ooc continues one sequence. A script may run TapeMachine on a graph
+// first and then compile it: the learnables TapeMachine bound to dual
+// values keep them, and their gradients are ooc's.
 //
 // Reshape is a view: it takes no memory, its result is read from its
 // operand's memory, and swapping it swaps that memory. Elementwise ops write
@@ -133,6 +161,16 @@
 // device memory; an op that cannot (gorgonia's own ops without a way to
 // write into memory they are given) returns it on the host heap, and that
 // memory counts in the budget while the op runs (vm.Func.HostBytes).
+//
+// Gradients are those of the learnables gorgonia.Grad or
+// gorgonia.Backpropagate differentiated for: Backpropagate from outputs of
+// any shape, with output gradients the script supplies, needs no scalar
+// cost. Where gorgonia gives two learnables one gradient node (the
+// operands of one Add), each still gets its own gradient under
+// BindDualValues, as TapeMachine gives it: the machine binds such a
+// learnable to a gorgonia dual value holding its weight and gradient, as
+// TapeMachine does (vm/dual.go), so a solver zeroing one leaves the
+// other's.
 //
 // Inference() compiles the forward only: the backward gorgonia.Grad added is
 // left out, batch norm and dropout run in inference mode, and the forward's
@@ -213,6 +251,17 @@
 // Do), except Sparsemax and its gradient, clamp, the random nodes and ops
 // with a scalar result: they run Do, and their result on the host heap
 // counts in the budget while they run.
+//
+// Also exact, in whole programs (TestMoreUsersProgramsBitForBit,
+// TestSolversBitForBit, TestUsersProgramsEverySchedulerAndOption and their
+// neighbours in users_test.go, statements_test.go, customop_test.go):
+// BatchNorm over a 2-D batch of features, a user's own op through ApplyOp
+// (run by Do, its result on the host heap counted in the budget),
+// gorgonia.Backpropagate from outputs of any shape, two Grad calls of two
+// costs, two learnables with one gradient node, every gorgonia solver
+// with its options (BarzilaiBorwein in float64 only: its Step fails on
+// float32 weights whatever ran the step, solvers.go:1530), under every
+// scheduler and option.
 //
 // Refused by Compile, with an error naming the node:
 //

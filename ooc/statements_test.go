@@ -320,3 +320,165 @@ func TestTraceAfterRemoveNode(t *testing.T) {
 		}
 	}
 }
+
+// readSetNet is sgdNet's update with gorgonia.Read statements of the
+// weights written before the cost, between Grad and Set, after the Set (and
+// of a reshape of a weight after it): each stands at its place in the
+// program, some before the update's op writes over the weight, some after.
+func readSetNet(dt tensor.Dtype, seed int64) (*net, []*G.Value) {
+	rng := rand.New(rand.NewSource(seed))
+	g := G.NewGraph()
+	x := G.NewMatrix(g, dt, G.WithShape(16, 8), G.WithName("x"), G.WithValue(randT(rng, dt, 1, 16, 8)))
+	w := G.NewMatrix(g, dt, G.WithShape(8, 8), G.WithName("w"), G.WithValue(randT(rng, dt, 0.3, 8, 8)))
+	v := G.NewMatrix(g, dt, G.WithShape(8, 3), G.WithName("v"), G.WithValue(randT(rng, dt, 0.3, 8, 3)))
+	var reads []*G.Value
+	read := func(n *G.Node) {
+		r := new(G.Value)
+		G.Read(n, r)
+		reads = append(reads, r)
+	}
+	read(w)
+	h := G.Must(G.Tanh(G.Must(G.Mul(x, w))))
+	cost := G.Must(G.Mean(G.Must(G.Sum(G.Must(G.Square(G.Must(G.Mul(h, v)))), 1))))
+	read(v)
+	grads, err := G.Grad(cost, w, v)
+	if err != nil {
+		panic(err)
+	}
+	read(w)
+	lr := G.NewConstant(castTo(dt, 0.05))
+	for i, p := range []*G.Node{w, v} {
+		G.Set(p, G.Must(G.Sub(p, G.Must(G.HadamardProd(lr, grads[i])))))
+	}
+	read(w)
+	read(v)
+	read(G.Must(G.Reshape(v, tensor.Shape{24})))
+	read(cost)
+	return &net{g: g, x: x, cost: cost, params: G.Nodes{w, v}}, reads
+}
+
+// TestReadOfASetLeafSeesItsPlace: a gorgonia.Read of a leaf that a
+// gorgonia.Set assigns reads the value the leaf has at the Read's place in
+// the program, as TapeMachine's read instruction does: before the update
+// for the reads written before it, after for those written after. (Before
+// the fix, every such read saw the value after the run.)
+func TestReadOfASetLeafSeesItsPlace(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		run := func(t *testing.T, reads []*G.Value, m G.VM) [][][]uint64 {
+			var out [][][]uint64
+			for step := 0; step < 3; step++ {
+				require.NoError(t, m.RunAll())
+				var got [][]uint64
+				for k, r := range reads {
+					require.NotNil(t, *r, "read %d", k)
+					got = append(got, bits(t, *r))
+				}
+				out = append(out, got)
+				m.Reset()
+			}
+			return out
+		}
+		ref, refReads := readSetNet(dt, 4)
+		tm := G.NewTapeMachine(ref.g)
+		want := run(t, refReads, tm)
+		require.NoError(t, tm.Close())
+		// The program's order puts some reads of w before its update and
+		// some after: the test means something only if they differ.
+		require.NotEqual(t, want[0][0], want[0][3], "TapeMachine read w at the same value before and after its Set")
+		peak, err := ooc.InCorePeak(ref.g)
+		require.NoError(t, err)
+		build := func(dt tensor.Dtype, seed int64) *net { n, _ := readSetNet(dt, seed); return n }
+		for _, mode := range []string{"baseline", "min"} {
+			t.Run(dt.String()+"/"+mode, func(t *testing.T) {
+				opts := []ooc.Option{ooc.WithPoison(), ooc.Baseline()}
+				if mode == "min" {
+					opts = []ooc.Option{ooc.WithPoison(), ooc.WithBudget(minFeasible(t, build, dt, peak))}
+				}
+				n, reads := readSetNet(dt, 4)
+				m, err := ooc.Compile(n.g, opts...)
+				require.NoError(t, err)
+				defer m.Close()
+				require.Equal(t, want, run(t, reads, m))
+			})
+		}
+	}
+}
+
+// setLoopNet trains inside the graph as some scripts do: the learning rate
+// is a scalar input the loop Lets every step (a schedule), the weights are
+// updated by gorgonia.Set, and the input batch is pushed along the sign of
+// its own gradient (an adversarial step) by another Set. Reads fetch the
+// cost and the input as the step leaves it.
+func setLoopNet(dt tensor.Dtype, seed int64) (*net, *G.Node, []*G.Value) {
+	rng := rand.New(rand.NewSource(seed))
+	g := G.NewGraph()
+	x := G.NewMatrix(g, dt, G.WithShape(12, 6), G.WithName("x"), G.WithValue(randT(rng, dt, 1, 12, 6)))
+	y := G.NewMatrix(g, dt, G.WithShape(12, 3), G.WithName("y"), G.WithValue(onehot(rng, dt, 12, 3)))
+	w := G.NewMatrix(g, dt, G.WithShape(6, 8), G.WithName("w"), G.WithValue(randT(rng, dt, 0.3, 6, 8)))
+	v := G.NewMatrix(g, dt, G.WithShape(8, 3), G.WithName("v"), G.WithValue(randT(rng, dt, 0.3, 8, 3)))
+	lr := G.NewScalar(g, dt, G.WithName("lr"))
+	h := G.Must(G.Sigmoid(G.Must(G.Mul(x, w))))
+	cost := softmaxCE(G.Must(G.Mul(h, v)), y)
+	grads, err := G.Grad(cost, w, v, x)
+	if err != nil {
+		panic(err)
+	}
+	for i, p := range []*G.Node{w, v} {
+		G.Set(p, G.Must(G.Sub(p, G.Must(G.Mul(lr, grads[i])))))
+	}
+	G.Set(x, G.Must(G.Add(x, G.Must(G.Mul(G.NewConstant(castTo(dt, 0.01)), G.Must(G.Sign(grads[2])))))))
+	var reads []*G.Value
+	for _, n := range []*G.Node{cost, x} {
+		r := new(G.Value)
+		G.Read(n, r)
+		reads = append(reads, r)
+	}
+	return &net{g: g, x: x, y: y, cost: cost, params: G.Nodes{w, v}}, lr, reads
+}
+
+// TestSetLoopWithScalarInputs: the loop of setLoopNet (a scalar learning
+// rate Let before every run, Sets on the weights and on the input) gives
+// what TapeMachine gives, bit for bit, in core and at the least budget.
+func TestSetLoopWithScalarInputs(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		run := func(t *testing.T, n *net, lr *G.Node, reads []*G.Value, m G.VM) [][]uint64 {
+			var out [][]uint64
+			for step := 0; step < 4; step++ {
+				require.NoError(t, G.Let(lr, castTo(dt, 0.1/float64(step+1))))
+				require.NoError(t, m.RunAll())
+				for _, r := range reads {
+					out = append(out, bits(t, *r))
+				}
+				for _, p := range append(G.Nodes{n.x}, n.params...) {
+					out = append(out, bits(t, p.Value()))
+				}
+				m.Reset()
+			}
+			return out
+		}
+		ref, lr, reads := setLoopNet(dt, 6)
+		tm := G.NewTapeMachine(ref.g)
+		want := run(t, ref, lr, reads, tm)
+		require.NoError(t, tm.Close())
+		build := func(dt tensor.Dtype, seed int64) *net {
+			n, lr, _ := setLoopNet(dt, seed)
+			require.NoError(t, G.Let(lr, castTo(dt, 0.1)))
+			return n
+		}
+		peak, err := ooc.InCorePeak(build(dt, 6).g)
+		require.NoError(t, err)
+		for _, mode := range []string{"baseline", "min"} {
+			t.Run(dt.String()+"/"+mode, func(t *testing.T) {
+				opts := []ooc.Option{ooc.WithPoison(), ooc.Baseline()}
+				if mode == "min" {
+					opts = []ooc.Option{ooc.WithPoison(), ooc.WithBudget(minFeasible(t, build, dt, peak))}
+				}
+				n, lr, reads := setLoopNet(dt, 6)
+				m, err := ooc.Compile(n.g, opts...)
+				require.NoError(t, err)
+				defer m.Close()
+				require.Equal(t, want, run(t, n, lr, reads, m))
+			})
+		}
+	}
+}

@@ -223,16 +223,18 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 
 	roles := map[*gorgonia.Node]vm.Role{}
 	learnableOf := map[*gorgonia.Node]*gorgonia.Node{}
+	sharedBy := map[*gorgonia.Node][]*gorgonia.Node{} // further learnables with the same gradient node
 	type read struct {
 		n    *gorgonia.Node
 		into *gorgonia.Value
+		pos  int // the statement's place in order
 	}
 	type set struct{ stmt, to, from *gorgonia.Node }
 	var reads []read
 	var sets []set
 	var roots []*gorgonia.Node
 	statement := map[*gorgonia.Node]bool{}
-	for _, n := range order {
+	for pos, n := range order {
 		into, err := readTarget(n.Op())
 		if err != nil {
 			return nil, fmt.Errorf("%w (node %s)", err, n.Name())
@@ -247,7 +249,7 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 			if backward[ops[0]] {
 				continue // a forward-only run has no gradients to read
 			}
-			reads = append(reads, read{ops[0], into})
+			reads = append(reads, read{ops[0], into, pos})
 			roots = append(roots, ops[0])
 		case isSet(n.Op()):
 			statement[n] = true
@@ -263,7 +265,6 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 			roles[n] = vm.Output
 		}
 	}
-	haveCost := len(roles) > 0
 	for _, n := range cfg.outputs {
 		if n == nil || n.Graph() != g {
 			return nil, fmt.Errorf("ooc: output %v is not a node of this graph", n)
@@ -273,10 +274,17 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		}
 		roles[n] = vm.Output
 	}
-	if haveCost && !cfg.inference {
+	// A leaf's gradient is computed whatever made it: gorgonia.Grad of a
+	// scalar cost, or gorgonia.Backpropagate from outputs of any shape
+	// with gradients of the script's choosing (no cost node then).
+	if !cfg.inference {
 		for _, n := range order {
 			if n.Op() == nil && n.Deriv() != nil {
 				d := n.Deriv()
+				if l, ok := learnableOf[d]; ok && l != n {
+					sharedBy[d] = append(sharedBy[d], n)
+					continue
+				}
 				if _, taken := roles[d]; taken {
 					return nil, fmt.Errorf("ooc: %s is the gradient of %s and also an output", d.Name(), n.Name())
 				}
@@ -327,10 +335,37 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 	for _, n := range roots {
 		mark(n)
 	}
+	// A float scalar of the forward that nothing reads (an accuracy, a
+	// loss term the cost leaves out) is a metric the script reads with
+	// Value(): TapeMachine computes every node, so it is computed and bound
+	// too (see Var.Bind). What the backward leaves dangling is not.
+	if _, onBackend := vm.BackendFor(cfg.device); !onBackend {
+		read, fromGrad := map[*gorgonia.Node]bool{}, map[*gorgonia.Node]bool{}
+		for _, n := range order {
+			for _, c := range operands(n) {
+				read[c] = true
+				fromGrad[n] = fromGrad[n] || fromGrad[c]
+			}
+			if len(n.DerivOf()) > 0 && n.Op() != nil {
+				fromGrad[n] = true
+			}
+		}
+		for _, n := range order {
+			if !read[n] && !statement[n] && !isLeaf(n) && !backward[n] && !fromGrad[n] && n.IsScalar() &&
+				(n.Dtype() == tensor.Float64 || n.Dtype() == tensor.Float32) {
+				mark(n)
+			}
+		}
+	}
 
 	t = &Trace{}
 	index := map[*gorgonia.Node]int{}
-	for _, n := range order {
+	// funcsBefore[pos] is how many functions precede order[pos]: a Read
+	// statement reads there (see vm.Read.After).
+	funcsBefore := make([]int, len(order))
+	_, onBackend := vm.BackendFor(cfg.device)
+	for pos, n := range order {
+		funcsBefore[pos] = len(t.Funcs)
 		if !keep[n] {
 			continue
 		}
@@ -356,8 +391,13 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 			Role:     roles[n],
 		}
 		if v.Role == vm.Gradient {
-			v.Learnable = learnableOf[n]
+			v.Learnable, v.Shared = learnableOf[n], sharedBy[n]
 		}
+		// TapeMachine leaves every node bound; a scalar costs nothing to
+		// keep, and scripts print theirs (the terms of a cost). On a device
+		// that computes on itself each would cost a download: not there.
+		v.Bind = v.Role == vm.Intermediate && n.IsScalar() && !isLeaf(n) && !onBackend &&
+			(v.Dtype == tensor.Float64 || v.Dtype == tensor.Float32)
 		size := int64(v.Dtype.Size())
 		if !n.IsScalar() {
 			size *= int64(v.Shape.TotalSize())
@@ -413,7 +453,7 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		t.Funcs = append(t.Funcs, f)
 	}
 	for _, r := range reads {
-		t.Reads = append(t.Reads, vm.Read{Var: index[r.n], Into: r.into})
+		t.Reads = append(t.Reads, vm.Read{Var: index[r.n], Into: r.into, After: funcsBefore[r.pos] - 1})
 	}
 	setFrom := map[*gorgonia.Node]bool{}
 	for _, s := range sets {

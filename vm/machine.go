@@ -114,6 +114,9 @@ type Machine struct {
 	vars    []varState
 	leaves  []gorgonia.Value // by var index, for leaf variables
 	results map[int]gorgonia.Value
+	// sharedAcc are the accumulated gradients of the learnables that share
+	// their gradient node with another (Var.Shared), one each.
+	sharedAcc map[*gorgonia.Node]gorgonia.Value
 	// sinks[b] lists the variables published when b is computed: b and its
 	// views that the user reads (outputs, gradients, Read and Set
 	// statements). leafSinks are the leaves (and their views) the user
@@ -121,6 +124,9 @@ type Machine struct {
 	sinks     [][]int
 	leafSinks []int
 	readsOf   map[int][]*Read
+	// leafReads are the reads of leaves (and their views), by the function
+	// after which they read (-1: at the start of a run).
+	leafReads map[int][]*Read
 	setsFrom  map[int][]int // var -> indices of Sets
 	training  []gorgonia.TrainModeOp
 	pool      hostPool
@@ -227,11 +233,16 @@ func (m *Machine) indexSinks() error {
 	p := m.prog
 	m.sinks = make([][]int, len(p.Vars))
 	m.readsOf = map[int][]*Read{}
+	m.leafReads = map[int][]*Read{}
 	m.setsFrom = map[int][]int{}
 	for k := range p.Reads {
 		r := &p.Reads[k]
-		if r.Var < 0 || r.Var >= len(p.Vars) || r.Into == nil {
+		if r.Var < 0 || r.Var >= len(p.Vars) || r.Into == nil || r.After < -1 || r.After >= len(p.Funcs) {
 			return fmt.Errorf("vm: read statement %d is malformed", k)
+		}
+		if p.Vars[r.Var].IsLeaf() {
+			m.leafReads[r.After] = append(m.leafReads[r.After], r)
+			continue
 		}
 		m.readsOf[r.Var] = append(m.readsOf[r.Var], r)
 	}
@@ -243,7 +254,7 @@ func (m *Machine) indexSinks() error {
 	}
 	for i := range p.Vars {
 		v := &p.Vars[i]
-		if v.Role == Intermediate && len(m.readsOf[i]) == 0 && len(m.setsFrom[i]) == 0 {
+		if v.Role == Intermediate && !v.Bind && len(m.readsOf[i]) == 0 && len(m.setsFrom[i]) == 0 {
 			continue
 		}
 		if v.IsLeaf() {
@@ -362,6 +373,11 @@ func (m *Machine) RunAll() (err error) {
 		return err
 	} else if m.run != nil {
 		if err = m.uploadLeaves(); err != nil {
+			return err
+		}
+	}
+	if m.sim == nil {
+		if err = m.publishLeafReads(-1); err != nil {
 			return err
 		}
 	}
@@ -738,7 +754,7 @@ func (m *Machine) exec(fi int, recompute bool) (err error) {
 			return err
 		}
 	}
-	return nil
+	return m.publishLeafReads(fi)
 }
 
 // RunningStatser is implemented by ops whose forward updates running
@@ -789,7 +805,14 @@ func (m *Machine) publish(i int) error {
 		if err != nil {
 			return err
 		}
-		if took, err := m.sink.TakeGradient(v.Learnable, a); took || err != nil {
+		took, err := m.sink.TakeGradient(v.Learnable, a)
+		for _, l := range v.Shared {
+			if err != nil || !took {
+				break
+			}
+			took, err = m.sink.TakeGradient(l, a)
+		}
+		if took || err != nil {
 			return err
 		}
 	}
@@ -799,11 +822,23 @@ func (m *Machine) publish(i int) error {
 	}
 	// A leaf named as an output already holds its value: binding a copy
 	// would take the node's value away from the script.
-	if v.Role != Intermediate && (v.View || !v.IsLeaf() || v.Role == Gradient) {
+	if (v.Role != Intermediate || v.Bind) && (v.View || !v.IsLeaf() || v.Role == Gradient) {
 		host, ok := m.results[i]
 		if !ok {
-			if host, err = newHostValue(kind, v.Dtype, v.Shape); err != nil {
-				return err
+			if v.Role == Gradient && m.accum[v.Learnable] {
+				// A TapeMachine that ran on the graph bound the learnable
+				// to a dual value: Grad() returns its gradient, so that is
+				// where this one accumulates.
+				if d := dualGradient(v.Learnable); d != nil {
+					if _, fits := writableLike(d, kind, v); fits {
+						host = d
+					}
+				}
+			}
+			if host == nil {
+				if host, err = newHostValue(kind, v.Dtype, v.Shape); err != nil {
+					return err
+				}
 			}
 			m.results[i] = host
 		}
@@ -825,21 +860,23 @@ func (m *Machine) publish(i int) error {
 		if err := gorgonia.UnsafeLet(target, host); err != nil {
 			return err
 		}
+		if v.Role == Gradient {
+			if d := dualGradient(v.Learnable); d != nil && d != host {
+				// Bound to a dual value by a TapeMachine, without
+				// BindDualValues here: Grad() must still see this run's.
+				if err := bindGradient(v.Learnable, host); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := m.publishShared(v, src); err != nil {
+		return err
 	}
 	for _, r := range m.readsOf[i] {
-		// The first run clones; later runs copy into the value the reader
-		// holds, as TapeMachine's read instruction does.
-		if dst, ok := writableLike(*r.Into, kind, v); ok {
-			copy(dst, src)
-			continue
-		}
-		host, err := newHostValue(kind, v.Dtype, v.Shape)
-		if err != nil {
+		if err := storeRead(r, src, kind, v); err != nil {
 			return err
 		}
-		dst, _ := rawBytes(host)
-		copy(dst, src)
-		*r.Into = host
 	}
 	for _, k := range m.setsFrom[i] {
 		to := &m.prog.Vars[m.prog.Sets[k].To]
@@ -848,6 +885,75 @@ func (m *Machine) publish(i int) error {
 			return fmt.Errorf("vm: set %s = %s: %s holds a value that cannot be written in place (%T)", to.Name, v.Name, to.Name, m.leaves[m.prog.Sets[k].To])
 		}
 		copy(dst, src)
+	}
+	return nil
+}
+
+// publishShared accumulates a shared gradient node's value into the own
+// gradient of each further learnable it is the gradient of, under
+// BindDualValues, as TapeMachine does (see bindGradient). Without
+// BindDualValues their Grad() is the gradient node's value, as under
+// TapeMachine.
+func (m *Machine) publishShared(v *Var, src []byte) error {
+	for _, l := range v.Shared {
+		if !m.accum[l] {
+			continue
+		}
+		acc, ok := m.sharedAcc[l]
+		if !ok {
+			kind := kindDense
+			if isScalarNode(v) {
+				kind = kindScalar
+			}
+			var err error
+			if acc, err = newHostValue(kind, v.Dtype, v.Shape); err != nil {
+				return err
+			}
+			if m.sharedAcc == nil {
+				m.sharedAcc = map[*gorgonia.Node]gorgonia.Value{}
+			}
+			m.sharedAcc[l] = acc
+		}
+		if err := accumulate(acc, src, v); err != nil {
+			return err
+		}
+		if err := bindGradient(l, acc); err != nil {
+			return fmt.Errorf("gradient of %s: %w", l.Name(), err)
+		}
+	}
+	return nil
+}
+
+// storeRead stores a read value into the statement's destination: the
+// first run clones, later runs copy into the value the reader holds, as
+// TapeMachine's read instruction does.
+func storeRead(r *Read, src []byte, kind valueKind, v *Var) error {
+	if dst, ok := writableLike(*r.Into, kind, v); ok {
+		copy(dst, src)
+		return nil
+	}
+	host, err := newHostValue(kind, v.Dtype, v.Shape)
+	if err != nil {
+		return err
+	}
+	dst, _ := rawBytes(host)
+	copy(dst, src)
+	*r.Into = host
+	return nil
+}
+
+// publishLeafReads carries out the reads of leaves that stand right after
+// function fi (-1: before any) in the program: a leaf a Set assigns later
+// in the run is read as it is now.
+func (m *Machine) publishLeafReads(fi int) error {
+	for _, r := range m.leafReads[fi] {
+		src, kind, err := m.hostBytes(r.Var)
+		if err != nil {
+			return err
+		}
+		if err := storeRead(r, src, kind, &m.prog.Vars[r.Var]); err != nil {
+			return err
+		}
 	}
 	return nil
 }

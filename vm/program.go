@@ -56,6 +56,14 @@ type Var struct {
 	Role     Role
 	// Learnable is the node whose gradient this is (Role == Gradient).
 	Learnable *gorgonia.Node
+	// Shared are further learnables whose gradient is this same node:
+	// gorgonia's Grad gives the operands of one Add one gradient node.
+	Shared []*gorgonia.Node
+	// Bind marks an intermediate whose value is bound to its node after
+	// RunAll although nothing names it: a scalar, which costs nothing to
+	// keep and which scripts read with Value() as TapeMachine leaves every
+	// node bound (the terms of a cost, say).
+	Bind bool
 
 	// View marks a variable that shares the memory of variable Base, as
 	// gorgonia's Reshape shares its operand's: it takes no memory of its
@@ -119,6 +127,13 @@ func (f *Func) Operands() []int {
 type Read struct {
 	Var  int
 	Into *gorgonia.Value
+	// After is where the statement stands in the program: it reads once
+	// function After has run (-1: before any). It matters for a leaf (or a
+	// view of one), whose value a Set may change during the run: the read
+	// sees the value at its place, as TapeMachine's read instruction does.
+	// A computed variable is read when it is computed (it does not change
+	// afterwards).
+	After int
 }
 
 // Set is a gorgonia.Set statement: after a run, the leaf variable To holds

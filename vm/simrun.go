@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"gorgonia.org/gorgonia"
+
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
 
@@ -51,8 +53,10 @@ func (m *Machine) placePersistent() error {
 			}
 		}
 		if v.Role == Gradient {
-			if err := take(2*v.Bytes, "the gradient and momentum of "+v.Learnable.Name()); err != nil {
-				return err
+			for _, l := range append([]*gorgonia.Node{v.Learnable}, v.Shared...) {
+				if err := take(2*v.Bytes, "the gradient and momentum of "+l.Name()); err != nil {
+					return err
+				}
 			}
 		}
 	}
