@@ -806,9 +806,10 @@ func (a *dqnAgent) greedy() (act []int8, ok bool, note string, err error) {
 	act = make([]int8, 0, nc)
 	regret := make([]float64, nc) // Q(the choice) - Q(offload): how much the network minds offloading
 	for k := range nc {
-		qg, all := a.w.infer(env, env.features(act, k), 1+3*k)
+		// The graph-state term of Q is the same for every action of a
+		// state: the per-node term ranks them.
+		_, all := a.w.infer(env, env.features(act, k), 1+3*k)
 		nodes, acts := env.valid(k)
-		_ = qg // the same for every action of a state
 		best := 0
 		for i := range nodes {
 			if all[nodes[i]] > all[nodes[best]] {
