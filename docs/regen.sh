@@ -102,6 +102,15 @@ job compare-densenet121-224 compare -model densenet121 -image 224 -batch 32 -dev
 job compare-resnet50-500 compare -model resnet50 -image 500 -batch 32 -device sim:v100-pcie \
 	-json docs/compare-resnet50-500.json -plot docs/fig5-resnet50-500.svg
 
+# The DQN paper's Fig. 5 (memory saved against overhead), simulated on its GPU and on v100-pcie.
+F5="-budgets 0%,10%,20%,40%,60%,80%,100% -schedulers window,lms,dynprog,checkpoint,hybrid,dqn -overhead"
+for dev in gtx1080ti v100-pcie; do
+	job dqnfig5-resnet50-$dev compare -model resnet50 -image 224 -batch 32 -device sim:$dev $F5
+	job dqnfig5-vgg16-$dev compare -model vgg16 -image 224 -batch 32 -device sim:$dev $F5
+	job dqnfig5-unet-$dev compare -model unet -image 256 -classes 2 -batch 8 -device sim:$dev $F5
+	job dqnfig5-lstm-$dev compare -model lstm -image 35 -classes 10000 -batch 20 -device sim:$dev $F5
+done
+
 # The Sony paper's Fig. 4 and Fig. 5, simulated.
 job sweep45-densenet121 sweep -model densenet121 -image 224 $S16 -batches $B50 -until-stop \
 	-schedulers baseline,window -allocators bestfit,va -json docs/sweep45-densenet121.json \

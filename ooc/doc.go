@@ -94,11 +94,12 @@
 // graph, trained with gorgonia's Adam on the CPU) over the activations'
 // device operations chooses, per activation, keep, offload or drop; the
 // lowering above does the prefetches and rebuilds. It learns by fitted
-// Q-iteration in the simulator, seeded, on the problem it plans (or starts
-// from weights saved by SaveDQNWeights, trained by TrainDQN). What holds
-// (its greedy policy reaches the brute-force optimum on tiny chains; on
-// larger graphs it may not fit within its episodes, and Plan falls back on
-// the fastest plan they found) is in DQN's comment.
+// Q-iteration in the simulator, seeded; DQN{} plans with trained weights
+// shipped in the package (DefaultDQNWeights), or with weights saved by
+// SaveDQNWeights (TrainDQN, ooc dqn-train), optionally fine-tuned on the
+// problem. Its plan is the shortest prefix of the network's actions that
+// fits, repaired towards offloading when none does; DQN's comment says
+// how, and what holds.
 //
 // The budget covers what the machine allocates on the device: activations,
 // gradients and op workspaces. Leaf values (the input batch, the learnables

@@ -28,16 +28,20 @@ import (
 // write that makes it, the last forward read, the first backward read)
 // plus a "nothing" node; nodes are joined when consecutive in time or on
 // the same variable, the edge weight the time lag by the planning device's
-// op times. Each node has the paper's six features: the variable's size,
-// its transfer time, its recompute time, how soon it is reused, the
-// node's action type, and whether the action is valid now (1), later
-// (0.5: a candidate not visited yet), not any more (0), or was taken (-1:
-// how the state records H0 and H1). The embedding is
-// the paper's structure2vec (eq. 1, T rounds, p dimensions), the graph
-// state its eq. 2, Q its eq. 3. One simplification: the agent visits the
-// activations in forward order and takes one action for each (the paper's
-// agent moves along the operations in time, too); the episode ends when
-// the plan fits the budget or every activation was visited.
+// op times. Each node has the paper's six features, made scale-free so
+// that a network trained on a small graph reads a large one alike: the
+// variable's size as a fraction of the memory the plan must save (the
+// budget's only way into the state), its transfer time, its recompute
+// time and how soon it is reused, each in units of the mean compute time
+// per candidate and squashed by x/(1+x), the node's action type, and
+// whether the action is valid now (1), later (0.5: a candidate not
+// visited yet), not any more (0), or was taken (-1: how the state records
+// H0 and H1). The embedding is the paper's structure2vec (eq. 1, T
+// rounds, p dimensions), the graph state its eq. 2, Q its eq. 3. One
+// simplification: the agent visits the activations in forward order and
+// takes one action for each (the paper's agent moves along the operations
+// in time, too); a training episode ends when the plan fits the budget
+// (the paper's terminal condition) or every activation was visited.
 //
 // Reward: minus the growth of the simulated step time (stall plus
 // recompute) the action causes, in units of a bound on what any plan adds,
@@ -49,29 +53,36 @@ import (
 // gorgonia's Adam solver. Everything is seeded: the same problem and
 // weights give the same plan.
 //
-// With Weights nil, Plan trains a network on the problem itself for
-// Episodes episodes; with Weights set, it plans greedily with them (and
-// fine-tunes for Episodes episodes if Episodes > 0). If the greedy plan does
-// not fit the budget, Plan returns the fastest plan that fit among the
-// training episodes', and says so in Timing.
+// Planning (see greedy): the network acts on every activation in forward
+// order, evaluated in plain Go (infer: the same Q as the graph, cheaper
+// on large graphs); the plan is the shortest prefix of its actions that
+// fits. If none does, a repair pass turns the fewest of its choices into
+// offloads that make it fit, least regretted first; if even offloading
+// every activation does not fit (the activations are not all a step
+// holds), the network's drops are kept and the window scheduler swaps
+// the rest. Timing says which of these made the plan.
+//
+// With Weights nil, Plan uses the trained weights shipped in the package
+// (DefaultDQNWeights); with Episodes > 0 it first fine-tunes them on the
+// problem for that many seeded episodes, and if the network's plan then
+// still does not fit it returns the fastest plan of those episodes.
 //
 // What holds (tests in dqn_test.go, dqn_internal_test.go): on elementwise
 // chains of 2 and 3 layers (6 and 7 candidates), at budgets 30% and 70% of
 // the way from the least any plan needs to the in-core peak, the greedy
-// policy after 60 seeded episodes (150 for the 3-layer chain at 30%,
-// OOC_DQN_LONG=1) plans as fast (simulated, gtx1080ti) as the best of all
-// keep/offload/drop plans found by brute force. On larger graphs 60
-// episodes are often too few for the greedy plan to fit; Plan then
-// returns the fastest episode's plan and says so. Its tapes pass the
-// verifier and train bit for bit as TapeMachine; weights saved and
-// reloaded plan the same tape.
+// policy after 60 seeded episodes from new weights (150 for the 3-layer
+// chain at 30%, OOC_DQN_LONG=1) plans as fast (simulated, gtx1080ti) as
+// the best of all keep/offload/drop plans found by brute force. Its tapes
+// pass the verifier and train bit for bit as TapeMachine; weights saved
+// and reloaded plan the same tape. How the shipped weights do on
+// ResNet-50, VGG-16, U-Net and the LSTM is in docs/results.md.
 type DQN struct {
 	Weights  *DQNWeights
-	Episodes int // 0: DefaultDQNEpisodes when training from scratch
+	Episodes int // fine-tuning episodes on the problem before planning; 0: none
 	Seed     int64
 }
 
-// DefaultDQNEpisodes is how many episodes DQN trains for from scratch.
+// DefaultDQNEpisodes is how many episodes ooc dqn-train trains for.
 const DefaultDQNEpisodes = 60
 
 // Name implements Scheduler.
@@ -89,41 +100,72 @@ func (d DQN) Plan(p *Problem) (*Schedule, error) {
 		return nil, err
 	}
 	w := d.Weights.clone()
-	episodes := d.Episodes
 	if w == nil {
-		w = NewDQNWeights(16, 4, d.Seed)
-		if episodes == 0 {
-			episodes = DefaultDQNEpisodes
+		if w, err = DefaultDQNWeights(); err != nil {
+			return nil, err
 		}
 	}
 	agent, err := newDQNAgent(env, w)
 	if err != nil {
 		return nil, err
 	}
-	best, err := agent.train(episodes, d.Seed)
+	best, err := agent.train(d.Episodes, d.Seed)
 	if err != nil {
 		return nil, err
 	}
-	act, err := agent.greedy()
+	act, ok, note, err := agent.greedy()
 	if err != nil {
 		return nil, err
 	}
-	ev, err := env.eval(act)
-	if err != nil {
-		return nil, err
-	}
-	note := "greedy policy"
-	if !ev.fits {
-		if best == nil {
-			return nil, fmt.Errorf("ooc: dqn: no plan found fits %d bytes (%d episodes)", p.Budget, episodes)
+	var s *Schedule
+	switch {
+	case ok:
+		ev, err := env.eval(act)
+		if err != nil {
+			return nil, err
 		}
-		ev, note = best, "the greedy plan did not fit: the fastest episode's plan"
+		s = ev.sched
+	case best != nil:
+		s, note = best.sched, "the greedy plan did not fit: the fastest episode's plan"
+	default:
+		// No choice of the network's actions fits: the activations are not
+		// enough to move. The network's drops stay, and the window
+		// scheduler, which also swaps what no action can, plans the rest.
+		if s, err = env.windowRest(act, p.Budget); err != nil {
+			return nil, fmt.Errorf("ooc: dqn: no plan of the network fits %d bytes, nor its drops with the rest swapped by the window scheduler: %w", p.Budget, err)
+		}
+		note = "the greedy plan did not fit: its drops, the rest swapped by the window scheduler"
 	}
-	s := ev.sched
 	n, _ := s.tape.Count(vm.Recompute)
 	s.Timing = fmt.Sprintf("simulated: profile %s (DQN, %s; %d recomputes)", env.sim.Name(), note, n)
 	if p.Device != env.sim {
 		s.Timing = p.timingNote() + fmt.Sprintf(" (DQN, %s; %d recomputes)", note, n)
+	}
+	return s, nil
+}
+
+// windowRest is the plan that drops what act drops and lets the window
+// scheduler swap the rest on the derived trace.
+func (e *dqnEnv) windowRest(act []int8, budget int64) (*Schedule, error) {
+	var drop []int
+	for k, a := range act {
+		if a == dqnDrop {
+			drop = append(drop, e.cands[k])
+		}
+	}
+	r, err := e.t.withRecompute(drop)
+	if err != nil {
+		return nil, err
+	}
+	s, err := Window{}.Plan(&Problem{Trace: r.Trace, Budget: budget, Device: e.sim})
+	if err != nil {
+		return nil, err
+	}
+	if s, err = r.schedule(s); err != nil {
+		return nil, err
+	}
+	if _, err := Verify(s.tape, budget); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -181,6 +223,7 @@ type dqnEnv struct {
 	static [][6]float64 // features but validity
 	adj    []float64    // n×n, 0/1
 	wsum   []float64    // per node, the sum of its edges' weights
+	nbr    [][]int      // adj as lists, for planning without gorgonia
 	memo   map[string]*dqnEval
 }
 
@@ -224,10 +267,17 @@ func newDQNEnv(t *Trace, sim *vm.Sim, budget int64) (*dqnEnv, error) {
 	}
 	e.scale = max(start[nf].Seconds(), 1e-9)
 	end := t.forwardEnd()
-	var maxB int64 = 1
-	for _, v := range e.cands {
-		maxB = max(maxB, t.DeviceBytes(v))
+	inCore, err := tracePeak(t)
+	if err != nil {
+		return nil, err
 	}
+	// The features are scale-free, so that weights trained on a small
+	// graph read a large one alike: sizes count against what the plan
+	// must save (the budget's only way into the state), times against the
+	// mean compute time per candidate, both squashed into [0, 1).
+	need := float64(max(inCore-budget, 1))
+	perCand := e.scale / float64(max(len(e.cands), 1))
+	squash := func(x float64) float64 { return x / (1 + x) }
 	e.unit += e.scale
 	e.n = 1 + 3*len(e.cands)
 	e.static = make([][6]float64, e.n)
@@ -244,28 +294,31 @@ func newDQNEnv(t *Trace, sim *vm.Sim, budget int64) (*dqnEnv, error) {
 		times := []float64{start[x.Producer+1].Seconds(), start[lastF+1].Seconds(), start[max(use, 0)].Seconds()}
 		redo := 0.0
 		if e.canDrp[k] {
-			redo = tm.op[x.Producer].Seconds() / e.scale
+			redo = tm.op[x.Producer].Seconds()
 		}
-		e.unit += 2*tm.copyTime(t.DeviceBytes(v)).Seconds() + redo*e.scale
+		copyT := tm.copyTime(t.DeviceBytes(v)).Seconds()
+		e.unit += 2*copyT + redo
 		for j := range 3 {
 			i := 1 + 3*k + j
 			at[i] = times[j] / e.scale
 			f := &e.static[i]
-			f[0] = float64(t.DeviceBytes(v)) / float64(maxB)
-			f[1] = tm.copyTime(t.DeviceBytes(v)).Seconds() / e.scale
-			f[2] = redo
-			f[3] = (times[2] - times[j]) / e.scale // how soon it is reused
-			f[4] = []float64{0.5, 1, 0}[j]         // action type: offload, drop, none
+			f[0] = min(float64(t.DeviceBytes(v))/need, 1)
+			f[1] = squash(copyT / perCand)
+			f[2] = squash(redo / perCand)
+			f[3] = squash(max(times[2]-times[j], 0) / perCand) // how soon it is reused
+			f[4] = []float64{0.5, 1, 0}[j]                     // action type: offload, drop, none
 		}
 	}
 	e.adj = make([]float64, e.n*e.n)
 	e.wsum = make([]float64, e.n)
+	e.nbr = make([][]int, e.n)
 	link := func(a, b int) {
 		if a == b || e.adj[a*e.n+b] != 0 {
 			return
 		}
 		w := math.Abs(at[a] - at[b])
 		e.adj[a*e.n+b], e.adj[b*e.n+a] = 1, 1
+		e.nbr[a], e.nbr[b] = append(e.nbr[a], b), append(e.nbr[b], a)
 		e.wsum[a] += w
 		e.wsum[b] += w
 	}
@@ -672,25 +725,160 @@ func (a *dqnAgent) fit(rng *rand.Rand) error {
 	return a.solver.Step(G.NodesToValueGrads(a.ws))
 }
 
-// greedy is the plan the network's policy makes.
-func (a *dqnAgent) greedy() ([]int8, error) {
-	cur, err := a.env.eval(nil)
+// infer is the Q-network of w evaluated in plain Go on the state whose
+// node features are x (n×6, row-major) with the agent at node c: Q of
+// node i is qg + all[i]. It computes what the gorgonia graph of
+// newDQNAgent computes (TestDQNInferMatchesGraph), with the adjacency as
+// lists: planning a large graph takes one pass per candidate, and the
+// graph's dense n×n products and dqnBatch copies cost 0.17 s a pass on
+// ResNet-50 (n = 325) here.
+func (w *DQNWeights) infer(e *dqnEnv, x []float64, c int) (qg float64, all []float64) {
+	p, n := w.P, e.n
+	// mul returns a (rows×k) times b (k×p), all row-major.
+	mul := func(a []float64, rows, k int, b []float64, cols int) []float64 {
+		out := make([]float64, rows*cols)
+		for i := range rows {
+			o := out[i*cols : (i+1)*cols]
+			for j := range k {
+				if v := a[i*k+j]; v != 0 {
+					for l, bv := range b[j*cols : (j+1)*cols] {
+						o[l] += v * bv
+					}
+				}
+			}
+		}
+		return out
+	}
+	relu := func(a []float64) []float64 {
+		out := make([]float64, len(a))
+		for i, v := range a {
+			out[i] = max(v, 0)
+		}
+		return out
+	}
+	edge := mul(relu(w.W[3]), 1, p, w.W[2], p) // ReLU(W4) W3, times each node's wsum
+	base := mul(x, n, 6, w.W[0], p)
+	for i := range n {
+		for l := range p {
+			base[i*p+l] += e.wsum[i] * edge[l]
+		}
+	}
+	s := relu(base)
+	for range w.T - 1 {
+		as := make([]float64, n*p)
+		for i, nb := range e.nbr {
+			for _, j := range nb {
+				for l := range p {
+					as[i*p+l] += s[j*p+l]
+				}
+			}
+		}
+		next := mul(as, n, p, w.W[1], p)
+		for i := range next {
+			next[i] += base[i]
+		}
+		s = relu(next)
+	}
+	sum := make([]float64, p)
+	for i := range n {
+		for l := range p {
+			sum[l] += s[i*p+l]
+		}
+	}
+	gs := append(mul(sum, 1, p, w.W[4], p), mul(s[c*p:(c+1)*p], 1, p, w.W[5], p)...)
+	qg = mul(relu(gs), 1, 2*p, w.W[6], 1)[0]
+	all = mul(relu(mul(s, n, p, w.W[8], p)), n, p, w.W[7], 1)
+	return qg, all
+}
+
+// greedy is the plan the network's policy makes, made to fit when it can.
+// The policy acts on every candidate in forward order (Q by infer); the
+// plan is the shortest prefix of those actions that fits the budget (the
+// paper's terminal condition: the episode ends when nothing more need
+// move), found by bisection, the candidates after it kept. If all of them
+// together do not fit, a repair pass turns the fewest choices that fit
+// into offloads (bisection again), those whose Q loses least by it
+// first. note says which of these made the plan; ok is false if none
+// fits.
+func (a *dqnAgent) greedy() (act []int8, ok bool, note string, err error) {
+	env := a.env
+	nc := len(env.cands)
+	act = make([]int8, 0, nc)
+	regret := make([]float64, nc) // Q(the choice) - Q(offload): how much the network minds offloading
+	for k := range nc {
+		// The graph-state term of Q is the same for every action of a
+		// state: the per-node term ranks them.
+		_, all := a.w.infer(env, env.features(act, k), 1+3*k)
+		nodes, acts := env.valid(k)
+		best := 0
+		for i := range nodes {
+			if all[nodes[i]] > all[nodes[best]] {
+				best = i
+			}
+		}
+		act = append(act, acts[best])
+		regret[k] = all[nodes[best]] - all[1+3*k]
+	}
+	fitsWith := func(plan []int8) (bool, error) {
+		ev, err := env.eval(plan)
+		if err != nil {
+			return false, err
+		}
+		return ev.fits, nil
+	}
+	// least returns the least m in [lo, hi] for which try(m) fits, given
+	// that try(hi) fits, by bisection.
+	least := func(lo, hi int, try func(int) []int8) (int, error) {
+		for lo < hi {
+			mid := (lo + hi) / 2
+			f, err := fitsWith(try(mid))
+			if err != nil {
+				return 0, err
+			}
+			if f {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		return hi, nil
+	}
+	full, err := fitsWith(act)
 	if err != nil {
-		return nil, err
+		return nil, false, "", err
 	}
-	act := []int8{}
-	for k := 0; !cur.fits && k < len(a.env.cands); k++ {
-		qs, err := a.q(act, k)
+	if full {
+		j, err := least(0, nc, func(m int) []int8 { return act[:m] })
 		if err != nil {
-			return nil, err
+			return nil, false, "", err
 		}
-		next, ev, _, err := a.step(act, k, argmax(qs), cur)
-		if err != nil {
-			return nil, err
-		}
-		act, cur = next, ev
+		return act[:j], true, "greedy policy", nil
 	}
-	return act, nil
+	// Repair: offloading is the action that always frees memory (a drop
+	// can make a rebuild chain longer), so the candidates not offloaded
+	// turn to offloads, the ones whose Q loses least by it first.
+	var moved []int
+	for k, x := range act {
+		if x != dqnOffload {
+			moved = append(moved, k)
+		}
+	}
+	sort.SliceStable(moved, func(i, j int) bool { return regret[moved[i]] < regret[moved[j]] })
+	flip := func(m int) []int8 {
+		out := slices.Clone(act)
+		for _, k := range moved[:m] {
+			out[k] = dqnOffload
+		}
+		return out
+	}
+	if f, err := fitsWith(flip(len(moved))); err != nil || !f {
+		return act, false, "", err
+	}
+	m, err := least(0, len(moved), flip)
+	if err != nil {
+		return nil, false, "", err
+	}
+	return flip(m), true, fmt.Sprintf("greedy policy, %d of its %d other choices turned to offloads by the repair pass", m, len(moved)), nil
 }
 
 // saveWeights copies the network's weights back into a.w.

@@ -112,7 +112,7 @@ func TestDQNConvergesToBruteForceOptimum(t *testing.T) {
 			require.NoError(t, err)
 			_, err = a.train(tc.episodes, 1)
 			require.NoError(t, err)
-			act, err := a.greedy()
+			act, _, _, err := a.greedy()
 			require.NoError(t, err)
 			got, err := e.eval(act)
 			require.NoError(t, err)
@@ -121,5 +121,28 @@ func TestDQNConvergesToBruteForceOptimum(t *testing.T) {
 			require.True(t, got.fits)
 			require.Equal(t, opt.step, got.step)
 		})
+	}
+}
+
+// TestDQNInferMatchesGraph: the plain-Go Q the planner acts on is the
+// gorgonia graph's Q, for a few states of a chain.
+func TestDQNInferMatchesGraph(t *testing.T) {
+	tr := dqnChain(t, 3)
+	e, err := newDQNEnv(tr, dqnSim(t), 1<<30)
+	require.NoError(t, err)
+	w := NewDQNWeights(8, 3, 5)
+	a, err := newDQNAgent(e, w)
+	require.NoError(t, err)
+	for _, st := range []struct {
+		act []int8
+		k   int
+	}{{nil, 0}, {[]int8{dqnOffload}, 1}, {[]int8{dqnDrop, dqnKeep, dqnOffload}, 3}} {
+		got, err := a.q(st.act, st.k)
+		require.NoError(t, err)
+		qg, all := w.infer(e, e.features(st.act, st.k), 1+3*st.k)
+		nodes, _ := e.valid(st.k)
+		for i, nd := range nodes {
+			require.InDelta(t, got[i], qg+all[nd], 1e-9, "state %v at %d, node %d", st.act, st.k, nd)
+		}
 	}
 }

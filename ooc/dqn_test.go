@@ -1,6 +1,8 @@
 package ooc_test
 
 import (
+	bin "encoding/binary"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/vm"
 )
@@ -43,7 +46,7 @@ func TestDQNMatchesTapeMachine(t *testing.T) {
 		budget := inCore.Peak * 3 / 4
 		got := build(dt)
 		m, err := ooc.Compile(got.g, ooc.BindDualValues(got.params...), ooc.WithPoison(), ooc.WithBudget(budget),
-			ooc.WithScheduler(ooc.DQN{Episodes: 20, Seed: 1}), ooc.WithPlanningTimes(slow))
+			ooc.WithScheduler(ooc.DQN{}), ooc.WithPlanningTimes(slow))
 		require.NoError(t, err)
 		peak, err := ooc.Verify(m.Program(), budget)
 		require.NoError(t, err, "the verifier passes the DQN's tape")
@@ -103,5 +106,57 @@ func TestDQNWeightsRoundTrip(t *testing.T) {
 			_, err := ooc.LoadDQNWeights(bad)
 			require.ErrorContains(t, err, tc.want)
 		})
+	}
+}
+
+// TestDQNShippedWeights: the weights shipped in the package decode (a file
+// of version 1, whose networks read other features, is refused), and
+// planning with them, as DQN{} does, fits real models' steps (simulated,
+// gtx1080ti) and plans the same tape as the same weights saved and
+// reloaded.
+func TestDQNShippedWeights(t *testing.T) {
+	w, err := ooc.DefaultDQNWeights()
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "shipped.weights")
+	require.NoError(t, ooc.SaveDQNWeights(path, w))
+	back, err := ooc.LoadDQNWeights(path)
+	require.NoError(t, err)
+
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	bin.LittleEndian.PutUint32(b[8:], 1)
+	bin.LittleEndian.PutUint32(b[len(b)-4:], crc32.ChecksumIEEE(b[:len(b)-4]))
+	old := filepath.Join(t.TempDir(), "v1.weights")
+	require.NoError(t, os.WriteFile(old, b, 0o644))
+	_, err = ooc.LoadDQNWeights(old)
+	require.ErrorContains(t, err, "version 1 at offset 8")
+
+	dev, err := vm.NewDevice("sim:gtx1080ti", 0)
+	require.NoError(t, err)
+	defer dev.Close()
+	for _, tc := range []struct {
+		model string
+		cfg   models.Config
+		fracs []float64 // budgets, of the in-core peak (this small U-Net needs 75% under any plan: one convolution filter gradient holds that much; at 80% the network's own swaps do not fit)
+	}{
+		{"resnet50", models.Config{Batch: 8, Channels: 3, Height: 64, Width: 64, Classes: 10, Dtype: tensor.Float32}, []float64{0.5, 0.7}},
+		{"unet", models.Config{Batch: 2, Channels: 3, Height: 64, Width: 64, Classes: 2, Dtype: tensor.Float32}, []float64{0.9}},
+	} {
+		m, err := models.Build(tc.model, tc.cfg)
+		require.NoError(t, err)
+		peak, err := ooc.InCorePeak(m.Graph)
+		require.NoError(t, err)
+		for _, frac := range tc.fracs {
+			budget := int64(frac * float64(peak))
+			a, err := ooc.Plan(m.Graph, ooc.WithDevice(dev), ooc.WithBudget(budget), ooc.WithScheduler(ooc.DQN{}))
+			require.NoError(t, err, "%s at %.0f%%", tc.model, 100*frac)
+			require.LessOrEqual(t, a.Peak, budget)
+			_, err = ooc.Verify(a, budget)
+			require.NoError(t, err)
+			c, err := ooc.Plan(m.Graph, ooc.WithDevice(dev), ooc.WithBudget(budget), ooc.WithScheduler(ooc.DQN{Weights: back}))
+			require.NoError(t, err)
+			require.Equal(t, a.Instrs, c.Instrs, "%s at %.0f%%: reloaded weights plan the same tape", tc.model, 100*frac)
+			t.Logf("%s at %.0f%% of the in-core peak: %s", tc.model, 100*frac, a.Timing)
+		}
 	}
 }

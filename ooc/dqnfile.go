@@ -2,6 +2,7 @@ package ooc
 
 import (
 	"bytes"
+	_ "embed"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -10,13 +11,14 @@ import (
 	"os"
 )
 
-// The DQN weights file, version 1, little-endian: the 8 bytes
+// The DQN weights file, version 2 (version 1's networks read other
+// features: unnormalised sizes and times), little-endian: the 8 bytes
 // "OOCDQNW\n", the version (uint32), p and T (uint32 each), then each of
 // the 9 weight matrices as its value count (uint32) and values (float64),
 // and last the CRC-32 (IEEE) of every byte before it (uint32).
 const (
 	dqnMagic   = "OOCDQNW\n"
-	dqnVersion = 1
+	dqnVersion = 2
 )
 
 // MarshalBinary encodes the weights in the versioned file format.
@@ -131,6 +133,22 @@ func LoadDQNWeights(path string) (*DQNWeights, error) {
 	w := new(DQNWeights)
 	if err := w.UnmarshalBinary(b); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return w, nil
+}
+
+// dqnDefault is the trained network DQN plans with when given no weights:
+// how it was trained is in docs/results.md ("The shipped DQN weights").
+//
+//go:embed dqn_default.weights
+var dqnDefault []byte
+
+// DefaultDQNWeights returns a copy of the trained weights shipped in the
+// package, which DQN{} plans with.
+func DefaultDQNWeights() (*DQNWeights, error) {
+	w := new(DQNWeights)
+	if err := w.UnmarshalBinary(dqnDefault); err != nil {
+		return nil, fmt.Errorf("the shipped DQN weights: %w", err)
 	}
 	return w, nil
 }

@@ -62,8 +62,8 @@ type CompareResult struct {
 var SchedulerNames = []string{"window", "lms", "greedy", "dynprog", "vdnn", "checkpoint", "hybrid"}
 
 // OnRequestSchedulers are schedulers SchedulerNamed knows that run only
-// when named: the DQN trains a network on each problem it plans (60
-// seeded episodes, each simulating plans), too slow for every compare.
+// when named: the DQN (with the weights shipped in package ooc) takes
+// seconds per plan on the larger models, more than the others.
 var OnRequestSchedulers = []string{"dqn"}
 
 // AllSchedulerNames are SchedulerNames and then OnRequestSchedulers.

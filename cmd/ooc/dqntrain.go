@@ -26,7 +26,7 @@ func runDQNTrain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	device := fs.String("device", "sim:gtx1080ti", "simulated device, sim:PROFILE (its op and copy times are what the network learns from)")
 	episodes := fs.Int("episodes", ooc.DefaultDQNEpisodes, "training episodes")
 	seed := fs.Int64("seed", 1, "seed of the initial weights and the exploration")
-	from := fs.String("from", "", "weights file to fine-tune (default: new weights)")
+	from := fs.String("from", "", "weights file to fine-tune, or \"default\" for the weights shipped in package ooc (default: new weights)")
 	out := fs.String("o", "", "weights file to write")
 	if err := parseArgs(fs, args); err != nil {
 		return err
@@ -48,7 +48,13 @@ func runDQNTrain(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return fmt.Errorf("%w: -budget: %v", errUsage, err)
 	}
 	var w *ooc.DQNWeights
-	if *from != "" {
+	switch *from {
+	case "":
+	case "default":
+		if w, err = ooc.DefaultDQNWeights(); err != nil {
+			return err
+		}
+	default:
 		if w, err = ooc.LoadDQNWeights(*from); err != nil {
 			return err
 		}
