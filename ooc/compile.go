@@ -181,8 +181,7 @@ func planGraph(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, error) 
 	if budget > capacity {
 		return nil, nil, fmt.Errorf("ooc: budget %d bytes exceeds the %s device's capacity of %d bytes", budget, name, capacity)
 	}
-	p, err := plan(t, budget, s)
-	return p, t, err
+	return planTiled(t, budget, s)
 }
 
 // plan schedules and lowers a trace for a budget, and verifies the tape.

@@ -51,6 +51,7 @@ type settings struct {
 	allocator AllocatorKind
 	chunk     int64
 	wsLimit   int64
+	wsSet     bool // WithWorkspaceLimit was given: no automatic tiling
 	device    vm.Device
 	bindAll   bool
 	bind      []*gorgonia.Node
@@ -87,15 +88,22 @@ func WithBudget(bytes int64) Option {
 // below the op's least workspace. Results are the same bits at any limit; a
 // smaller one lowers each convolution's resident need, and with it the least
 // feasible budget, at the cost of more and smaller GEMMs (a 3x3 forward in
-// 256-pixel tiles took 1.5x its whole-image time; docs/results.md). 0 (the
-// default) gives every op its full workspace.
+// 256-pixel tiles took 1.5x its whole-image time; docs/results.md).
+//
+// Without this option the limit is automatic: every op gets its full
+// workspace, unless the budget is too tight for a function to run, when
+// Compile and Plan shrink the workspaces of the tiling functions that do not
+// fit, each just enough (down to its least), and plan again. So a budget
+// above the least feasible one with whole-image workspaces plans as before,
+// and one below it plans wherever tiles make it feasible. WithWorkspaceLimit(0)
+// gives every op its full workspace, never tiled.
 func WithWorkspaceLimit(bytes int64) Option {
 	return func(s *settings) {
 		if bytes < 0 {
 			s.fail("WithWorkspaceLimit(%d): the limit must not be negative", bytes)
 			return
 		}
-		s.wsLimit = bytes
+		s.wsLimit, s.wsSet = bytes, true
 	}
 }
 
