@@ -233,24 +233,58 @@ func (op *BatchNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, e
 	return G.Nodes{dx, dgamma, dbeta}, nil
 }
 
-// channelStats is the biased mean and variance of channel c, two-pass in float64.
+// channelStats is the biased mean and variance of channel c, two-pass in float64. Each pass
+// keeps four partial sums (element k goes to sum k mod 4, added up in a fixed order at the end
+// of each image's plane), so the adds do not wait on one another; the order depends on the
+// shape only, so results are the same on every run and thread count.
 func channelStats[T float](x []T, N, C, plane, c int) (mean, variance float64) {
 	var s float64
 	for n := 0; n < N; n++ {
-		for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
-			s += float64(v)
-		}
+		s += sum4(x[(n*C+c)*plane:(n*C+c+1)*plane], 0)
 	}
 	m := float64(N * plane)
 	mean = s / m
 	var q float64
 	for n := 0; n < N; n++ {
-		for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
-			d := float64(v) - mean
-			q += d * d
-		}
+		q += sumSq4(x[(n*C+c)*plane:(n*C+c+1)*plane], mean)
 	}
 	return mean, q / m
+}
+
+// sum4 is the sum of xs in float64 by four interleaved partial sums ((s0+s1)+(s2+s3) at the end).
+func sum4[T float](xs []T, _ float64) float64 {
+	var s0, s1, s2, s3 float64
+	k := 0
+	for ; k+4 <= len(xs); k += 4 {
+		v := xs[k : k+4 : k+4]
+		s0 += float64(v[0])
+		s1 += float64(v[1])
+		s2 += float64(v[2])
+		s3 += float64(v[3])
+	}
+	for ; k < len(xs); k++ {
+		s0 += float64(xs[k])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// sumSq4 is sum4 of the squared deviations from mean.
+func sumSq4[T float](xs []T, mean float64) float64 {
+	var s0, s1, s2, s3 float64
+	k := 0
+	for ; k+4 <= len(xs); k += 4 {
+		v := xs[k : k+4 : k+4]
+		d0, d1, d2, d3 := float64(v[0])-mean, float64(v[1])-mean, float64(v[2])-mean, float64(v[3])-mean
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
+	}
+	for ; k < len(xs); k++ {
+		d := float64(xs[k]) - mean
+		s0 += d * d
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 // bnStats fills mean and 1/std per channel, from the batch or from the running statistics.
