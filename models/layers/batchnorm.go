@@ -268,6 +268,31 @@ func sum4[T float](xs []T, _ float64) float64 {
 	return (s0 + s1) + (s2 + s3)
 }
 
+// gradSums4 is Σdy and Σdy·(x-mean) over one plane, each by four interleaved partial sums as
+// in sum4.
+func gradSums4[T float](dy, x []T, mean float64) (sdy, sdxh float64) {
+	x = x[:len(dy)]
+	var a0, a1, a2, a3, b0, b1, b2, b3 float64
+	k := 0
+	for ; k+4 <= len(dy); k += 4 {
+		g, v := dy[k:k+4:k+4], x[k:k+4:k+4]
+		g0, g1, g2, g3 := float64(g[0]), float64(g[1]), float64(g[2]), float64(g[3])
+		a0 += g0
+		a1 += g1
+		a2 += g2
+		a3 += g3
+		b0 += g0 * (float64(v[0]) - mean)
+		b1 += g1 * (float64(v[1]) - mean)
+		b2 += g2 * (float64(v[2]) - mean)
+		b3 += g3 * (float64(v[3]) - mean)
+	}
+	for ; k < len(dy); k++ {
+		a0 += float64(dy[k])
+		b0 += float64(dy[k]) * (float64(x[k]) - mean)
+	}
+	return (a0 + a1) + (a2 + a3), (b0 + b1) + (b2 + b3)
+}
+
 // sumSq4 is sum4 of the squared deviations from mean.
 func sumSq4[T float](xs []T, mean float64) float64 {
 	var s0, s1, s2, s3 float64
@@ -511,11 +536,9 @@ func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) err
 			if training || op.wrtGamma {
 				for n := 0; n < N; n++ {
 					o := (n*C + c) * plane
-					xr, dr := x[o:o+plane], dy[o:o+plane]
-					for i, g := range dr {
-						sdy += float64(g)
-						sdxh += float64(g) * (float64(xr[i]) - m)
-					}
+					a, b := gradSums4(dy[o:o+plane], x[o:o+plane], m)
+					sdy += a
+					sdxh += b
 				}
 				sdxh *= is
 			}
