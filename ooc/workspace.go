@@ -57,7 +57,7 @@ func (t *Trace) minWorkspace(i int) (int64, bool) {
 
 // shrinkWorkspaces returns a copy of t in which every tiling function whose
 // Need exceeds budget has its workspace lowered by the excess (not below its
-// least), or nil if no function's changes.
+// least), or nil if no workspace changes.
 func (t *Trace) shrinkWorkspaces(budget int64) *Trace {
 	var c *Trace
 	for i := range t.Funcs {

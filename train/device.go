@@ -19,7 +19,7 @@ type memoryPlan struct {
 	chunk    int64 // VA chunk size (0: ooc's default)
 	planned  int64 // the scheduler's budget
 	adaptive bool  // the chunk was chosen for the budget, not given
-	tries    int   // budgets tried before one fitted
+	tries    int   // simulated steps tried (budgets times chunks) before one fitted
 }
 
 // chunkFor is the VA chunk size for a CPU device of b bytes when none is
