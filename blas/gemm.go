@@ -292,12 +292,7 @@ func packA[T float](dst, a []T, lda int, tA bool, i0, rows, p0, kc, mr int) {
 		}
 		return
 	}
-	for r := 0; r < rows; r++ {
-		src := a[(i0+r)*lda+p0 : (i0+r)*lda+p0+kc]
-		for p, v := range src {
-			dst[p*mr+r] = v
-		}
-	}
+	transposeInto(dst, a[i0*lda+p0:], lda, rows, kc, mr)
 }
 
 // packB writes rows p0..p0+kc of op(B), columns j0..j0+cols, as kc groups of nr values
@@ -312,10 +307,28 @@ func packB[T float](dst, b []T, ldb int, tB bool, p0, kc, j0, cols, nr int) {
 		}
 		return
 	}
-	for j := 0; j < cols; j++ {
-		src := b[(j0+j)*ldb+p0 : (j0+j)*ldb+p0+kc]
-		for p, v := range src {
-			dst[p*nr+j] = v
+	transposeInto(dst, b[j0*ldb+p0:], ldb, cols, kc, nr)
+}
+
+// transposeInto writes dst[p*ld+r] = src[r*lds+p] for r < rows, p < kc: the packing of a
+// sliver whose rows are contiguous along k. Four rows go at a time, so each store fills four
+// adjacent values of a packed group instead of one value per group, which on a 16-row
+// convolution's filter gradient made packing cost more than the multiplication.
+func transposeInto[T float](dst, src []T, lds, rows, kc, ld int) {
+	r := 0
+	for ; r+4 <= rows; r += 4 {
+		s0 := src[r*lds : r*lds+kc]
+		s1 := src[(r+1)*lds : (r+1)*lds+kc]
+		s2 := src[(r+2)*lds : (r+2)*lds+kc]
+		s3 := src[(r+3)*lds : (r+3)*lds+kc]
+		for p := range s0 {
+			d := dst[p*ld+r : p*ld+r+4 : p*ld+r+4]
+			d[0], d[1], d[2], d[3] = s0[p], s1[p], s2[p], s3[p]
+		}
+	}
+	for ; r < rows; r++ {
+		for p, v := range src[r*lds : r*lds+kc] {
+			dst[p*ld+r] = v
 		}
 	}
 }

@@ -69,7 +69,7 @@ func compile(g *gorgonia.ExprGraph, s *settings) (m *vm.Machine, err error) {
 		al = alloc.NewBestFit(s.device.Memory())
 	default:
 		if al, err = alloc.NewVA(s.device.Memory(), s.chunk); err != nil {
-			return nil, fmt.Errorf("ooc: %w", err)
+			return nil, fmt.Errorf("ooc: device %s: %w", s.device.Name(), err)
 		}
 	}
 	m, err = vm.New(prog, vm.Config{Device: s.device, Allocator: al, Budget: prog.Budget, AccumulateGrads: accum,
@@ -120,7 +120,7 @@ func measuredModel(dev vm.Device, ops map[string]time.Duration) (*vm.Sim, error)
 		secs[k] = d.Seconds()
 	}
 	return vm.NewSim(vm.Profile{
-		Name: "measured-" + dev.Name(), Capacity: dev.Capacity(), LinkBandwidth: bw,
+		Name: "measured-" + dev.Name(), Capacity: dev.Capacity(), Granularity: dev.Memory().Granularity(), LinkBandwidth: bw,
 		// Every op of the step was measured; the roofs only time the
 		// optimizer's update, which runs outside the step.
 		PeakFLOPS: 1e10, MemBandwidth: 5e9, Efficiency: 1,
@@ -181,8 +181,7 @@ func planGraph(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, error) 
 	if budget > capacity {
 		return nil, nil, fmt.Errorf("ooc: budget %d bytes exceeds the %s device's capacity of %d bytes", budget, name, capacity)
 	}
-	p, err := plan(t, budget, s)
-	return p, t, err
+	return planTiled(t, budget, s)
 }
 
 // plan schedules and lowers a trace for a budget, and verifies the tape.

@@ -3,6 +3,7 @@ package ooc_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -20,6 +21,9 @@ func TestCompileRefusesBadInput(t *testing.T) {
 
 	setComputed := mlp(tensor.Float64, 1)
 	G.Set(setComputed.cost, setComputed.cost.Deriv())
+	sim, err := vm.NewDevice("sim:v100-pcie", 0)
+	require.NoError(t, err)
+	defer sim.Close()
 
 	cases := []struct {
 		name string
@@ -31,7 +35,10 @@ func TestCompileRefusesBadInput(t *testing.T) {
 		{"nothing to compute", noCost, nil, "the graph computes nothing"},
 		{"negative budget", mlp(tensor.Float64, 1).g, []ooc.Option{ooc.WithBudget(-1)}, "WithBudget(-1): the budget must not be negative"},
 		{"negative window", mlp(tensor.Float64, 1).g, []ooc.Option{ooc.WithWindow(-5)}, "WithWindow(-5)"},
-		{"chunk not 2 MiB multiple", mlp(tensor.Float64, 1).g, []ooc.Option{ooc.WithChunkSize(3 << 20)}, "multiple of 2097152"},
+		{"chunk of no bytes", mlp(tensor.Float64, 1).g, []ooc.Option{ooc.WithChunkSize(0)}, "WithChunkSize(0): the chunk size must be positive"},
+		{"chunk not a page multiple", mlp(tensor.Float64, 1).g, []ooc.Option{ooc.WithChunkSize(3<<20 + 512)}, fmt.Sprintf("not a positive multiple of the memory's %d-byte granularity", os.Getpagesize())},
+		{"chunk not 2 MiB multiple on a simulated device", mlp(tensor.Float64, 1).g, []ooc.Option{ooc.WithDevice(sim), ooc.WithChunkSize(3 << 20)},
+			"device sim:v100-pcie: alloc: va chunk size 3145728 is not a positive multiple of the memory's 2097152-byte granularity"},
 		{"unknown allocator", mlp(tensor.Float64, 1).g, []ooc.Option{ooc.WithAllocator(7)}, "unknown allocator"},
 		{"nil scheduler", mlp(tensor.Float64, 1).g, []ooc.Option{ooc.WithScheduler(nil)}, "WithScheduler(nil)"},
 		{"nil device", mlp(tensor.Float64, 1).g, []ooc.Option{ooc.WithDevice(nil)}, "WithDevice(nil)"},

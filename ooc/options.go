@@ -7,7 +7,6 @@ import (
 	"gorgonia.org/gorgonia"
 
 	"github.com/gorgonia-ooc/outofcore/vm"
-	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
 
 // AllocatorKind selects how device memory is carved up.
@@ -53,6 +52,7 @@ type settings struct {
 	allocator      AllocatorKind
 	chunk          int64
 	wsLimit        int64
+	wsSet          bool // WithWorkspaceLimit was given: no automatic tiling
 	device         vm.Device
 	bindAll        bool
 	bind           []*gorgonia.Node
@@ -91,15 +91,22 @@ func WithBudget(bytes int64) Option {
 // below the op's least workspace. Results are the same bits at any limit; a
 // smaller one lowers each convolution's resident need, and with it the least
 // feasible budget, at the cost of more and smaller GEMMs (a 3x3 forward in
-// 256-pixel tiles took 1.5x its whole-image time; docs/results.md). 0 (the
-// default) gives every op its full workspace.
+// 256-pixel tiles took 1.5x its whole-image time; docs/results.md).
+//
+// Without this option the limit is automatic: every op gets its full
+// workspace, unless the budget is too tight for a function to run, when
+// Compile and Plan shrink the workspaces of the tiling functions that do not
+// fit, each just enough (down to its least), and plan again. So a budget
+// above the least feasible one with whole-image workspaces plans as before,
+// and one below it plans wherever tiles make it feasible. WithWorkspaceLimit(0)
+// gives every op its full workspace, never tiled.
 func WithWorkspaceLimit(bytes int64) Option {
 	return func(s *settings) {
 		if bytes < 0 {
 			s.fail("WithWorkspaceLimit(%d): the limit must not be negative", bytes)
 			return
 		}
-		s.wsLimit = bytes
+		s.wsLimit, s.wsSet = bytes, true
 	}
 }
 
@@ -138,11 +145,13 @@ func WithAllocator(kind AllocatorKind) Option {
 }
 
 // WithChunkSize sets the VA allocator's physical chunk size in bytes: a
-// positive multiple of 2 MiB (the paper uses 40 MiB, nnabla 20 MiB).
+// positive multiple of the device memory's granularity (the host page, 4
+// KiB, on the CPU device; 2 MiB on the simulated devices and today's GPUs).
+// The paper uses 40 MiB, nnabla 20 MiB.
 func WithChunkSize(bytes int64) Option {
 	return func(s *settings) {
-		if bytes <= 0 || bytes%alloc.Granularity != 0 {
-			s.fail("WithChunkSize(%d): the chunk size must be a positive multiple of %d bytes", bytes, alloc.Granularity)
+		if bytes <= 0 {
+			s.fail("WithChunkSize(%d): the chunk size must be positive", bytes)
 			return
 		}
 		s.chunk = bytes

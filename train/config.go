@@ -149,8 +149,8 @@ func (c *Config) Check() error {
 		return configErrorf("-budget %v: must be positive", c.Budget)
 	case c.Window < 0:
 		return configErrorf("-window %d: must not be negative", c.Window)
-	case c.Chunk < 0 || c.Chunk%alloc.Granularity != 0:
-		return configErrorf("-chunk %d: must be a multiple of 2 MiB (or 0: chosen for the budget)", c.Chunk)
+	case c.Chunk < 0 || c.Chunk%alloc.HostGranularity() != 0:
+		return configErrorf("-chunk %d: must be a multiple of the %d-byte page (2 MiB on a CUDA device), or 0: chosen for the budget", c.Chunk, alloc.HostGranularity())
 	case c.Batch <= 0:
 		return configErrorf("-batch %d: must be positive", c.Batch)
 	case c.Image < 0:

@@ -15,10 +15,12 @@
 // # Budgets
 //
 // With the window scheduler on the CPU device, Config.Budget is the device:
-// the Trainer makes a CPU device of exactly that many bytes (at least one 2
-// MiB chunk), so the allocator can never reserve more, as on a GPU of that
-// memory. The VA chunk, unless Config.Chunk gives it, is chosen for the
-// device (about 1/24 of it, from 2 MiB to 40 MiB). Because allocators round
+// the Trainer makes a CPU device of exactly that many bytes (at least one
+// chunk; best-fit: one 2 MiB segment), so the allocator can never reserve
+// more, as on a GPU of that memory. The VA chunk, unless Config.Chunk gives
+// it, is chosen for the device (a power of two about 1/24 of it, from one 4
+// KiB page, the CPU device's granularity, to 40 MiB; halved twice more if
+// that serves a step at a higher scheduling budget). Because allocators round
 // blocks up to chunks or segments, a step's requested bytes must stay below
 // the device's size: the Trainer replays one step's allocations on an
 // accounted device of the same size (a simulated step, ooc.HostPersistent, no

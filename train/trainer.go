@@ -868,7 +868,7 @@ func (t *Trainer) deviceLine() string {
 		s += fmt.Sprintf("; VA chunk %s (%s)", FormatBytes(p.chunk), how)
 	}
 	if p.planned < t.budget {
-		s += fmt.Sprintf("; the scheduler plans under %s, %d%% of the budget, the most at which the allocator serves a step in the device (%d budgets tried)",
+		s += fmt.Sprintf("; the scheduler plans under %s, %d%% of the budget, the most at which the allocator serves a step in the device (%d simulated steps tried)",
 			FormatBytes(p.planned), 100*p.planned/t.budget, p.tries)
 	}
 	return s

@@ -20,6 +20,10 @@ import (
 type Profile struct {
 	Name     string
 	Capacity int64 // device memory, bytes
+	// Granularity is the unit of physical mapping of the device memory, bytes
+	// (0: alloc.Granularity, CUDA's 2 MiB). alloc.HostGranularity() makes the
+	// device map memory as the CPU device does.
+	Granularity int64
 	// PeakFLOPS is the FP32 peak and MemBandwidth the device-memory
 	// bandwidth (bytes/s): the two roofs of the roofline.
 	PeakFLOPS, MemBandwidth float64
@@ -205,7 +209,14 @@ func NewSim(p Profile) (*Sim, error) {
 	if p.Efficiency <= 0 {
 		p.Efficiency = 1
 	}
-	return &Sim{prof: p, mem: alloc.NewAccountingMemory(p.Capacity)}, nil
+	if p.Granularity == 0 {
+		p.Granularity = alloc.Granularity
+	}
+	mem, err := alloc.NewGranularAccountingMemory(p.Capacity, p.Granularity)
+	if err != nil {
+		return nil, fmt.Errorf("vm: profile %q: %w", p.Name, err)
+	}
+	return &Sim{prof: p, mem: mem}, nil
 }
 
 // Name implements Device.

@@ -22,7 +22,9 @@ func TestTrainLSTMOnText(t *testing.T) {
 	path := tempCkpt(t)
 	res, out := mustTrain(t, "-model", "lstm", "-data", "text:"+dir+",seq=8", "-hidden", "24", "-batch", "4", "-epochs", "2",
 		"-lr", "0.01", "-budget", "60%", "-progress", "plain", "-checkpoint", path)
-	for _, want := range []string{"input 1x1x8, batch 4, 13 classes", "60% of the in-core peak", "epoch 2/2 done"} {
+	// 60% is the device (105 KiB of 4 KiB chunks); the scheduler plans lower, where the VA
+	// allocator serves this model's many small blocks in it.
+	for _, want := range []string{"input 1x1x8, batch 4, 13 classes", "a CPU device of 105.1 KiB", "epoch 2/2 done"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

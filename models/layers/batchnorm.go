@@ -233,24 +233,83 @@ func (op *BatchNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, e
 	return G.Nodes{dx, dgamma, dbeta}, nil
 }
 
-// channelStats is the biased mean and variance of channel c, two-pass in float64.
+// channelStats is the biased mean and variance of channel c, two-pass in float64. Each pass
+// keeps four partial sums (element k goes to sum k mod 4, added up in a fixed order at the end
+// of each image's plane), so the adds do not wait on one another; the order depends on the
+// shape only, so results are the same on every run and thread count.
 func channelStats[T float](x []T, N, C, plane, c int) (mean, variance float64) {
 	var s float64
 	for n := 0; n < N; n++ {
-		for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
-			s += float64(v)
-		}
+		s += sum4(x[(n*C+c)*plane:(n*C+c+1)*plane], 0)
 	}
 	m := float64(N * plane)
 	mean = s / m
 	var q float64
 	for n := 0; n < N; n++ {
-		for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
-			d := float64(v) - mean
-			q += d * d
-		}
+		q += sumSq4(x[(n*C+c)*plane:(n*C+c+1)*plane], mean)
 	}
 	return mean, q / m
+}
+
+// sum4 is the sum of xs in float64 by four interleaved partial sums ((s0+s1)+(s2+s3) at the end).
+func sum4[T float](xs []T, _ float64) float64 {
+	var s0, s1, s2, s3 float64
+	k := 0
+	for ; k+4 <= len(xs); k += 4 {
+		v := xs[k : k+4 : k+4]
+		s0 += float64(v[0])
+		s1 += float64(v[1])
+		s2 += float64(v[2])
+		s3 += float64(v[3])
+	}
+	for ; k < len(xs); k++ {
+		s0 += float64(xs[k])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// gradSums4 is Σdy and Σdy·(x-mean) over one plane, each by four interleaved partial sums as
+// in sum4.
+func gradSums4[T float](dy, x []T, mean float64) (sdy, sdxh float64) {
+	x = x[:len(dy)]
+	var a0, a1, a2, a3, b0, b1, b2, b3 float64
+	k := 0
+	for ; k+4 <= len(dy); k += 4 {
+		g, v := dy[k:k+4:k+4], x[k:k+4:k+4]
+		g0, g1, g2, g3 := float64(g[0]), float64(g[1]), float64(g[2]), float64(g[3])
+		a0 += g0
+		a1 += g1
+		a2 += g2
+		a3 += g3
+		b0 += g0 * (float64(v[0]) - mean)
+		b1 += g1 * (float64(v[1]) - mean)
+		b2 += g2 * (float64(v[2]) - mean)
+		b3 += g3 * (float64(v[3]) - mean)
+	}
+	for ; k < len(dy); k++ {
+		a0 += float64(dy[k])
+		b0 += float64(dy[k]) * (float64(x[k]) - mean)
+	}
+	return (a0 + a1) + (a2 + a3), (b0 + b1) + (b2 + b3)
+}
+
+// sumSq4 is sum4 of the squared deviations from mean.
+func sumSq4[T float](xs []T, mean float64) float64 {
+	var s0, s1, s2, s3 float64
+	k := 0
+	for ; k+4 <= len(xs); k += 4 {
+		v := xs[k : k+4 : k+4]
+		d0, d1, d2, d3 := float64(v[0])-mean, float64(v[1])-mean, float64(v[2])-mean, float64(v[3])-mean
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
+	}
+	for ; k < len(xs); k++ {
+		d := float64(xs[k]) - mean
+		s0 += d * d
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 // bnStats fills mean and 1/std per channel, from the batch or from the running statistics.
@@ -477,11 +536,9 @@ func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) err
 			if training || op.wrtGamma {
 				for n := 0; n < N; n++ {
 					o := (n*C + c) * plane
-					xr, dr := x[o:o+plane], dy[o:o+plane]
-					for i, g := range dr {
-						sdy += float64(g)
-						sdxh += float64(g) * (float64(xr[i]) - m)
-					}
+					a, b := gradSums4(dy[o:o+plane], x[o:o+plane], m)
+					sdy += a
+					sdxh += b
 				}
 				sdxh *= is
 			}

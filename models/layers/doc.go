@@ -23,7 +23,8 @@
 //     Given less, down to MinWorkspaceBytes (256 output pixels' worth), it runs each image in
 //     tiles of multiples of 256 pixels and gets the same bits (the GEMM cuts its sums every 256
 //     terms, and col2im adds tiles in a fixed order): ooc.WithWorkspaceLimit uses that to bound a
-//     convolution's resident need by its input, its output and a small tile.
+//     convolution's resident need by its input, its output and a small tile, and without it
+//     ooc's planner shrinks the workspaces of the convolutions a tight budget cannot hold.
 //   - BatchNorm is a normalising op followed by gamma and beta broadcast with Repeat to the full
 //     activation shape, a product and a sum: six nodes of x's shape where one would do. The op also
 //     saves the batch mean and variance for its backward (hidden state: recomputing the forward or

@@ -3,6 +3,7 @@ package layers
 import (
 	"fmt"
 	"hash"
+	"math"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -124,25 +125,18 @@ func reluExec[T float](out, xv, dyv G.Value) error {
 	parallelFor((len(x)+chunk-1)/chunk, int64(len(x)), func(c0, c1 int) {
 		lo, hi := c0*chunk, min(c1*chunk, len(x))
 		xr, rr := x[lo:hi], res[lo:hi]
-		if dy == nil {
-			for i, v := range xr {
-				if v > 0 {
-					rr[i] = v
-				} else if v != v {
-					rr[i] = v // NaN propagates, as in PyTorch
-				} else {
-					rr[i] = 0
-				}
-			}
-			return
+		var dr []T
+		if dy != nil {
+			dr = dy[lo:hi]
 		}
-		dr := dy[lo:hi]
-		for i, v := range xr {
-			if v > 0 {
-				rr[i] = dr[i]
-			} else {
-				rr[i] = 0
-			}
+		// Through bit masks rather than branches: a branch on the sign of activations is
+		// mispredicted about every other element. The values are those of the branches: x (or
+		// dy) where x > 0, NaN kept in the forward pass, +0 elsewhere.
+		switch xr := any(xr).(type) {
+		case []float32:
+			reluMask32(any(rr).([]float32), xr, asF32(dr))
+		case []float64:
+			reluMask64(any(rr).([]float64), xr, asF64(dr))
 		}
 	})
 	return nil
@@ -155,3 +149,46 @@ func (op *reluOp) InPlaceSafe(operand int) bool { return true }
 // InPlaceSafe tells the out-of-core VM that dx may be written over y or dy:
 // the gradient is elementwise.
 func (op *reluGradOp) InPlaceSafe(operand int) bool { return true }
+
+func asF32[T float](xs []T) []float32 { v, _ := any(xs).([]float32); return v }
+func asF64[T float](xs []T) []float64 { v, _ := any(xs).([]float64); return v }
+
+// b2u is 1 for true: the compiler makes it a SETcc, not a branch.
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// reluMask32 is ReLU (dy nil) or its gradient on float32.
+func reluMask32(res, x, dy []float32) {
+	res = res[:len(x)]
+	if dy == nil {
+		for i, v := range x {
+			keep := uint32(b2u(v > 0) | b2u(v != v))
+			res[i] = math.Float32frombits(math.Float32bits(v) & -keep)
+		}
+		return
+	}
+	dy = dy[:len(x)]
+	for i, v := range x {
+		res[i] = math.Float32frombits(math.Float32bits(dy[i]) & -uint32(b2u(v > 0)))
+	}
+}
+
+// reluMask64 is reluMask32 on float64.
+func reluMask64(res, x, dy []float64) {
+	res = res[:len(x)]
+	if dy == nil {
+		for i, v := range x {
+			keep := b2u(v > 0) | b2u(v != v)
+			res[i] = math.Float64frombits(math.Float64bits(v) & -keep)
+		}
+		return
+	}
+	dy = dy[:len(x)]
+	for i, v := range x {
+		res[i] = math.Float64frombits(math.Float64bits(dy[i]) & -b2u(v > 0))
+	}
+}

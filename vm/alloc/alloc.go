@@ -3,11 +3,19 @@ package alloc
 import (
 	"errors"
 	"fmt"
+	"os"
 )
 
-// Granularity is the unit of physical mapping, as cuMemGetAllocationGranularity reports it on
-// current NVIDIA GPUs. VA chunk sizes and chunk mapping offsets must be multiples of it.
+// Granularity is the unit of physical mapping of current NVIDIA GPUs, as
+// cuMemGetAllocationGranularity reports it, and of the simulated devices' accounting memory.
+// Each Memory has its own unit (Memory.Granularity): the CPU device's is the host page
+// (HostGranularity), a CUDA device's what its driver reports.
 const Granularity = 2 << 20
+
+// HostGranularity is the unit of physical mapping of host memory (NewHostMemory): the page
+// size, 4 KiB on amd64 Linux. A VA chunk on the CPU device may be as small as one page, so a
+// small model's budget is not rounded up to 2 MiB chunks that the hardware never required.
+func HostGranularity() int64 { return int64(os.Getpagesize()) }
 
 // DefaultChunkSize is the VA chunk size of the paper.
 const DefaultChunkSize = 40 << 20

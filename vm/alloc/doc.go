@@ -28,6 +28,13 @@
 // NewAccountingMemory has no bytes at all, only bookkeeping and made-up addresses, so the
 // simulated device can model a 16 or 64 GiB GPU at no cost. Both enforce a hard capacity.
 //
+// Each Memory has its own granularity, the unit in which chunks, ranges and map offsets come
+// (Memory.Granularity): the page (HostGranularity, 4 KiB) for host memory, since mmap maps
+// pages; 2 MiB (Granularity) for accounting memory, as cuMemGetAllocationGranularity reports on
+// today's GPUs, unless NewGranularAccountingMemory gives another; the driver's own on a CUDA
+// device. A VA chunk is any positive multiple of it, so on the CPU device a small model's
+// chunks can be a few pages rather than CUDA's 2 MiB.
+//
 // # Fragmentation
 //
 // Stats give, for live blocks, the bytes Requested and the bytes Mapped for them after

@@ -41,13 +41,15 @@ func ExampleNewVA() {
 	_ = va.Free(scalar)
 	_ = va.Free(b)
 	fmt.Println("double free refused:", errors.Is(va.Free(b), alloc.ErrInvalidFree))
-	_, err = alloc.NewVA(mem, 3*mib)
+	// The simulated devices' accounting memory maps 2 MiB at a time, as CUDA does; host memory
+	// maps pages.
+	_, err = alloc.NewVA(alloc.NewAccountingMemory(64*mib), 3*mib)
 	fmt.Println(err)
 	// Output:
 	// va: requested 104857605, mapped 120 MiB (120 MiB of chunks + 512 B), reserved 160 MiB
 	// internal fragmentation: 20972027
 	// double free refused: true
-	// alloc: va chunk size 3145728 is not a positive multiple of the 2097152-byte (2 MiB) granularity
+	// alloc: va chunk size 3145728 is not a positive multiple of the memory's 2097152-byte granularity
 }
 
 // ExampleNewBestFit shows the fragmentation a caching allocator suffers and VA does not: after

@@ -22,16 +22,19 @@ type Memory interface {
 	Capacity() int64
 	// Used is the physical bytes handed out now (segments and chunks).
 	Used() int64
+	// Granularity is the unit of physical mapping in bytes: chunk and range sizes and map
+	// offsets are multiples of it. It is a multiple of 512.
+	Granularity() int64
 
 	// AllocSegment returns size bytes of contiguous, addressable memory.
 	AllocSegment(size int64) (Segment, error)
 	FreeSegment(s Segment) error
 
-	// CreateChunk returns size bytes of physical memory, size a positive multiple of Granularity.
+	// CreateChunk returns size bytes of physical memory, size a positive multiple of Granularity().
 	CreateChunk(size int64) (Chunk, error)
 	// ReleaseChunk returns a chunk; it must not be mapped anywhere.
 	ReleaseChunk(c Chunk) error
-	// ReserveRange reserves size bytes of address space, size a positive multiple of Granularity.
+	// ReserveRange reserves size bytes of address space, size a positive multiple of Granularity().
 	ReserveRange(size int64) (Range, error)
 	// ReleaseRange returns a range; nothing may be mapped in it.
 	ReleaseRange(r Range) error
@@ -104,6 +107,7 @@ type ledger struct {
 	mu       sync.Mutex
 	name     string
 	capacity int64
+	gran     int64
 	used     int64
 	next     uint64
 	closed   bool
@@ -116,10 +120,11 @@ type ledger struct {
 // maxCapacity caps capacities so that rounding a size up never overflows an int64.
 const maxCapacity = 1 << 62
 
-func newLedger(name string, capacity int64, be backend) *ledger {
+func newLedger(name string, capacity, gran int64, be backend) *ledger {
 	return &ledger{
 		name:     name,
 		capacity: min(max(capacity, 0), maxCapacity),
+		gran:     gran,
 		segments: map[uint64]Segment{},
 		chunks:   map[uint64]*chunkState{},
 		ranges:   map[uint64]*rangeState{},
@@ -129,9 +134,20 @@ func newLedger(name string, capacity int64, be backend) *ledger {
 
 // NewAccountingMemory returns a Memory with no bytes behind it: Data is always nil and
 // addresses are made up (distinct and 2 MiB aligned), so any capacity costs nothing.
-// It is what the simulated device runs on. Capacities above 4 EiB are taken as 4 EiB.
+// Its granularity is CUDA's 2 MiB (Granularity). It is what the simulated device runs on.
+// Capacities above 4 EiB are taken as 4 EiB.
 func NewAccountingMemory(capacity int64) Memory {
-	return newLedger("accounting", capacity, &accountingBackend{next: 1 << 40})
+	m, _ := NewGranularAccountingMemory(capacity, Granularity)
+	return m
+}
+
+// NewGranularAccountingMemory is NewAccountingMemory with a granularity of its own, a
+// positive multiple of 512 bytes: HostGranularity() makes it account as the CPU device maps.
+func NewGranularAccountingMemory(capacity, granularity int64) (Memory, error) {
+	if granularity <= 0 || granularity%minBlock != 0 {
+		return nil, fmt.Errorf("%w: granularity %d is not a positive multiple of %d bytes", ErrInvalidSize, granularity, minBlock)
+	}
+	return newLedger("accounting", capacity, granularity, &accountingBackend{next: 1 << 40, gran: granularity}), nil
 }
 
 func (m *ledger) String() string {
@@ -139,6 +155,8 @@ func (m *ledger) String() string {
 }
 
 func (m *ledger) Capacity() int64 { return m.capacity }
+
+func (m *ledger) Granularity() int64 { return m.gran }
 
 func (m *ledger) Used() int64 {
 	m.mu.Lock()
@@ -196,10 +214,10 @@ func (m *ledger) FreeSegment(s Segment) error {
 	return m.be.freeSegment(held)
 }
 
-func checkGranular(what string, size int64) error {
-	if size <= 0 || size%Granularity != 0 {
+func (m *ledger) checkGranular(what string, size int64) error {
+	if size <= 0 || size%m.gran != 0 {
 		return fmt.Errorf("%w: %s of %d bytes is not a positive multiple of the %d-byte granularity",
-			ErrInvalidSize, what, size, Granularity)
+			ErrInvalidSize, what, size, m.gran)
 	}
 	return nil
 }
@@ -210,7 +228,7 @@ func (m *ledger) CreateChunk(size int64) (Chunk, error) {
 	if m.closed {
 		return Chunk{}, ErrClosed
 	}
-	if err := checkGranular("chunk", size); err != nil {
+	if err := m.checkGranular("chunk", size); err != nil {
 		return Chunk{}, err
 	}
 	if err := m.charge(size); err != nil {
@@ -258,7 +276,7 @@ func (m *ledger) ReserveRange(size int64) (Range, error) {
 	if m.closed {
 		return Range{}, ErrClosed
 	}
-	if err := checkGranular("range", size); err != nil {
+	if err := m.checkGranular("range", size); err != nil {
 		return Range{}, err
 	}
 	addr, data, err := m.be.reserve(size)
@@ -313,7 +331,7 @@ func (m *ledger) Map(r Range, offset int64, chunks []Chunk) error {
 		}
 		end += states[i].Size
 	}
-	if offset < 0 || offset%Granularity != 0 || end > rs.Size {
+	if offset < 0 || offset%m.gran != 0 || end > rs.Size {
 		return fmt.Errorf("alloc: %s: cannot map [%d, %d) into a range of %d bytes", m, offset, end, rs.Size)
 	}
 	for _, mp := range rs.maps {
@@ -398,11 +416,14 @@ func (m *ledger) Close() error {
 
 // accountingBackend makes up addresses from a counter that never goes back, so addresses of
 // live blocks stay distinct without any search.
-type accountingBackend struct{ next uintptr }
+type accountingBackend struct {
+	next uintptr
+	gran int64
+}
 
 func (a *accountingBackend) addr(size int64) uintptr {
 	p := a.next
-	a.next += uintptr(roundUp(size, Granularity))
+	a.next += uintptr(roundUp(size, max(a.gran, Granularity)))
 	return p
 }
 

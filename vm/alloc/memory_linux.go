@@ -2,13 +2,13 @@ package alloc
 
 import (
 	"fmt"
-	"os"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// NewHostMemory returns a Memory of real host bytes, capped at capacity.
+// NewHostMemory returns a Memory of real host bytes, capped at capacity. Its granularity is
+// the page size (HostGranularity).
 //
 // Segments are anonymous mmaps. Chunks are stretches of one memfd; a range is address space
 // reserved with mmap(PROT_NONE), and mapping a chunk is mmap(MAP_FIXED|MAP_SHARED) of its
@@ -24,7 +24,8 @@ func NewHostMemory(capacity int64) (Memory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alloc: memfd_create: %w", err)
 	}
-	return newLedger("host", capacity, &hostBackend{fd: fd, page: int64(os.Getpagesize()), freeTokens: map[int64][]int64{}}), nil
+	page := HostGranularity()
+	return newLedger("host", capacity, page, &hostBackend{fd: fd, page: page, freeTokens: map[int64][]int64{}}), nil
 }
 
 type hostBackend struct {

@@ -66,7 +66,7 @@ func TestMemoryMisuse(t *testing.T) {
 			fails(t, "double segment free", mem.FreeSegment(seg))
 			fails(t, "unknown segment", mem.FreeSegment(Segment{Handle: 999}))
 
-			_, err = mem.CreateChunk(mib)
+			_, err = mem.CreateChunk(mem.Granularity() / 2)
 			fails(t, "chunk not a multiple of the granularity", err)
 			_, err = mem.ReserveRange(0)
 			fails(t, "empty range", err)
@@ -76,7 +76,7 @@ func TestMemoryMisuse(t *testing.T) {
 			r, err := mem.ReserveRange(2 * Granularity)
 			must(t, err)
 			fails(t, "map beyond the range", mem.Map(r, Granularity, []Chunk{c, c}))
-			fails(t, "map at an unaligned offset", mem.Map(r, 4096, []Chunk{c}))
+			fails(t, "map at an unaligned offset", mem.Map(r, mem.Granularity()/2, []Chunk{c}))
 			fails(t, "map of an unknown chunk", mem.Map(r, 0, []Chunk{{Size: Granularity, Handle: 999}}))
 			must(t, mem.Map(r, 0, []Chunk{c}))
 			fails(t, "map over a mapping", mem.Map(r, 0, []Chunk{c}))
@@ -168,5 +168,59 @@ func fails(t testing.TB, what string, err error) {
 	t.Helper()
 	if err == nil {
 		t.Errorf("%s: no error", what)
+	}
+}
+
+// TestGranularity checks that each memory states its own unit of mapping and enforces it, and
+// that the VA allocator takes chunks of any multiple of it: a page on host memory, where the
+// paper's 2 MiB would round a small model's budget far above its peak.
+func TestGranularity(t *testing.T) {
+	page := HostGranularity()
+	paged := memKind{"accounting-page", func(t testing.TB, capacity int64) Memory {
+		m, err := NewGranularAccountingMemory(capacity, page)
+		must(t, err)
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	}}
+	for _, c := range []struct {
+		mk    memKind
+		gran  int64
+		chunk int64 // a VA chunk the memory takes: 16 units
+	}{
+		{memKinds[0], page, 16 * page},
+		{paged, page, 16 * page},
+		{memKinds[1], Granularity, 16 * Granularity},
+	} {
+		t.Run(c.mk.name, func(t *testing.T) {
+			mem := c.mk.new(t, 64*mib)
+			if g := mem.Granularity(); g != c.gran {
+				t.Fatalf("Granularity() = %d, want %d", g, c.gran)
+			}
+			if _, err := NewVA(mem, c.gran+c.gran/2); err == nil {
+				t.Errorf("NewVA took a chunk of 1.5 units")
+			}
+			ak := allocKind{"va", c.chunk, func(t testing.TB, mem Memory) Allocator {
+				a, err := NewVA(mem, c.chunk)
+				must(t, err)
+				return a
+			}}
+			capacity := 64 * c.chunk
+			ch := newChecker(t, ak, c.mk, capacity)
+			for i, o := range randomTrace(7, 600, capacity*3/4, 6*c.chunk) {
+				ch.do(o)
+				if i%100 == 0 {
+					ch.verifyAll()
+				}
+			}
+			if ch.mem.unmaps == 0 {
+				t.Errorf("the trace never made va unmap a cached range: it tests no remapping")
+			}
+			ch.finish()
+		})
+	}
+	for _, g := range []int64{0, -4096, 1000} {
+		if _, err := NewGranularAccountingMemory(mib, g); !errors.Is(err, ErrInvalidSize) {
+			t.Errorf("granularity %d: err = %v, want ErrInvalidSize", g, err)
+		}
 	}
 }

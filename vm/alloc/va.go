@@ -43,7 +43,7 @@ type va struct {
 }
 
 // NewVA returns the virtual-addressing allocator over mem with physical chunks of chunkSize
-// bytes, a positive multiple of Granularity (DefaultChunkSize is the paper's choice).
+// bytes, a positive multiple of mem.Granularity() (DefaultChunkSize is the paper's choice).
 //
 // A request of s bytes above the small-block limit (chunkSize/4) gets a virtual range of
 // ceil(s/C)*C bytes with free chunks mapped into it, in whatever order they come, by one
@@ -61,9 +61,9 @@ func NewVA(mem Memory, chunkSize int64) (Allocator, error) {
 	if mem == nil {
 		return nil, errors.New("alloc: va needs a Memory")
 	}
-	if chunkSize <= 0 || chunkSize%Granularity != 0 {
-		return nil, fmt.Errorf("alloc: va chunk size %d is not a positive multiple of the %d-byte (2 MiB) granularity",
-			chunkSize, Granularity)
+	if g := mem.Granularity(); chunkSize <= 0 || chunkSize%g != 0 {
+		return nil, fmt.Errorf("alloc: va chunk size %d is not a positive multiple of the memory's %d-byte granularity",
+			chunkSize, g)
 	}
 	return &va{
 		mem:      mem,

@@ -6,25 +6,18 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
 
-// ChunkSize rounds a VA chunk size up to what the device maps: a multiple of both its
-// granularity and alloc.Granularity. (Today's GPUs report 2 MiB, which changes nothing.)
+// ChunkSize rounds a VA chunk size up to what the device maps: a multiple of its
+// granularity (cuMemGetAllocationGranularity's minimum; alloc.Granularity, 2 MiB, on a
+// device that reports none). Today's GPUs report 2 MiB.
 func (d *Device) ChunkSize(want int64) int64 {
-	unit := int64(alloc.Granularity)
-	if g := d.info.Granularity; g > 0 {
-		unit = lcm(unit, g)
+	unit := d.info.Granularity
+	if unit <= 0 {
+		unit = alloc.Granularity
 	}
 	if want <= 0 {
 		want = alloc.DefaultChunkSize
 	}
 	return (want + unit - 1) / unit * unit
-}
-
-func lcm(a, b int64) int64 {
-	x, y := a, b
-	for y != 0 {
-		x, y = y, x%y
-	}
-	return a / x * b
 }
 
 // NewVA returns the VA allocator over the device's memory with chunks of

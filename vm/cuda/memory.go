@@ -71,6 +71,15 @@ func (m *memory) String() string { return fmt.Sprintf("%s memory (capacity %d)",
 
 func (m *memory) Capacity() int64 { return m.capacity }
 
+// Granularity is the device's cuMemGetAllocationGranularity minimum, or alloc.Granularity
+// on a device without VMM (which maps no chunks anyway).
+func (m *memory) Granularity() int64 {
+	if m.gran <= 0 {
+		return alloc.Granularity
+	}
+	return m.gran
+}
+
 func (m *memory) Used() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()

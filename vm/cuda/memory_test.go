@@ -205,7 +205,7 @@ func TestChunkSize(t *testing.T) {
 	for _, c := range []struct{ gran, want, got int64 }{
 		{2 * mib, 2 * mib, 2 * mib}, {2 * mib, 3 * mib, 4 * mib}, {2 * mib, 0, 40 * mib},
 		{4 * mib, 2 * mib, 4 * mib}, {4 * mib, 40 * mib, 40 * mib}, {6 * mib, 2 * mib, 6 * mib}, {6 * mib, 40 * mib, 42 * mib},
-		{64 * kib, 2 * mib, 2 * mib},
+		{64 * kib, 2 * mib, 2 * mib}, {64 * kib, 100 * kib, 128 * kib}, {0, 3 * mib, 4 * mib},
 	} {
 		d := &Device{info: Info{Granularity: c.gran}}
 		if got := d.ChunkSize(c.want); got != c.got {

@@ -122,6 +122,9 @@ var errNoChunks = errors.New("cuda: pinned host memory has segments only, no chu
 
 func (m *hostMemory) Capacity() int64 { return m.capacity }
 
+// Granularity is the host page: the pool maps no chunks, but its segments are page-backed.
+func (m *hostMemory) Granularity() int64 { return alloc.HostGranularity() }
+
 func (m *hostMemory) Used() int64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
