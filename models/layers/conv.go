@@ -212,8 +212,16 @@ const minGemmCols = 256
 // chunk is how many images share one GEMM: one for ordinary images, enough small ones to reach
 // minGemmCols. It depends on the shapes only, so the summation order, and with it every result,
 // is the same on every machine.
-func (op *convOp) chunk(d convDims) int {
-	return min(d.N, (minGemmCols+d.outPix()-1)/d.outPix())
+func (op *convOp) chunk(d convDims) int { return ConvChunk(d.N, d.outPix()) }
+
+// ConvChunk is how many of n images, each of outPix output pixels, a convolution puts side by
+// side in one GEMM (its weight gradient then sums over the chunk's pixels as one k, cut every
+// blas.KBlock): a backend that wants the CPU op's bits chunks its images the same way.
+func ConvChunk(n, outPix int) int {
+	if outPix <= 0 {
+		return min(n, 1)
+	}
+	return min(n, (minGemmCols+outPix-1)/outPix)
 }
 
 // workspace is the im2col matrix of one chunk of images (none for a direct kernel on one image) and,

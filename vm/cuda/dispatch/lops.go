@@ -166,6 +166,9 @@ func planConv(c fn, d layers.DeviceOp) (plan, error) {
 			return nil
 		}}, nil
 	default:
+		if B := layers.ConvChunk(N, P); B > 1 {
+			return planConvFilterChunked(c, N, O, K, P, B, ga)
+		}
 		return plan{run: func(r *Runner, a addrs) error {
 			for i := 0; i < N; i++ {
 				xi, dyi := a.in[0]+uintptr(i)*xImg, a.in[1]+uintptr(i)*yImg
@@ -187,6 +190,51 @@ func planConv(c fn, d layers.DeviceOp) (plan, error) {
 			return nil
 		}}, nil
 	}
+}
+
+// planConvFilterChunked is the weight gradient of small images, summed as
+// the CPU op sums it: B images side by side in one GEMM, whose k (the
+// chunk's B·P pixels) the GEMM cuts into blocks as the CPU's does, so the
+// fake cuBLAS, doing package blas's arithmetic, gives the CPU op's bits. The
+// forward and data products need no chunking for that: each of their
+// elements sums over K or O whatever the images per GEMM. dy's chunk is
+// gathered from (nb, O, P) to (O, nb·P) by a copy; col and that stage are
+// the CPU op's workspace, which the budget counts.
+func planConvFilterChunked(c fn, N, O, K, P, B int, ga kernels.Arg) (plan, error) {
+	es := c.es
+	colBytes, stageBytes := int64(K*B*P)*es, int64(O*B*P)*es
+	if c.f.Workspace < colBytes+stageBytes {
+		return plan{}, c.unsupported(fmt.Sprintf("its workspace (%d bytes) is smaller than a chunk of %d images' column and staging matrices (%d bytes)",
+			c.f.Workspace, B, colBytes+stageBytes))
+	}
+	x := c.in(0)
+	xImg, yImg := uintptr(int64(x[1]*x[2]*x[3])*es), uintptr(int64(O*P)*es)
+	sfx := c.sfx
+	return plan{run: func(r *Runner, a addrs) error {
+		col, stage := a.ws, a.ws+uintptr(colBytes)
+		for n0 := 0; n0 < N; n0 += B {
+			nb := min(B, N-n0)
+			cols := nb * P
+			l := kernels.Layout{Rank: 3,
+				Dim: [kernels.MaxDims]int64{int64(O), int64(nb), int64(P)},
+				Out: [kernels.MaxDims]int64{int64(cols), int64(P), 1},
+				A:   [kernels.MaxDims]int64{int64(P), int64(O * P), 1}}
+			if err := copyLaunch(r, sfx, stage, a.in[1]+uintptr(n0)*yImg, int64(O*cols), l); err != nil {
+				return err
+			}
+			if err := r.launch("im2col_"+sfx, ptr(col), ptr(a.in[0]+uintptr(n0)*xImg), i64(int64(nb)), ga, i64(int64(cols))); err != nil {
+				return err
+			}
+			beta := 1.0
+			if n0 == 0 {
+				beta = 0
+			}
+			if err := r.gemm(es, false, true, O, K, cols, stage, cols, col, cols, beta, a.out, K); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}, nil
 }
 
 // bnState is one batch-norm layer's running statistics on the device: the
