@@ -734,13 +734,15 @@ func channelSumExec[T float](out, in G.Value) error {
 	plane := s.TotalSize() / (N * C)
 	parallelFor(C, int64(len(x)), func(c0, c1 int) {
 		for c := c0; c < c1; c++ {
-			var acc float64
+			var acc lanes
+			l := 0
 			for n := 0; n < N; n++ {
 				for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
-					acc += float64(v)
+					acc[l] += float64(v)
+					l = (l + 1) % sumLanes
 				}
 			}
-			y[c] = T(acc)
+			y[c] = T(acc.total())
 		}
 	})
 	return nil

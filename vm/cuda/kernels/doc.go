@@ -72,9 +72,12 @@
 // gradients (gathered per input pixel in the CPU scatter's order, no
 // atomics), col2im, global average pooling, the solvers, BN's normalisation
 // and gradients in float32, and single-axis sums over a first or last axis.
-// Block reductions (channel_sum, bn_stats, bn_grad_sums, xent_loss) add 256
-// partial sums in a fixed tree, deterministic but not the CPU's serial
-// order: float64 results differ in the last bits. Transcendental functions
+// Block reductions add 256 interleaved partial sums in a fixed halving tree;
+// models/layers sums a channel in that same order (its lanes), so
+// channel_sum, bn_stats and bn_grad_sums, and with them batch norm and its
+// gradients in both types, are the CPU op's bits too. xent_loss (no CPU op
+// sums in its order) is deterministic, but its float64 result differs from a
+// serial sum in the last bits. Transcendental functions
 // are ports of Go's math (oocmath.h) without libdevice; float32 exp, sin,
 // cos and expm1 follow math32's float32 algorithms or ranges, which gorgonia
 // calls, with their flaws (exp is +Inf above 88.376 and 0 below -87.683;

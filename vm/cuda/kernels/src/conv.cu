@@ -1,7 +1,7 @@
 /* conv.cu: the kernels around cuBLAS for models/layers' convOp (Conv2D, its
  * data and filter gradients, ConvTranspose2D, which is the data gradient):
  * im2col, col2im, the per-channel bias and the bias gradient. The products
- * themselves are GEMMs the VM runs in cuBLAS, as the CPU op runs gonum's:
+ * themselves are GEMMs the VM runs in cuBLAS, as the CPU op runs package blas's:
  *   forward  y_i  = W (O x K) · col(x_i) (K x P)              + bias
  *   data     dx_i = col2im(Wᵀ (K x O) · dy_i (O x P))          (+ bias: transposed conv)
  *   filter   dW  += dy_i (O x P) · col(x_i)ᵀ                   (images in order)
@@ -83,9 +83,9 @@ OOC_F32_F64(CONV)
 OOC_F32_F64(CHANNEL_BIAS)
 
 /* channelSumOp: out[c] = Σ_{n,p} x[n][c][p] (the gradient of a conv bias or a
- * BN shift), in double as the CPU op, one block per channel. The CPU adds
- * serially; the block adds 256 interleaved partial sums in a tree, so float64
- * results can differ in the last bits (float32 ones almost never do). */
+ * BN shift), in double as the CPU op, one block per channel: 256 interleaved
+ * partial sums added in a tree, the order of models/layers' lanes, so the
+ * sums are the CPU op's bits. */
 template <typename T>
 OOC_FN void ooc_channel_sum(T *out, const T *x, i64 N, i64 C, i64 plane) {
   __shared__ double buf[OOC_BLOCK];
