@@ -26,7 +26,17 @@ const (
 	DevAvgPoolGrad            // (dy) -> dx
 	DevGAP                    // (x) -> (N, C)
 	DevGAPGrad                // (dy) -> dx
+	DevResize                 // (x) -> y: bilinear resize of each plane
+	DevResizeGrad             // (dy) -> dx: its adjoint
 )
+
+// ResizeGeom is a bilinear resize's planes: IH x IW on the forward's input
+// side, OH x OW on its output side (for the gradient too), and whether
+// corners are aligned.
+type ResizeGeom struct {
+	IH, IW, OH, OW int
+	Align          bool
+}
 
 // PoolWindow is a pooling op's window: kernel, stride and padding per axis.
 type PoolWindow struct{ KH, KW, SH, SW, PH, PW int }
@@ -49,6 +59,8 @@ type DeviceOp struct {
 	// BN is the batch-norm op itself (running statistics, mode, epsilon,
 	// momentum), for batch norm and its gradients.
 	BN *BatchNormOp
+	// Resize is a bilinear resize's geometry.
+	Resize ResizeGeom
 }
 
 // Describe tells a backend what a layers op computes; ok is false for ops
@@ -86,6 +98,23 @@ func Describe(op G.Op) (d DeviceOp, ok bool) {
 		d.Kind = DevGAP
 	case *globalAvgPoolGradOp:
 		d = DeviceOp{Kind: DevGAPGrad, H: o.h, W: o.w}
+	case *frameOp:
+		return describeFrame(o.s)
+	default:
+		return DeviceOp{}, false
+	}
+	return d, true
+}
+
+// describeFrame tells a backend about the ops built on frameOp that it may
+// run itself.
+func describeFrame(s spec) (d DeviceOp, ok bool) {
+	switch s := s.(type) {
+	case resizeSpec:
+		d = DeviceOp{Kind: DevResize, Resize: ResizeGeom{IH: s.ih, IW: s.iw, OH: s.oh, OW: s.ow, Align: s.align}}
+		if s.adjoint {
+			d.Kind = DevResizeGrad
+		}
 	default:
 		return DeviceOp{}, false
 	}

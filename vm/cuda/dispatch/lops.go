@@ -74,6 +74,19 @@ func planLayer(r *Runner, c fn, d layers.DeviceOp) (plan, error) {
 		}}, nil
 	case layers.DevBatchNorm, layers.DevBNGradGamma, layers.DevBNGradX:
 		return planBN(r, c, d)
+	case layers.DevResize, layers.DevResizeGrad:
+		N, C, _ := nchw(c.in(0))
+		g := d.Resize
+		al, name := int64(0), "resize_bilinear_"
+		if g.Align {
+			al = 1
+		}
+		if d.Kind == layers.DevResizeGrad {
+			name = "resize_bilinear_grad_"
+		}
+		return plan{run: func(r *Runner, a addrs) error {
+			return r.launch(name+sfx, ptr(a.out), ptr(a.in[0]), i64(N*C), i64(int64(g.IH)), i64(int64(g.IW)), i64(int64(g.OH)), i64(int64(g.OW)), i64(al))
+		}}, nil
 	}
 	return plan{}, c.unsupported("no kernel plan for this layer op")
 }

@@ -47,21 +47,44 @@ var zooCases = []zooCase{
 	{name: "smallcnn", cfg: models.Config{Batch: 4, Channels: 3, Height: 16, Width: 16, Classes: 4, Seed: 2}, steps: 2},
 	{name: "resnet18", cfg: models.Config{Batch: 8, Channels: 3, Height: 64, Width: 64, Classes: 10, Seed: 3}, steps: 2, deep: true},
 	{name: "densenet121", cfg: models.Config{Batch: 2, Channels: 3, Height: 64, Width: 64, Classes: 10, Seed: 5}, steps: 2, deep: true},
+	{name: "densenet121", cfg: models.Config{Batch: 2, Channels: 3, Height: 64, Width: 64, Classes: 10, Dtype: tensor.Float64, Seed: 5}, steps: 2, deep: true},
 	{name: "vgg16", cfg: models.Config{Batch: 8, Channels: 3, Height: 32, Width: 32, Classes: 10, Seed: 6}, div: 8, steps: 2, deep: true},
 	{name: "unet", cfg: models.Config{Batch: 4, Channels: 3, Height: 32, Width: 32, Classes: 3, Seed: 7}, div: 8, steps: 2, deep: true},
+	{name: "inceptionv3-noaux", cfg: models.Config{Batch: 8, Channels: 3, Height: 75, Width: 75, Classes: 7, Seed: 8}, div: 16, steps: 2, deep: true},
+	{name: "inceptionv3", cfg: models.Config{Batch: 8, Channels: 3, Height: 299, Width: 299, Classes: 7, Seed: 9}, div: 16, steps: 2, deep: true},
+	{name: "deeplabv3plus", cfg: models.Config{Batch: 8, Channels: 3, Height: 33, Width: 45, Classes: 5, Seed: 10}, div: 8, steps: 2, deep: true},
 }
 
 // TestZooOnFakeDevice: each model trains a few SGD steps on the fake CUDA
 // device and on the CPU device, from equal weights and batches, at 100% and
 // 50% of its in-core peak and at the least budget both devices can plan,
 // with the window scheduler and the VA allocator; below 100% the CUDA
-// machine must swap and must stay within the budget. Loss, gradients,
-// batch-norm statistics and weights agree per step within 1e-12 (float64)
-// and 1e-5 (float32), normwise relative per tensor; for the deep float32
-// models each step starts from the CPU side's weights (pair.align says why),
-// and gradients further apart than 1e-5 must be no further from the model
-// in float64 than twice the CPU device's own (pair.check). smallcnn runs by default; the deep
-// models with OOC_CUDA_ZOO=1.
+// machine must swap and must stay within the budget.
+//
+// What is compared, per step: the loss, every gradient, every batch-norm
+// running statistic and every weight after the SGD step, as the normwise
+// relative difference max|cuda-cpu| / max|cpu| per tensor, against 1e-12
+// (float64) and 1e-5 (float32). Both devices do most arithmetic in the same
+// order, so most of it gives the same bits: the fake cuBLAS does package
+// blas's per-element arithmetic (dispatchtest.Setenv), small images' weight
+// gradients are chunked as the CPU op chunks them, and batch norm and
+// ChannelSum reduce in the CUDA blocks' lane order on both (layers' lanes).
+// Where they still differ is by design: softmax and log-softmax use each
+// row's own maximum where tensor's last-axis code starts from the tensor's
+// first element (a bug; package kernels), float64 exp and log are Go's
+// portable algorithms where Go on amd64 runs assembly, and cuBLAS on a real
+// GPU would sum in an order of its own. Those last-bit differences go
+// through the rest of the step, and a deep model amplifies them.
+//
+// So the deep float32 models also run the step in float64 on the CPU device
+// from the same float32 weights and batch (pair.reference), and a quantity
+// further apart than 1e-5 passes only if the CUDA side's error against that
+// float64 result is at most refFactor (2) times the CPU side's (or 1e-5):
+// both devices are then as near the exact answer as float32 allows, and a
+// wrong kernel, O(1) off, fails. Each such step starts from the CPU side's
+// weights (pair.align says why). The float64 models have no reference and
+// must meet 1e-12 directly. smallcnn runs by default; the deep models with
+// OOC_CUDA_ZOO=1.
 func TestZooOnFakeDevice(t *testing.T) {
 	d := openFake(t)
 	for _, c := range zooCases {

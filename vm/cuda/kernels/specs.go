@@ -7,7 +7,7 @@ package kernels
 var Specs = func() []*Spec {
 	var all []*Spec
 	for _, d := range dtypes {
-		for _, f := range []func(d dtype) []*Spec{elementwiseSpecs, reduceSpecs, softmaxSpecs, convSpecs, bnSpecs, poolSpecs, reluSpecs, optimSpecs} {
+		for _, f := range []func(d dtype) []*Spec{elementwiseSpecs, reduceSpecs, softmaxSpecs, convSpecs, bnSpecs, poolSpecs, reluSpecs, optimSpecs, resizeSpecs} {
 			all = append(all, f(d)...)
 		}
 	}
@@ -243,5 +243,20 @@ func optimSpecs(d dtype) []*Spec {
 			Params: append([]Param{ptr(d.ptr, "w"), ptr(d.ptr, "g"), ptr(d.ptr, "cache"), i64("n"), i32("flags")},
 				v("decay", "omDecay", "eps", "l2reg", "negClip", "clip", "negEta")...),
 			shape: perElement(n), cost: cost(3, 10)},
+	}
+}
+
+func resizeSpecs(d dtype) []*Spec {
+	s := d.size
+	small := func(c Call) int64 { return c.Int("planes") * c.Int("ih") * c.Int("iw") }
+	big := func(c Call) int64 { return c.Int("planes") * c.Int("oh") * c.Int("ow") }
+	geo := []Param{i64("planes"), i64("ih"), i64("iw"), i64("oh"), i64("ow"), i32("align")}
+	return []*Spec{
+		{Name: "resize_bilinear_" + d.suffix, Mirrors: "models/layers ResizeBilinear",
+			Params: append([]Param{ptr(d.ptr, "y"), in(d.ptr, "x")}, geo...),
+			shape:  perElement(big), cost: func(c Call) (int64, int64) { return s * (small(c) + big(c)), 8 * big(c) }},
+		{Name: "resize_bilinear_grad_" + d.suffix, Mirrors: "models/layers ResizeBilinearGrad (gathered per input pixel in the CPU scatter's order)",
+			Params: append([]Param{ptr(d.ptr, "dx"), in(d.ptr, "dy")}, geo...),
+			shape:  perElement(small), cost: func(c Call) (int64, int64) { return s * (small(c) + big(c)), 8 * big(c) }},
 	}
 }

@@ -8,3 +8,4 @@
 #include "pool.cu"
 #include "relu.cu"
 #include "optim.cu"
+#include "resize.cu"
