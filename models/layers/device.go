@@ -10,25 +10,44 @@ type DeviceKind uint8
 
 // The ops a backend may meet, one per op type (and convolution kind).
 const (
-	DevNone        DeviceKind = iota
-	DevConv                   // Conv2D forward (x, w[, b]) -> y; also the data gradient of ConvTranspose2D
-	DevConvData               // (w, dy[, b]) -> dx: Conv2D's data gradient, ConvTranspose2D's forward
-	DevConvFilter             // (x, dy) -> dw
-	DevChannelSum             // (dy) -> per-channel sums: bias and BN beta gradients
-	DevBatchNorm              // (x, gamma, beta) -> y
-	DevBNGradGamma            // (x, dy) -> dgamma
-	DevBNGradX                // (x, gamma, dy) -> dx
-	DevReLU                   // (x) -> y
-	DevReLUGrad               // (y, dy) -> dx
-	DevMaxPool                // (x) -> y
-	DevMaxPoolGrad            // (x, dy) -> dx
-	DevAvgPool                // (x) -> y
-	DevAvgPoolGrad            // (dy) -> dx
-	DevGAP                    // (x) -> (N, C)
-	DevGAPGrad                // (dy) -> dx
-	DevResize                 // (x) -> y: bilinear resize of each plane
-	DevResizeGrad             // (dy) -> dx: its adjoint
+	DevNone             DeviceKind = iota
+	DevConv                        // Conv2D forward (x, w[, b]) -> y; also the data gradient of ConvTranspose2D
+	DevConvData                    // (w, dy[, b]) -> dx: Conv2D's data gradient, ConvTranspose2D's forward
+	DevConvFilter                  // (x, dy) -> dw
+	DevChannelSum                  // (dy) -> per-channel sums: bias and BN beta gradients
+	DevBatchNorm                   // (x, gamma, beta) -> y
+	DevBNGradGamma                 // (x, dy) -> dgamma
+	DevBNGradX                     // (x, gamma, dy) -> dx
+	DevReLU                        // (x) -> y
+	DevReLUGrad                    // (y, dy) -> dx
+	DevMaxPool                     // (x) -> y
+	DevMaxPoolGrad                 // (x, dy) -> dx
+	DevAvgPool                     // (x) -> y
+	DevAvgPoolGrad                 // (dy) -> dx
+	DevGAP                         // (x) -> (N, C)
+	DevGAPGrad                     // (dy) -> dx
+	DevResize                      // (x) -> y: bilinear resize of each plane
+	DevResizeGrad                  // (dy) -> dx: its adjoint
+	DevLeakyReLU                   // (x) -> y
+	DevLeakyReLUGrad               // (y, dy) -> dx
+	DevTanh                        // (x) -> y
+	DevTanhGrad                    // (y, dy) -> dx
+	DevInstanceNorm                // (x) -> y
+	DevInstanceNormGrad            // (x, dy) -> dx
+	DevReflectPad                  // (x) -> y
+	DevReflectPadGrad              // (dy) -> dx
+	DevCopy                        // (x) -> a copy (StopGradient)
+	DevMeanLoss                    // (a[, b]) -> scalar: MSEToConstant, L1Loss
+	DevMeanLossGrad                // (a[, b], dloss) -> the gradient of operand Loss.Wrt
 )
+
+// MeanLoss is a mean loss: scale·mean((a-target)²) (MSEToConstant) or, with
+// L1, scale·mean(|a-b|) (L1Loss); Wrt is the operand a gradient is of.
+type MeanLoss struct {
+	L1            bool
+	Target, Scale float64
+	Wrt           int
+}
 
 // ResizeGeom is a bilinear resize's planes: IH x IW on the forward's input
 // side, OH x OW on its output side (for the gradient too), and whether
@@ -61,6 +80,11 @@ type DeviceOp struct {
 	BN *BatchNormOp
 	// Resize is a bilinear resize's geometry.
 	Resize ResizeGeom
+	// Slope is LeakyReLU's; Eps InstanceNorm's; Pad ReflectionPad2D's.
+	Slope, Eps float64
+	Pad        int
+	// Loss is a mean loss and, for its gradients, the operand.
+	Loss MeanLoss
 }
 
 // Describe tells a backend what a layers op computes; ok is false for ops
@@ -115,6 +139,30 @@ func describeFrame(s spec) (d DeviceOp, ok bool) {
 		if s.adjoint {
 			d.Kind = DevResizeGrad
 		}
+	case actSpec:
+		d = DeviceOp{Kind: DevLeakyReLU, Slope: s.slope}
+		if s.kind == actTanh {
+			d.Kind = DevTanh
+		}
+	case actGradSpec:
+		d = DeviceOp{Kind: DevLeakyReLUGrad, Slope: s.slope}
+		if s.kind == actTanh {
+			d.Kind = DevTanhGrad
+		}
+	case instNormSpec:
+		d = DeviceOp{Kind: DevInstanceNorm, Eps: s.eps}
+	case instNormGradSpec:
+		d = DeviceOp{Kind: DevInstanceNormGrad, Eps: s.eps}
+	case padSpec:
+		d = DeviceOp{Kind: DevReflectPad, Pad: s.p}
+	case padGradSpec:
+		d = DeviceOp{Kind: DevReflectPadGrad, Pad: s.p}
+	case stopSpec:
+		d.Kind = DevCopy
+	case lossSpec:
+		d = DeviceOp{Kind: DevMeanLoss, Loss: MeanLoss{L1: s.kind == lossL1, Target: s.target, Scale: s.scale}}
+	case lossGradSpec:
+		d = DeviceOp{Kind: DevMeanLossGrad, Loss: MeanLoss{L1: s.loss.kind == lossL1, Target: s.loss.target, Scale: s.loss.scale, Wrt: s.wrt}}
 	default:
 		return DeviceOp{}, false
 	}

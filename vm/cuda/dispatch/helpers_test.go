@@ -364,7 +364,7 @@ func (p *pair) check(t testing.TB, label string, tol float64) {
 		t.Logf("%s: %s differ by at most %.2g (normwise relative, fake CUDA vs CPU device)", label, what, e)
 		r, withRef := p.refRatio[what]
 		if withRef {
-			t.Logf("%s: against the float64 reference, the fake CUDA device's %s are at worst %.3g times as far as the CPU device's (or as 1e-5)", label, what, r)
+			t.Logf("%s: %s against the float64 reference: the fake CUDA device at worst %.3g times as far as the CPU device (or as 1e-5)", label, what, r)
 		}
 		switch {
 		case e <= tol:

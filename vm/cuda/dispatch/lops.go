@@ -34,9 +34,6 @@ func planLayer(r *Runner, c fn, d layers.DeviceOp) (plan, error) {
 			return r.launch("relu_grad_"+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), i64(n))
 		}}, nil
 	case layers.DevMaxPool, layers.DevMaxPoolGrad, layers.DevAvgPool, layers.DevAvgPoolGrad:
-		if d.ExcludePad {
-			return plan{}, c.unsupported("average pooling that excludes padding has no kernel")
-		}
 		x, y := c.in(0), c.out.Shape
 		if d.Kind == layers.DevMaxPoolGrad || d.Kind == layers.DevAvgPoolGrad {
 			x, y = c.out.Shape, c.in(len(c.ins)-1)
@@ -47,17 +44,21 @@ func planLayer(r *Runner, c fn, d layers.DeviceOp) (plan, error) {
 		w := d.Pool
 		g := kernels.PoolArg(kernels.PoolGeom{Planes: int64(x[0] * x[1]), H: int64(x[2]), W: int64(x[3]), OH: int64(y[2]), OW: int64(y[3]),
 			KH: int64(w.KH), KW: int64(w.KW), SH: int64(w.SH), SW: int64(w.SW), PH: int64(w.PH), PW: int64(w.PW)})
+		avg := "avgpool_"
+		if d.ExcludePad {
+			avg = "avgpool_excl_"
+		}
 		switch d.Kind {
 		case layers.DevMaxPool:
 			return plan{run: func(r *Runner, a addrs) error { return r.launch("maxpool_"+sfx, ptr(a.out), ptr(a.in[0]), g) }}, nil
 		case layers.DevAvgPool:
-			return plan{run: func(r *Runner, a addrs) error { return r.launch("avgpool_"+sfx, ptr(a.out), ptr(a.in[0]), g) }}, nil
+			return plan{run: func(r *Runner, a addrs) error { return r.launch(avg+sfx, ptr(a.out), ptr(a.in[0]), g) }}, nil
 		case layers.DevMaxPoolGrad:
 			return plan{run: func(r *Runner, a addrs) error {
 				return r.launch("maxpool_grad_"+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), g)
 			}}, nil
 		default:
-			return plan{run: func(r *Runner, a addrs) error { return r.launch("avgpool_grad_"+sfx, ptr(a.out), ptr(a.in[0]), g) }}, nil
+			return plan{run: func(r *Runner, a addrs) error { return r.launch(avg+"grad_"+sfx, ptr(a.out), ptr(a.in[0]), g) }}, nil
 		}
 	case layers.DevGAP, layers.DevGAPGrad:
 		x := c.in(0)
@@ -74,6 +75,62 @@ func planLayer(r *Runner, c fn, d layers.DeviceOp) (plan, error) {
 		}}, nil
 	case layers.DevBatchNorm, layers.DevBNGradGamma, layers.DevBNGradX:
 		return planBN(r, c, d)
+	case layers.DevLeakyReLU, layers.DevTanh, layers.DevCopy:
+		n := total(c.out.Shape)
+		return plan{run: func(r *Runner, a addrs) error {
+			switch d.Kind {
+			case layers.DevLeakyReLU:
+				return r.launch("leaky_relu_"+sfx, ptr(a.out), ptr(a.in[0]), i64(n), kernels.Float(d.Slope))
+			case layers.DevTanh:
+				return r.launch("tanh_"+sfx, ptr(a.out), ptr(a.in[0]), i64(n))
+			}
+			return copyLaunch(r, sfx, a.out, a.in[0], n, kernels.Contiguous())
+		}}, nil
+	case layers.DevLeakyReLUGrad, layers.DevTanhGrad:
+		n := total(c.out.Shape)
+		return plan{run: func(r *Runner, a addrs) error {
+			if d.Kind == layers.DevTanhGrad {
+				return r.launch("tanh_grad_"+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), i64(n))
+			}
+			return r.launch("leaky_relu_grad_"+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), i64(n), kernels.Float(d.Slope))
+		}}, nil
+	case layers.DevInstanceNorm, layers.DevInstanceNormGrad:
+		N, C, plane := nchw(c.in(0))
+		return plan{run: func(r *Runner, a addrs) error {
+			if d.Kind == layers.DevInstanceNorm {
+				return r.launch("instnorm_"+sfx, ptr(a.out), ptr(a.in[0]), i64(N*C), i64(plane), kernels.Float(d.Eps))
+			}
+			return r.launch("instnorm_grad_"+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), i64(N*C), i64(plane), kernels.Float(d.Eps))
+		}}, nil
+	case layers.DevReflectPad, layers.DevReflectPadGrad:
+		small := c.in(0)
+		name := "reflect_pad_"
+		if d.Kind == layers.DevReflectPadGrad {
+			small, name = c.out.Shape, "reflect_pad_grad_"
+		}
+		if len(small) != 4 {
+			return plan{}, c.unsupported("reflection padding of non-NCHW tensors")
+		}
+		return plan{run: func(r *Runner, a addrs) error {
+			return r.launch(name+sfx, ptr(a.out), ptr(a.in[0]), i64(int64(small[0]*small[1])), i64(int64(small[2])), i64(int64(small[3])), i64(int64(d.Pad)))
+		}}, nil
+	case layers.DevMeanLoss, layers.DevMeanLossGrad:
+		n := total(c.in(0))
+		kind := int64(0)
+		if d.Loss.L1 {
+			kind = 1
+		}
+		return plan{run: func(r *Runner, a addrs) error {
+			b := a.in[0] // MSEToConstant has one operand: the kernel reads b only for L1Loss
+			if d.Loss.L1 {
+				b = a.in[1]
+			}
+			if d.Kind == layers.DevMeanLoss {
+				return r.launch("mean_loss_"+sfx, ptr(a.out), i64(kind), ptr(a.in[0]), ptr(b), i64(n), kernels.Float(d.Loss.Target), kernels.Float(d.Loss.Scale))
+			}
+			return r.launch("mean_loss_grad_"+sfx, ptr(a.out), i64(kind), i64(int64(d.Loss.Wrt)), ptr(a.in[0]), ptr(b), ptr(a.in[len(a.in)-1]), i64(n),
+				kernels.Float(d.Loss.Target), kernels.Float(d.Loss.Scale))
+		}}, nil
 	case layers.DevResize, layers.DevResizeGrad:
 		N, C, _ := nchw(c.in(0))
 		g := d.Resize

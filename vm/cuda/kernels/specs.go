@@ -7,7 +7,7 @@ package kernels
 var Specs = func() []*Spec {
 	var all []*Spec
 	for _, d := range dtypes {
-		for _, f := range []func(d dtype) []*Spec{elementwiseSpecs, reduceSpecs, softmaxSpecs, convSpecs, bnSpecs, poolSpecs, reluSpecs, optimSpecs, resizeSpecs} {
+		for _, f := range []func(d dtype) []*Spec{elementwiseSpecs, reduceSpecs, softmaxSpecs, convSpecs, bnSpecs, poolSpecs, reluSpecs, optimSpecs, resizeSpecs, ganSpecs} {
 			all = append(all, f(d)...)
 		}
 	}
@@ -186,6 +186,12 @@ func poolSpecs(d dtype) []*Spec {
 		{Name: "avgpool_grad_" + d.suffix, Mirrors: "models/layers avgPoolGradOp",
 			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "dy"), scalar(PoolGeomT, "g")},
 			shape:  perElement(inN), cost: func(c Call) (int64, int64) { return s * (inN(c) + outN(c)), 2 * inN(c) * overlap(c) }},
+		{Name: "avgpool_excl_" + d.suffix, Mirrors: "models/layers avgPoolOp with count_include_pad=False",
+			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), scalar(PoolGeomT, "g")},
+			shape:  perElement(outN), cost: func(c Call) (int64, int64) { return s * (inN(c) + outN(c)), outN(c) * (win(c) + 1) }},
+		{Name: "avgpool_excl_grad_" + d.suffix, Mirrors: "models/layers avgPoolGradOp with count_include_pad=False",
+			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "dy"), scalar(PoolGeomT, "g")},
+			shape:  perElement(inN), cost: func(c Call) (int64, int64) { return s * (inN(c) + outN(c)), 2 * inN(c) * overlap(c) }},
 		{Name: "gap_" + d.suffix, Mirrors: "models/layers globalAvgPoolOp",
 			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), i64("planes"), i64("plane")},
 			shape:  perElement(arg("planes")), cost: func(c Call) (int64, int64) {
@@ -258,5 +264,55 @@ func resizeSpecs(d dtype) []*Spec {
 		{Name: "resize_bilinear_grad_" + d.suffix, Mirrors: "models/layers ResizeBilinearGrad (gathered per input pixel in the CPU scatter's order)",
 			Params: append([]Param{ptr(d.ptr, "dx"), in(d.ptr, "dy")}, geo...),
 			shape:  perElement(small), cost: func(c Call) (int64, int64) { return s * (small(c) + big(c)), 8 * big(c) }},
+	}
+}
+
+func ganSpecs(d dtype) []*Spec {
+	s := d.size
+	n := arg("n")
+	elem := func(operands int64) func(Call) (int64, int64) {
+		return func(c Call) (int64, int64) { return operands * s * c.Int("n"), c.Int("n") }
+	}
+	planes := func(c Call) (uint32, uint32) { return uint32(min(c.Int("planes"), maxGrid)), threads }
+	all := func(c Call) int64 { return c.Int("planes") * c.Int("plane") }
+	small := func(c Call) int64 { return c.Int("planes") * c.Int("H") * c.Int("W") }
+	big := func(c Call) int64 {
+		p := c.Int("p")
+		return c.Int("planes") * (c.Int("H") + 2*p) * (c.Int("W") + 2*p)
+	}
+	pad := []Param{i64("planes"), i64("H"), i64("W"), i64("p")}
+	return []*Spec{
+		{Name: "leaky_relu_" + d.suffix, Mirrors: "models/layers LeakyReLU",
+			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), i64("n"), scalar(F64, "slope")},
+			shape:  perElement(n), cost: elem(2)},
+		{Name: "leaky_relu_grad_" + d.suffix, Mirrors: "models/layers LeakyReLUGrad (from the output)",
+			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "y"), in(d.ptr, "dy"), i64("n"), scalar(F64, "slope")},
+			shape:  perElement(n), cost: elem(3)},
+		{Name: "tanh_" + d.suffix, Mirrors: "models/layers Tanh (Go's math.Tanh in float64)",
+			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), i64("n")},
+			shape:  perElement(n), cost: func(c Call) (int64, int64) { return 2 * s * c.Int("n"), 20 * c.Int("n") }},
+		{Name: "tanh_grad_" + d.suffix, Mirrors: "models/layers TanhGrad (from the output)",
+			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "y"), in(d.ptr, "dy"), i64("n")},
+			shape:  perElement(n), cost: elem(3)},
+		{Name: "instnorm_" + d.suffix, Mirrors: "models/layers InstanceNorm (one block per plane)",
+			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), i64("planes"), i64("plane"), scalar(F64, "eps")}, Barrier: true,
+			shape: planes, cost: func(c Call) (int64, int64) { return 3 * s * all(c), 6 * all(c) }},
+		{Name: "instnorm_grad_" + d.suffix, Mirrors: "models/layers InstanceNormGrad (one block per plane)",
+			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "x"), in(d.ptr, "dy"), i64("planes"), i64("plane"), scalar(F64, "eps")}, Barrier: true,
+			shape: planes, cost: func(c Call) (int64, int64) { return 5 * s * all(c), 12 * all(c) }},
+		{Name: "reflect_pad_" + d.suffix, Mirrors: "models/layers ReflectionPad2D",
+			Params: append([]Param{ptr(d.ptr, "y"), in(d.ptr, "x")}, pad...),
+			shape:  perElement(big), cost: func(c Call) (int64, int64) { return s * (small(c) + big(c)), 0 }},
+		{Name: "reflect_pad_grad_" + d.suffix, Mirrors: "models/layers ReflectionPad2DGrad (gathered in the CPU scatter's order)",
+			Params: append([]Param{ptr(d.ptr, "dx"), in(d.ptr, "dy")}, pad...),
+			shape:  perElement(small), cost: func(c Call) (int64, int64) { return s * (small(c) + big(c)), big(c) }},
+		{Name: "mean_loss_" + d.suffix, Mirrors: "models/layers MSEToConstant (kind 0) and L1Loss (kind 1), chunked as the CPU op",
+			Params: []Param{ptr(d.ptr, "loss"), i32("kind"), in(d.ptr, "a"), in(d.ptr, "b"), i64("n"), scalar(F64, "target"), scalar(F64, "scale")}, Barrier: true,
+			shape: oneBlock, cost: func(c Call) (int64, int64) {
+				return (1+c.Int("kind"))*s*c.Int("n") + s, 3 * c.Int("n")
+			}},
+		{Name: "mean_loss_grad_" + d.suffix, Mirrors: "the gradients of models/layers MSEToConstant and L1Loss",
+			Params: []Param{ptr(d.ptr, "d"), i32("kind"), i32("wrt"), in(d.ptr, "a"), in(d.ptr, "b"), in(d.ptr, "dloss"), i64("n"), scalar(F64, "target"), scalar(F64, "scale")},
+			shape:  perElement(n), cost: func(c Call) (int64, int64) { return (2+c.Int("kind"))*s*c.Int("n") + s, 3 * c.Int("n") }},
 	}
 }

@@ -9,3 +9,4 @@
 #include "relu.cu"
 #include "optim.cu"
 #include "resize.cu"
+#include "gan.cu"
