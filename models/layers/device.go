@@ -39,6 +39,13 @@ const (
 	DevCopy                        // (x) -> a copy (StopGradient)
 	DevMeanLoss                    // (a[, b]) -> scalar: MSEToConstant, L1Loss
 	DevMeanLossGrad                // (a[, b], dloss) -> the gradient of operand Loss.Wrt
+	DevEmbedding                   // (ids, table) -> (N,E,1,T)
+	DevEmbeddingGrad               // (ids, dy) -> dtable (Vocab rows)
+	DevLSTMCell                    // an LSTM cell op, Cell says which
+	DevSeqStep                     // (N,C,1,T) -> (N,C): step Step
+	DevSeqPlace                    // (N,C) -> (N,C,1,T): step Step, zeros elsewhere
+	DevSeqStack                    // Steps x (N,C) -> (N,C,1,T)
+	DevLSTMGates                   // (xw, hw, bih, bhh) -> xw + hw + bih + bhh, the biases per column
 )
 
 // MeanLoss is a mean loss: scale·mean((a-target)²) (MSEToConstant) or, with
@@ -85,6 +92,14 @@ type DeviceOp struct {
 	Pad        int
 	// Loss is a mean loss and, for its gradients, the operand.
 	Loss MeanLoss
+	// Cell is an LSTM cell op: 0 LSTMCell (pre, c) -> c', 1 LSTMHidden
+	// (pre, c') -> h', 2 LSTMCellGradGates (pre, c, dc'), 3
+	// LSTMCellGradState (pre, dc'), 4 LSTMHiddenGradGates (pre, c', dh'), 5
+	// LSTMHiddenGradState (pre, c', dh').
+	Cell int
+	// Step and Steps are a sequence op's step and sequence length; Vocab is
+	// an embedding gradient's table rows.
+	Step, Steps, Vocab int
 }
 
 // Describe tells a backend what a layers op computes; ok is false for ops
@@ -161,6 +176,16 @@ func describeFrame(s spec) (d DeviceOp, ok bool) {
 		d.Kind = DevCopy
 	case lossSpec:
 		d = DeviceOp{Kind: DevMeanLoss, Loss: MeanLoss{L1: s.kind == lossL1, Target: s.target, Scale: s.scale}}
+	case embedSpec:
+		d.Kind = DevEmbedding
+	case embedGradSpec:
+		d = DeviceOp{Kind: DevEmbeddingGrad, Vocab: s.vocab}
+	case gatesSpec:
+		d.Kind = DevLSTMGates
+	case cellSpec:
+		d = DeviceOp{Kind: DevLSTMCell, Cell: int(s.kind)}
+	case seqSpec:
+		d = DeviceOp{Kind: [...]DeviceKind{seqStep: DevSeqStep, seqPlace: DevSeqPlace, seqStack: DevSeqStack}[s.kind], Step: s.t, Steps: s.steps}
 	case lossGradSpec:
 		d = DeviceOp{Kind: DevMeanLossGrad, Loss: MeanLoss{L1: s.loss.kind == lossL1, Target: s.loss.target, Scale: s.loss.scale, Wrt: s.wrt}}
 	default:

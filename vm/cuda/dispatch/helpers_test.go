@@ -78,7 +78,8 @@ func floats(t testing.TB, v G.Value) []float64 {
 	return nil
 }
 
-// batch fills a model's input and one-hot labels from rng.
+// batch fills a model's input (pixels, or token ids for a language model)
+// and one-hot labels from rng.
 func batch(t testing.TB, rng *rand.Rand, m *models.Model) (x, y *tensor.Dense) {
 	dt := m.Input.Dtype()
 	xs, ys := m.Input.Shape(), m.Labels.Shape()
@@ -87,7 +88,11 @@ func batch(t testing.TB, rng *rand.Rand, m *models.Model) (x, y *tensor.Dense) {
 	classes := ys[1]
 	per := ys.TotalSize() / (ys[0] * classes) // pixels per image (1 for classifiers)
 	for i := 0; i < xs.TotalSize(); i++ {
-		set(x, i, rng.NormFloat64())
+		if v := m.Config.Vocab; v > 0 { // lstm: token ids
+			set(x, i, float64(rng.Intn(v)))
+		} else {
+			set(x, i, rng.NormFloat64())
+		}
 	}
 	for n := 0; n < ys[0]; n++ {
 		for p := 0; p < per; p++ {

@@ -131,6 +131,56 @@ func planLayer(r *Runner, c fn, d layers.DeviceOp) (plan, error) {
 			return r.launch("mean_loss_grad_"+sfx, ptr(a.out), i64(kind), i64(int64(d.Loss.Wrt)), ptr(a.in[0]), ptr(b), ptr(a.in[len(a.in)-1]), i64(n),
 				kernels.Float(d.Loss.Target), kernels.Float(d.Loss.Scale))
 		}}, nil
+	case layers.DevEmbedding, layers.DevEmbeddingGrad:
+		ids := c.in(0) // (N,1,1,T)
+		var V, E int64
+		if d.Kind == layers.DevEmbedding {
+			V, E = int64(c.in(1)[0]), int64(c.in(1)[1])
+		} else {
+			V, E = int64(d.Vocab), int64(c.out.Shape[1])
+		}
+		if len(ids) != 4 {
+			return plan{}, c.unsupported("token ids that are not (N,1,1,T)")
+		}
+		name := "embedding_"
+		if d.Kind == layers.DevEmbeddingGrad {
+			name = "embedding_grad_"
+		}
+		return plan{run: func(r *Runner, a addrs) error {
+			return r.launch(name+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), i64(int64(ids[0])), i64(int64(ids[3])), i64(V), i64(E))
+		}}, nil
+	case layers.DevLSTMCell:
+		pre := c.in(0)
+		if len(pre) != 2 {
+			return plan{}, c.unsupported("LSTM pre-activations that are not (N,4H)")
+		}
+		N, H := int64(pre[0]), int64(pre[1]/4)
+		return plan{run: func(r *Runner, a addrs) error {
+			return r.launch("lstm_cell_"+sfx, i64(int64(d.Cell)), ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), ptr(a.in[len(a.in)-1]), i64(N), i64(H))
+		}}, nil
+	case layers.DevLSTMGates:
+		// ((xw + hw) + bih) + bhh, rounded in that order as the CPU op.
+		x := c.out.Shape
+		if len(x) != 2 {
+			return plan{}, c.unsupported("LSTM gates that are not (N,4H)")
+		}
+		n, W := total(x), int64(x[1])
+		bias := kernels.Layout{Rank: 2, Dim: [kernels.MaxDims]int64{int64(x[0]), W},
+			Out: [kernels.MaxDims]int64{W, 1}, A: [kernels.MaxDims]int64{W, 1}, B: [kernels.MaxDims]int64{0, 1}}
+		add := i64(int64(kernels.BinaryAdd))
+		return plan{run: func(r *Runner, a addrs) error {
+			if err := r.launch("binary_"+sfx, add, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), i64(n), kernels.LayoutArg(kernels.Contiguous())); err != nil {
+				return err
+			}
+			for _, b := range a.in[2:] {
+				if err := r.launch("binary_"+sfx, add, ptr(a.out), ptr(a.out), ptr(b), i64(n), kernels.LayoutArg(bias)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}, nil
+	case layers.DevSeqStep, layers.DevSeqPlace, layers.DevSeqStack:
+		return planSeq(c, d)
 	case layers.DevResize, layers.DevResizeGrad:
 		N, C, _ := nchw(c.in(0))
 		g := d.Resize
@@ -471,4 +521,40 @@ func planBN(r *Runner, c fn, d layers.DeviceOp) (plan, error) {
 			return r.launch("bn_grad_x_"+sfx, append(append([]kernels.Arg{ptr(a.out), ptr(xa), ptr(dy), ptr(a.in[1]), ptr(mean), ptr(inv), ptr(sdy), ptr(sdxh)}, geo...), i64(tr))...)
 		}}, nil
 	}
+}
+
+// planSeq plans the sequence ops as copies: a step is column t of the
+// (N·C, T) matrix of a sequence, read with stride T or written with it
+// (SequencePlace after zeroing the sequence; StackSequence one copy per
+// step).
+func planSeq(c fn, d layers.DeviceOp) (plan, error) {
+	sfx, es := c.sfx, uintptr(c.es)
+	T := int64(d.Steps)
+	rows := total(c.in(0))
+	if d.Kind == layers.DevSeqStep {
+		rows = total(c.out.Shape)
+	}
+	col := kernels.Layout{Rank: 1, Dim: [kernels.MaxDims]int64{rows}, Out: [kernels.MaxDims]int64{T}, A: [kernels.MaxDims]int64{1}}
+	switch d.Kind {
+	case layers.DevSeqStep:
+		l := kernels.Layout{Rank: 1, Dim: [kernels.MaxDims]int64{rows}, Out: [kernels.MaxDims]int64{1}, A: [kernels.MaxDims]int64{T}}
+		return plan{run: func(r *Runner, a addrs) error {
+			return copyLaunch(r, sfx, a.out, a.in[0]+uintptr(d.Step)*es, rows, l)
+		}}, nil
+	case layers.DevSeqPlace:
+		return plan{run: func(r *Runner, a addrs) error {
+			if err := r.launch("fill_"+sfx, ptr(a.out), flt(0), i64(rows*T)); err != nil {
+				return err
+			}
+			return copyLaunch(r, sfx, a.out+uintptr(d.Step)*es, a.in[0], rows, col)
+		}}, nil
+	}
+	return plan{run: func(r *Runner, a addrs) error {
+		for t := range a.in {
+			if err := copyLaunch(r, sfx, a.out+uintptr(t)*es, a.in[t], rows, col); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}, nil
 }

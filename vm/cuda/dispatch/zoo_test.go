@@ -54,6 +54,8 @@ var zooCases = []zooCase{
 	{name: "inceptionv3", cfg: models.Config{Batch: 8, Channels: 3, Height: 299, Width: 299, Classes: 7, Seed: 9}, div: 16, steps: 2, deep: true},
 	{name: "deeplabv3plus", cfg: models.Config{Batch: 8, Channels: 3, Height: 33, Width: 45, Classes: 5, Seed: 10}, div: 8, steps: 2, deep: true},
 	{name: "pix2pixhd", cfg: models.Config{Batch: 1, Channels: 3, Height: 32, Width: 64, Classes: 5, Seed: 11}, div: 16, steps: 2, deep: true},
+	{name: "lstm", cfg: models.Config{Batch: 4, SeqLen: 5, Vocab: 11, Hidden: 16, Seed: 12}, steps: 2},
+	{name: "lstm", cfg: models.Config{Batch: 4, SeqLen: 5, Vocab: 11, Hidden: 16, Dtype: tensor.Float64, Seed: 13}, steps: 2},
 }
 
 // TestZooOnFakeDevice: each model trains a few SGD steps on the fake CUDA

@@ -7,7 +7,7 @@ package kernels
 var Specs = func() []*Spec {
 	var all []*Spec
 	for _, d := range dtypes {
-		for _, f := range []func(d dtype) []*Spec{elementwiseSpecs, reduceSpecs, softmaxSpecs, convSpecs, bnSpecs, poolSpecs, reluSpecs, optimSpecs, resizeSpecs, ganSpecs} {
+		for _, f := range []func(d dtype) []*Spec{elementwiseSpecs, reduceSpecs, softmaxSpecs, convSpecs, bnSpecs, poolSpecs, reluSpecs, optimSpecs, resizeSpecs, ganSpecs, lstmSpecs} {
 			all = append(all, f(d)...)
 		}
 	}
@@ -314,5 +314,27 @@ func ganSpecs(d dtype) []*Spec {
 		{Name: "mean_loss_grad_" + d.suffix, Mirrors: "the gradients of models/layers MSEToConstant and L1Loss",
 			Params: []Param{ptr(d.ptr, "d"), i32("kind"), i32("wrt"), in(d.ptr, "a"), in(d.ptr, "b"), in(d.ptr, "dloss"), i64("n"), scalar(F64, "target"), scalar(F64, "scale")},
 			shape:  perElement(n), cost: func(c Call) (int64, int64) { return (2+c.Int("kind"))*s*c.Int("n") + s, 3 * c.Int("n") }},
+	}
+}
+
+func lstmSpecs(d dtype) []*Spec {
+	s := d.size
+	geo := []Param{i64("N"), i64("Tn"), i64("V"), i64("E")}
+	tokens := func(c Call) int64 { return c.Int("N") * c.Int("Tn") }
+	cells := func(c Call) int64 { return c.Int("N") * c.Int("H") }
+	return []*Spec{
+		{Name: "embedding_" + d.suffix, Mirrors: "models/layers Embedding (NaN for an invalid id)",
+			Params: append([]Param{ptr(d.ptr, "out"), in(d.ptr, "ids"), in(d.ptr, "table")}, geo...),
+			shape:  perElement(func(c Call) int64 { return tokens(c) * c.Int("E") }), cost: func(c Call) (int64, int64) {
+				return s * (tokens(c) + 2*tokens(c)*c.Int("E")), 0
+			}},
+		{Name: "embedding_grad_" + d.suffix, Mirrors: "models/layers EmbeddingGrad (one column per thread, tokens in order)",
+			Params: append([]Param{ptr(d.ptr, "dtable"), in(d.ptr, "ids"), in(d.ptr, "dy")}, geo...),
+			shape:  perElement(arg("E")), cost: func(c Call) (int64, int64) {
+				return s * (c.Int("V")*c.Int("E") + tokens(c) + 2*tokens(c)*c.Int("E")), tokens(c) * c.Int("E")
+			}},
+		{Name: "lstm_cell_" + d.suffix, Mirrors: "models/layers LSTMCell, LSTMHidden and their gradient ops (kind: layers' cellKind)",
+			Params: []Param{i32("kind"), ptr(d.ptr, "res"), in(d.ptr, "pre"), in(d.ptr, "x"), in(d.ptr, "d"), i64("N"), i64("H")},
+			shape:  perElement(cells), cost: func(c Call) (int64, int64) { return 7 * s * cells(c), 60 * cells(c) }},
 	}
 }

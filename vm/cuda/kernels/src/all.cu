@@ -10,3 +10,4 @@
 #include "optim.cu"
 #include "resize.cu"
 #include "gan.cu"
+#include "lstm.cu"
