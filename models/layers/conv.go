@@ -247,11 +247,19 @@ const convTile = blas.KBlock
 // elements: the whole image when its matrix fits, else as many multiples of convTile as fit (at
 // least one: doWorkspace has checked the minimum). Results do not depend on it.
 func (op *convOp) tilePixels(d convDims, wsElems int) int {
-	P, K := d.outPix(), d.colRows()
+	return ConvTilePixels(d.colRows(), d.outPix(), wsElems)
+}
+
+// ConvTilePixels is how many of an image's outPix output pixels a convolution whose column
+// matrix has colRows rows puts in one im2col tile within a workspace of wsElems elements: all of
+// them when the matrix fits or the image has at most blas.KBlock pixels, else the most multiples
+// of blas.KBlock that fit (at least one). A backend that wants the CPU op's bits tiles so.
+func ConvTilePixels(colRows, outPix, wsElems int) int {
+	P, K := outPix, colRows
 	if K*P <= wsElems || P <= convTile {
 		return P
 	}
-	return max(convTile, wsElems/K/convTile*convTile)
+	return max(convTile, wsElems/max(K, 1)/convTile*convTile)
 }
 
 // minWsBytes is the least workspace the op runs in: one tile of convTile output pixels when a

@@ -235,6 +235,15 @@ func planConv(c fn, d layers.DeviceOp) (plan, error) {
 	K, P := C*KH*KW, OH*OW
 	direct := KH == 1 && KW == 1 && p.StrideH == 1 && p.StrideW == 1 && p.PadH == 0 && p.PadW == 0
 	es := c.es
+	if !direct && layers.ConvChunk(N, P) == 1 {
+		// Tiles of output pixels within the workspace, as the CPU op cuts them.
+		if tile := layers.ConvTilePixels(K, P, int(c.f.Workspace/es)); tile < P {
+			if c.f.Workspace < int64(K*tile)*es {
+				return plan{}, c.unsupported(fmt.Sprintf("its workspace (%d bytes) is smaller than one tile's column matrix (%d bytes)", c.f.Workspace, int64(K*tile)*es))
+			}
+			return planConvTiled(c, d, N, O, K, P, tile, kernels.ConvArg(g))
+		}
+	}
 	if !direct && c.f.Workspace < int64(K*P)*es {
 		return plan{}, c.unsupported(fmt.Sprintf("its workspace (%d bytes) is smaller than one image's column matrix (%d bytes)", c.f.Workspace, int64(K*P)*es))
 	}
@@ -310,6 +319,77 @@ func planConv(c fn, d layers.DeviceOp) (plan, error) {
 			return nil
 		}}, nil
 	}
+}
+
+// planConvTiled is a convolution of images whose column matrix exceeds the
+// workspace: each image in tiles of output pixels (layers.ConvTilePixels),
+// as the CPU op. Forward and filter tiles run in pixel order, the data
+// gradient's from the last, added onto the cleared image (col2im_tile), so
+// every sum is cut where the CPU op cuts it: tiles are multiples of the
+// GEMM's k block.
+func planConvTiled(c fn, d layers.DeviceOp, N, O, K, P, tile int, ga kernels.Arg) (plan, error) {
+	es, sfx := c.es, c.sfx
+	var x tensor.Shape // (N,C,H,W): the data side
+	switch d.Kind {
+	case layers.DevConvData:
+		x = c.out.Shape
+	default:
+		x = c.in(0)
+	}
+	xImg, yImg := uintptr(int64(x[1]*x[2]*x[3])*es), uintptr(int64(O*P)*es)
+	off := func(base uintptr, p0 int) uintptr { return base + uintptr(int64(p0)*es) }
+	bias := d.Bias && d.Kind != layers.DevConvFilter
+	return plan{run: func(r *Runner, a addrs) error {
+		col, beta := a.ws, 0.0
+		for i := 0; i < N; i++ {
+			switch d.Kind {
+			case layers.DevConv:
+				xi, yi := a.in[0]+uintptr(i)*xImg, a.out+uintptr(i)*yImg
+				for p0 := 0; p0 < P; p0 += tile {
+					t := min(tile, P-p0)
+					if err := r.launch("im2col_tile_"+sfx, ptr(col), ptr(xi), ga, i64(int64(t)), i64(int64(p0)), i64(int64(t))); err != nil {
+						return err
+					}
+					if err := r.gemm(es, false, false, O, t, K, a.in[1], K, col, t, 0, off(yi, p0), P); err != nil {
+						return err
+					}
+				}
+			case layers.DevConvData:
+				dyi, dxi := a.in[1]+uintptr(i)*yImg, a.out+uintptr(i)*xImg
+				if err := r.launch("fill_"+sfx, ptr(dxi), flt(0), i64(int64(xImg)/es)); err != nil {
+					return err
+				}
+				for p0 := (P - 1) / tile * tile; p0 >= 0; p0 -= tile {
+					t := min(tile, P-p0)
+					if err := r.gemm(es, true, false, K, t, O, a.in[0], K, off(dyi, p0), P, 0, col, t); err != nil {
+						return err
+					}
+					if err := r.launch("col2im_tile_"+sfx, ptr(dxi), ptr(col), ga, i64(int64(t)), i64(int64(p0)), i64(int64(t))); err != nil {
+						return err
+					}
+				}
+			default:
+				xi, dyi := a.in[0]+uintptr(i)*xImg, a.in[1]+uintptr(i)*yImg
+				for p0 := 0; p0 < P; p0 += tile {
+					t := min(tile, P-p0)
+					if err := r.launch("im2col_tile_"+sfx, ptr(col), ptr(xi), ga, i64(int64(t)), i64(int64(p0)), i64(int64(t))); err != nil {
+						return err
+					}
+					if err := r.gemm(es, false, true, O, K, t, off(dyi, p0), P, col, t, beta, a.out, K); err != nil {
+						return err
+					}
+					beta = 1
+				}
+			}
+		}
+		if !bias {
+			return nil
+		}
+		if d.Kind == layers.DevConv {
+			return r.launch("channel_bias_"+sfx, ptr(a.out), ptr(a.in[2]), i64(int64(N)), i64(int64(O)), i64(int64(P)))
+		}
+		return r.launch("channel_bias_"+sfx, ptr(a.out), ptr(a.in[2]), i64(int64(N)), i64(int64(x[1])), i64(int64(x[2]*x[3])))
+	}}, nil
 }
 
 // planConvFilterChunked is the weight gradient of small images, summed as

@@ -110,6 +110,8 @@ func convSpecs(d dtype) []*Spec {
 	}
 	imgN := func(c Call) int64 { g := c.Conv(); return c.Int("nb") * g.C * g.H * g.W }
 	planeN := func(c Call) int64 { return c.Int("N") * c.Int("C") * c.Int("plane") }
+	tileN := func(c Call) int64 { g := c.Conv(); return g.C * g.KH * g.KW * c.Int("t") }
+	oneImg := func(c Call) int64 { g := c.Conv(); return g.C * g.H * g.W }
 	return []*Spec{
 		{Name: "im2col_" + d.suffix, Mirrors: "models/layers convOp's im2col (Conv2D forward and filter gradient)",
 			Params: []Param{ptr(d.ptr, "col"), in(d.ptr, "x"), i64("nb"), scalar(ConvGeomT, "g"), i64("ld")},
@@ -117,6 +119,12 @@ func convSpecs(d dtype) []*Spec {
 		{Name: "col2im_" + d.suffix, Mirrors: "models/layers convOp's col2im (Conv2D data gradient, ConvTranspose2D forward)",
 			Params: []Param{ptr(d.ptr, "x"), in(d.ptr, "col"), i64("nb"), scalar(ConvGeomT, "g"), i64("ld")},
 			shape:  perElement(imgN), cost: func(c Call) (int64, int64) { return s * (colN(c) + imgN(c)), colN(c) }},
+		{Name: "im2col_tile_" + d.suffix, Mirrors: "models/layers convOp's im2col of one tile of output pixels",
+			Params: []Param{ptr(d.ptr, "col"), in(d.ptr, "x"), scalar(ConvGeomT, "g"), i64("ld"), i64("p0"), i64("t")},
+			shape:  perElement(tileN), cost: func(c Call) (int64, int64) { return 2 * s * tileN(c), 0 }},
+		{Name: "col2im_tile_" + d.suffix, Mirrors: "models/layers convOp's col2im of one tile, added onto x (tiles from the last)",
+			Params: []Param{ptr(d.ptr, "x"), in(d.ptr, "col"), scalar(ConvGeomT, "g"), i64("ld"), i64("p0"), i64("t")},
+			shape:  perElement(oneImg), cost: func(c Call) (int64, int64) { return s * (tileN(c) + 2*oneImg(c)), tileN(c) }},
 		{Name: "channel_bias_" + d.suffix, Mirrors: "models/layers convOp's bias (addChannelBias)",
 			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "bias"), i64("N"), i64("C"), i64("plane")},
 			shape:  perElement(planeN), cost: func(c Call) (int64, int64) { return s * (2*planeN(c) + c.Int("C")), planeN(c) }},

@@ -62,6 +62,53 @@ OOC_FN void ooc_col2im(T *x, const T *col, i64 nb, const ooc_conv_geom &g, i64 l
   }
 }
 
+/* One tile of one image: output pixels [p0, p0+t), col row stride ld (the CPU
+ * op's tiles when its workspace is smaller than the image's matrix). */
+template <typename T>
+OOC_FN void ooc_im2col_tile(T *col, const T *x, const ooc_conv_geom &g, i64 ld,
+                            i64 p0, i64 t) {
+  i64 rows = g.C * g.KH * g.KW;
+  OOC_FOR(idx, rows * t) {
+    i64 q = idx % t, r = idx / t, p = p0 + q;
+    i64 kj = r % g.KW, ki = (r / g.KW) % g.KH, c = r / (g.KW * g.KH);
+    i64 oh = p / g.OW, ow = p % g.OW;
+    i64 ih = oh * g.sh - g.ph + ki * g.dh, iw = ow * g.sw - g.pw + kj * g.dw;
+    T v = 0;
+    if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W)
+      v = x[(c * g.H + ih) * g.W + iw];
+    col[r * ld + q] = v;
+  }
+}
+
+/* col2im of one tile, added onto x: each pixel adds, to what x holds, its
+ * taps (ascending) whose output pixel lies in the tile. The CPU op adds a
+ * pixel's terms in that order and runs its tiles from the last, so tiles run
+ * from the last give its bits. */
+template <typename T>
+OOC_FN void ooc_col2im_tile(T *x, const T *col, const ooc_conv_geom &g, i64 ld,
+                            i64 p0, i64 t) {
+  OOC_FOR(idx, g.C * g.H * g.W) {
+    i64 w = idx % g.W, h = (idx / g.W) % g.H, c = idx / (g.W * g.H);
+    T acc = x[idx];
+    for (i64 ki = 0; ki < g.KH; ki++) {
+      i64 th = h + g.ph - ki * g.dh;
+      if (th < 0 || th % g.sh != 0 || th / g.sh >= g.OH)
+        continue;
+      i64 oh = th / g.sh;
+      for (i64 kj = 0; kj < g.KW; kj++) {
+        i64 tw = w + g.pw - kj * g.dw;
+        if (tw < 0 || tw % g.sw != 0 || tw / g.sw >= g.OW)
+          continue;
+        i64 p = oh * g.OW + tw / g.sw;
+        if (p < p0 || p >= p0 + t)
+          continue;
+        acc += col[((c * g.KH + ki) * g.KW + kj) * ld + p - p0];
+      }
+    }
+    x[idx] = acc;
+  }
+}
+
 #define CONV(T, S)                                                             \
   extern "C" __global__ void im2col_##S(T *col, const T *x, i64 nb,            \
                                         ooc_conv_geom g, i64 ld) {             \
@@ -70,6 +117,16 @@ OOC_FN void ooc_col2im(T *x, const T *col, i64 nb, const ooc_conv_geom &g, i64 l
   extern "C" __global__ void col2im_##S(T *x, const T *col, i64 nb,            \
                                         ooc_conv_geom g, i64 ld) {             \
     ooc_col2im<T>(x, col, nb, g, ld);                                          \
+  }                                                                            \
+  extern "C" __global__ void im2col_tile_##S(T *col, const T *x,               \
+                                             ooc_conv_geom g, i64 ld, i64 p0,  \
+                                             i64 t) {                          \
+    ooc_im2col_tile<T>(col, x, g, ld, p0, t);                                  \
+  }                                                                            \
+  extern "C" __global__ void col2im_tile_##S(T *x, const T *col,               \
+                                             ooc_conv_geom g, i64 ld, i64 p0,  \
+                                             i64 t) {                          \
+    ooc_col2im_tile<T>(x, col, g, ld, p0, t);                                  \
   }
 OOC_F32_F64(CONV)
 
