@@ -128,7 +128,7 @@ type pair struct {
 	// refLoss, refGrads and refWeights are ref's loss, gradients and the
 	// weights after the SGD step in float64 from the step's start; refRatio
 	// is, per quantity, the worst error of the CUDA side against them over
-	// the CPU side's (or tol, when the CPU side is nearer than tol).
+	// the CPU side's (or over 1e-5, when the CPU side is nearer).
 	refLoss    G.Value
 	refGrads   [][]float64
 	refWeights [][]float64
@@ -142,8 +142,8 @@ const lr = 1e-2
 
 // refFactor is how much farther from the float64 model the CUDA device's
 // float32 results may be than the CPU device's, when the two devices are
-// further apart than the tolerance: the devices sum in different orders in a
-// few ops (pair.check says which), and a model whose results amplify
+// further apart than the tolerance: the devices compute a few ops differently
+// in the last bits (TestZooOnFakeDevice says which), and a model whose results amplify
 // rounding takes each to its own float32 answer, both about equally far from
 // the exact one. Twice as far is still "as accurate as float32 allows"; a
 // kernel bug is O(1) away.
