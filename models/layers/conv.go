@@ -669,7 +669,8 @@ func col2im[T float](col []T, ld int, x []T, d convDims, p ConvParams, p0, p1 in
 }
 
 // channelSumOp sums an (N,C,…) tensor to (C,): the gradient of a per-channel bias or BN shift.
-// Each channel's sum runs serially in (n, spatial) order so it is reproducible.
+// Each channel's sum is a lane sum (lanes: the CUDA kernels' order) in (n, spatial) order, so it
+// is reproducible.
 type channelSumOp struct {
 	pure
 	noDiff
