@@ -86,7 +86,7 @@
 // and parameter sizes) and a fake cuBLAS (a host GEMM with cuBLAS's
 // column-major contract, ordered on the stream, doing package blas's
 // per-element arithmetic: TestFakeCuBLASIsPackageBLAS): smallcnn and lstm,
-// and with OOC_CUDA_ZOO=1 resnet18, densenet121, vgg16,
+// and with OOC_CUDA_ZOO=1 resnet18, resnet50, densenet121, vgg16,
 // unet, inceptionv3 (with and without its auxiliary classifier),
 // deeplabv3plus and pix2pixhd, train on it at 100%, 50% and the least budget
 // with the VA allocator and swapping, and match the CPU device per step:

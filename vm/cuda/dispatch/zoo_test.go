@@ -65,6 +65,7 @@ var zooCases = []zooCase{
 	// 32x32 images in a workspace of one 256-pixel tile: convolutions in tiles.
 	{name: "smallcnn", cfg: models.Config{Batch: 2, Channels: 3, Height: 32, Width: 32, Classes: 4, Dtype: tensor.Float64, Seed: 14}, steps: 2, ws: 1},
 	{name: "resnet18", cfg: models.Config{Batch: 8, Channels: 3, Height: 64, Width: 64, Classes: 10, Seed: 3}, steps: 2, deep: true},
+	{name: "resnet50", cfg: models.Config{Batch: 8, Channels: 3, Height: 32, Width: 32, Classes: 10, Seed: 4}, div: 4, steps: 2, deep: true},
 	{name: "densenet121", cfg: models.Config{Batch: 2, Channels: 3, Height: 64, Width: 64, Classes: 10, Seed: 5}, steps: 2, deep: true},
 	{name: "vgg16", cfg: models.Config{Batch: 8, Channels: 3, Height: 32, Width: 32, Classes: 10, Seed: 6}, div: 8, steps: 2, deep: true},
 	{name: "unet", cfg: models.Config{Batch: 4, Channels: 3, Height: 32, Width: 32, Classes: 3, Seed: 7}, div: 8, steps: 2, deep: true},
