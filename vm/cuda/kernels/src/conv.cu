@@ -34,31 +34,40 @@ OOC_FN void ooc_im2col(T *col, const T *x, i64 nb, const ooc_conv_geom &g, i64 l
   }
 }
 
+/* acc plus the column entries copied from pixel (c, h, w) whose output
+ * pixel p lies in [lo, hi), at col[r·ld + p - lo], taps in (ki, kj) order:
+ * the order the CPU op's scatter adds them. */
+template <typename T>
+OOC_FN T ooc_col2im_taps(T acc, const T *col, const ooc_conv_geom &g, i64 c,
+                         i64 h, i64 w, i64 ld, i64 lo, i64 hi) {
+  for (i64 ki = 0; ki < g.KH; ki++) {
+    i64 th = h + g.ph - ki * g.dh;
+    if (th < 0 || th % g.sh != 0 || th / g.sh >= g.OH)
+      continue;
+    i64 oh = th / g.sh;
+    for (i64 kj = 0; kj < g.KW; kj++) {
+      i64 tw = w + g.pw - kj * g.dw;
+      if (tw < 0 || tw % g.sw != 0 || tw / g.sw >= g.OW)
+        continue;
+      i64 p = oh * g.OW + tw / g.sw;
+      if (p < lo || p >= hi)
+        continue;
+      acc += col[((c * g.KH + ki) * g.KW + kj) * ld + p - lo];
+    }
+  }
+  return acc;
+}
+
 /* col2im gathers instead of scattering: one thread per image pixel sums the
- * column entries copied from it, taps in (ki, kj) order from 0, which is the
- * order the CPU op's scatter adds them, so the sums are its bits. No atomics,
- * no races. */
+ * column entries copied from it from 0, so the sums are the CPU op's bits. No
+ * atomics, no races. */
 template <typename T>
 OOC_FN void ooc_col2im(T *x, const T *col, i64 nb, const ooc_conv_geom &g, i64 ld) {
   i64 P = g.OH * g.OW;
   OOC_FOR(idx, nb * g.C * g.H * g.W) {
     i64 w = idx % g.W, h = (idx / g.W) % g.H;
     i64 c = (idx / (g.W * g.H)) % g.C, i = idx / (g.W * g.H * g.C);
-    T acc = 0;
-    for (i64 ki = 0; ki < g.KH; ki++) {
-      i64 th = h + g.ph - ki * g.dh;
-      if (th < 0 || th % g.sh != 0 || th / g.sh >= g.OH)
-        continue;
-      i64 oh = th / g.sh;
-      for (i64 kj = 0; kj < g.KW; kj++) {
-        i64 tw = w + g.pw - kj * g.dw;
-        if (tw < 0 || tw % g.sw != 0 || tw / g.sw >= g.OW)
-          continue;
-        i64 r = (c * g.KH + ki) * g.KW + kj;
-        acc += col[r * ld + i * P + oh * g.OW + tw / g.sw];
-      }
-    }
-    x[idx] = acc;
+    x[idx] = ooc_col2im_taps<T>((T)0, col + i * P, g, c, h, w, ld, 0, P);
   }
 }
 
@@ -81,31 +90,15 @@ OOC_FN void ooc_im2col_tile(T *col, const T *x, const ooc_conv_geom &g, i64 ld,
 }
 
 /* col2im of one tile, added onto x: each pixel adds, to what x holds, its
- * taps (ascending) whose output pixel lies in the tile. The CPU op adds a
- * pixel's terms in that order and runs its tiles from the last, so tiles run
- * from the last give its bits. */
+ * taps whose output pixel lies in the tile. The CPU op adds a pixel's terms
+ * in tap order and runs its tiles from the last, so tiles run from the last
+ * give its bits. */
 template <typename T>
 OOC_FN void ooc_col2im_tile(T *x, const T *col, const ooc_conv_geom &g, i64 ld,
                             i64 p0, i64 t) {
   OOC_FOR(idx, g.C * g.H * g.W) {
     i64 w = idx % g.W, h = (idx / g.W) % g.H, c = idx / (g.W * g.H);
-    T acc = x[idx];
-    for (i64 ki = 0; ki < g.KH; ki++) {
-      i64 th = h + g.ph - ki * g.dh;
-      if (th < 0 || th % g.sh != 0 || th / g.sh >= g.OH)
-        continue;
-      i64 oh = th / g.sh;
-      for (i64 kj = 0; kj < g.KW; kj++) {
-        i64 tw = w + g.pw - kj * g.dw;
-        if (tw < 0 || tw % g.sw != 0 || tw / g.sw >= g.OW)
-          continue;
-        i64 p = oh * g.OW + tw / g.sw;
-        if (p < p0 || p >= p0 + t)
-          continue;
-        acc += col[((c * g.KH + ki) * g.KW + kj) * ld + p - p0];
-      }
-    }
-    x[idx] = acc;
+    x[idx] = ooc_col2im_taps<T>(x[idx], col, g, c, h, w, ld, p0, p0 + t);
   }
 }
 
