@@ -233,83 +233,51 @@ func (op *BatchNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, e
 	return G.Nodes{dx, dgamma, dbeta}, nil
 }
 
-// channelStats is the biased mean and variance of channel c, two-pass in float64. Each pass
-// keeps four partial sums (element k goes to sum k mod 4, added up in a fixed order at the end
-// of each image's plane), so the adds do not wait on one another; the order depends on the
-// shape only, so results are the same on every run and thread count.
+// channelStats is the biased mean and variance of channel c, two-pass in float64, each pass a
+// lane sum.
 func channelStats[T float](x []T, N, C, plane, c int) (mean, variance float64) {
-	var s float64
+	var s lanes
+	l := 0
 	for n := 0; n < N; n++ {
-		s += sum4(x[(n*C+c)*plane:(n*C+c+1)*plane], 0)
+		for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
+			s[l] += float64(v)
+			l = (l + 1) % sumLanes
+		}
 	}
 	m := float64(N * plane)
-	mean = s / m
-	var q float64
+	mean = s.total() / m
+	var q lanes
+	l = 0
 	for n := 0; n < N; n++ {
-		q += sumSq4(x[(n*C+c)*plane:(n*C+c+1)*plane], mean)
+		for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
+			d := float64(v) - mean
+			q[l] += d * d
+			l = (l + 1) % sumLanes
+		}
 	}
-	return mean, q / m
+	return mean, q.total() / m
 }
 
-// sum4 is the sum of xs in float64 by four interleaved partial sums ((s0+s1)+(s2+s3) at the end).
-func sum4[T float](xs []T, _ float64) float64 {
-	var s0, s1, s2, s3 float64
-	k := 0
-	for ; k+4 <= len(xs); k += 4 {
-		v := xs[k : k+4 : k+4]
-		s0 += float64(v[0])
-		s1 += float64(v[1])
-		s2 += float64(v[2])
-		s3 += float64(v[3])
-	}
-	for ; k < len(xs); k++ {
-		s0 += float64(xs[k])
-	}
-	return (s0 + s1) + (s2 + s3)
-}
+// sumLanes and lanes fix the order of a channel's sums (batch norm's statistics and gradient
+// sums, ChannelSum): the channel's element j, counting images then pixels in order, goes to lane
+// j mod sumLanes, each lane adds its elements in order in float64, and lanes.total adds the lanes
+// in a halving tree (lane t += lane t+s for s = sumLanes/2, ..., 1). That is the order of the
+// CUDA kernels' block reductions (one block of 256 threads per channel, vm/cuda/kernels'
+// ooc_block_sum), so the CPU and CUDA devices get the same bits from the same inputs (a deep
+// model amplifies last-bit differences: densenet121's float64 gradients were 3e-10 apart between
+// the devices with serial sums here and a different GEMM there, 6e-11 with both matched). It is
+// also more accurate than one serial sum over a large channel.
+const sumLanes = 256
 
-// gradSums4 is Σdy and Σdy·(x-mean) over one plane, each by four interleaved partial sums as
-// in sum4.
-func gradSums4[T float](dy, x []T, mean float64) (sdy, sdxh float64) {
-	x = x[:len(dy)]
-	var a0, a1, a2, a3, b0, b1, b2, b3 float64
-	k := 0
-	for ; k+4 <= len(dy); k += 4 {
-		g, v := dy[k:k+4:k+4], x[k:k+4:k+4]
-		g0, g1, g2, g3 := float64(g[0]), float64(g[1]), float64(g[2]), float64(g[3])
-		a0 += g0
-		a1 += g1
-		a2 += g2
-		a3 += g3
-		b0 += g0 * (float64(v[0]) - mean)
-		b1 += g1 * (float64(v[1]) - mean)
-		b2 += g2 * (float64(v[2]) - mean)
-		b3 += g3 * (float64(v[3]) - mean)
-	}
-	for ; k < len(dy); k++ {
-		a0 += float64(dy[k])
-		b0 += float64(dy[k]) * (float64(x[k]) - mean)
-	}
-	return (a0 + a1) + (a2 + a3), (b0 + b1) + (b2 + b3)
-}
+type lanes [sumLanes]float64
 
-// sumSq4 is sum4 of the squared deviations from mean.
-func sumSq4[T float](xs []T, mean float64) float64 {
-	var s0, s1, s2, s3 float64
-	k := 0
-	for ; k+4 <= len(xs); k += 4 {
-		v := xs[k : k+4 : k+4]
-		d0, d1, d2, d3 := float64(v[0])-mean, float64(v[1])-mean, float64(v[2])-mean, float64(v[3])-mean
-		s0 += d0 * d0
-		s1 += d1 * d1
-		s2 += d2 * d2
-		s3 += d3 * d3
+func (l *lanes) total() float64 {
+	for s := sumLanes / 2; s > 0; s >>= 1 {
+		for t := 0; t < s; t++ {
+			l[t] += l[t+s]
+		}
 	}
-	for ; k < len(xs); k++ {
-		d := float64(xs[k]) - mean
-		s0 += d * d
-	}
-	return (s0 + s1) + (s2 + s3)
+	return l[0]
 }
 
 // bnStats fills mean and 1/std per channel, from the batch or from the running statistics.
@@ -534,13 +502,18 @@ func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) err
 			// sdy = Σdy, sdxh = Σdy·x̂ with x̂ = (x-mean)/std.
 			var sdy, sdxh float64
 			if training || op.wrtGamma {
+				var a, b lanes
+				l := 0
 				for n := 0; n < N; n++ {
 					o := (n*C + c) * plane
-					a, b := gradSums4(dy[o:o+plane], x[o:o+plane], m)
-					sdy += a
-					sdxh += b
+					xr, dr := x[o:o+plane], dy[o:o+plane]
+					for i, g := range dr {
+						a[l] += float64(g)
+						b[l] += float64(g) * (float64(xr[i]) - m)
+						l = (l + 1) % sumLanes
+					}
 				}
-				sdxh *= is
+				sdy, sdxh = a.total(), b.total()*is
 			}
 			if op.wrtGamma {
 				res[c] = T(sdxh)

@@ -212,8 +212,16 @@ const minGemmCols = 256
 // chunk is how many images share one GEMM: one for ordinary images, enough small ones to reach
 // minGemmCols. It depends on the shapes only, so the summation order, and with it every result,
 // is the same on every machine.
-func (op *convOp) chunk(d convDims) int {
-	return min(d.N, (minGemmCols+d.outPix()-1)/d.outPix())
+func (op *convOp) chunk(d convDims) int { return ConvChunk(d.N, d.outPix()) }
+
+// ConvChunk is how many of n images, each of outPix output pixels, a convolution puts side by
+// side in one GEMM (its weight gradient then sums over the chunk's pixels as one k, cut every
+// blas.KBlock): a backend that wants the CPU op's bits chunks its images the same way.
+func ConvChunk(n, outPix int) int {
+	if outPix <= 0 {
+		return min(n, 1)
+	}
+	return min(n, (minGemmCols+outPix-1)/outPix)
 }
 
 // workspace is the im2col matrix of one chunk of images (none for a direct kernel on one image) and,
@@ -239,11 +247,19 @@ const convTile = blas.KBlock
 // elements: the whole image when its matrix fits, else as many multiples of convTile as fit (at
 // least one: doWorkspace has checked the minimum). Results do not depend on it.
 func (op *convOp) tilePixels(d convDims, wsElems int) int {
-	P, K := d.outPix(), d.colRows()
+	return ConvTilePixels(d.colRows(), d.outPix(), wsElems)
+}
+
+// ConvTilePixels is how many of an image's outPix output pixels a convolution whose column
+// matrix has colRows rows puts in one im2col tile within a workspace of wsElems elements: all of
+// them when the matrix fits or the image has at most blas.KBlock pixels, else the most multiples
+// of blas.KBlock that fit (at least one). A backend that wants the CPU op's bits tiles so.
+func ConvTilePixels(colRows, outPix, wsElems int) int {
+	P, K := outPix, colRows
 	if K*P <= wsElems || P <= convTile {
 		return P
 	}
-	return max(convTile, wsElems/K/convTile*convTile)
+	return max(convTile, wsElems/max(K, 1)/convTile*convTile)
 }
 
 // minWsBytes is the least workspace the op runs in: one tile of convTile output pixels when a
@@ -653,7 +669,8 @@ func col2im[T float](col []T, ld int, x []T, d convDims, p ConvParams, p0, p1 in
 }
 
 // channelSumOp sums an (N,C,…) tensor to (C,): the gradient of a per-channel bias or BN shift.
-// Each channel's sum runs serially in (n, spatial) order so it is reproducible.
+// Each channel's sum is a lane sum (lanes: the CUDA kernels' order) in (n, spatial) order, so it
+// is reproducible.
 type channelSumOp struct {
 	pure
 	noDiff
@@ -726,13 +743,15 @@ func channelSumExec[T float](out, in G.Value) error {
 	plane := s.TotalSize() / (N * C)
 	parallelFor(C, int64(len(x)), func(c0, c1 int) {
 		for c := c0; c < c1; c++ {
-			var acc float64
+			var acc lanes
+			l := 0
 			for n := 0; n < N; n++ {
 				for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
-					acc += float64(v)
+					acc[l] += float64(v)
+					l = (l + 1) % sumLanes
 				}
 			}
-			y[c] = T(acc)
+			y[c] = T(acc.total())
 		}
 	})
 	return nil

@@ -85,7 +85,7 @@ func (s instNormGradSpec) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Va
 }
 
 // instNormExec normalises x into out, or with dyv computes dx into out. Planes run in parallel;
-// each plane's sums run serially in float64, so results do not depend on the split.
+// each plane's sums are lane sums in float64 (lanes: the CUDA kernels' order), so results do not depend on the split.
 func instNormExec[T float](eps float64, out, xv, dyv G.Value) error {
 	xs := xv.Shape()
 	x, dy, res, err := elemIO[T](out, xv, dyv)
@@ -97,17 +97,16 @@ func instNormExec[T float](eps float64, out, xv, dyv G.Value) error {
 	parallelFor(xs[0]*xs[1], int64(len(x)), func(p0, p1 int) {
 		for p := p0; p < p1; p++ {
 			xr, rr := x[p*plane:(p+1)*plane], res[p*plane:(p+1)*plane]
-			var sum float64
-			for _, v := range xr {
-				sum += float64(v)
+			var sum, q lanes
+			for i, v := range xr {
+				sum[i%sumLanes] += float64(v)
 			}
-			mean := sum / cnt
-			var q float64
-			for _, v := range xr {
+			mean := sum.total() / cnt
+			for i, v := range xr {
 				d := float64(v) - mean
-				q += d * d
+				q[i%sumLanes] += d * d
 			}
-			is := 1 / math.Sqrt(q/cnt+eps)
+			is := 1 / math.Sqrt(q.total()/cnt+eps)
 			if dy == nil {
 				m, a := T(mean), T(is)
 				for i, v := range xr {
@@ -116,12 +115,12 @@ func instNormExec[T float](eps float64, out, xv, dyv G.Value) error {
 				continue
 			}
 			dr := dy[p*plane : (p+1)*plane]
-			var sdy, sdxh float64
+			var sa, sb lanes
 			for i, g := range dr {
-				sdy += float64(g)
-				sdxh += float64(g) * (float64(xr[i]) - mean)
+				sa[i%sumLanes] += float64(g)
+				sb[i%sumLanes] += float64(g) * (float64(xr[i]) - mean)
 			}
-			sdxh *= is
+			sdy, sdxh := sa.total(), sb.total()*is
 			mdy, k, m, a := T(sdy/cnt), T(sdxh/cnt*is), T(mean), T(is)
 			for i, g := range dr {
 				rr[i] = a * (g - mdy - (xr[i]-m)*k)

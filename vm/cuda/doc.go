@@ -32,7 +32,9 @@
 // OpenBLAS dlopens cuBLAS (libcublas.so.12 or .11, or $OOC_CUBLAS_LIBRARY) for Gemm on the
 // compute stream. ComputesOnDevice tells package vm that a machine on this device needs that
 // backend. The tests' fake cuBLAS (internal/fakecuda, BuildBLAS) is a host GEMM with
-// cuBLAS's column-major contract that drains the handle's stream before it computes.
+// cuBLAS's column-major contract that drains the handle's stream before it computes; told
+// so by the environment (dispatchtest sets it), it does package blas's per-element
+// arithmetic, so a product on the fake device is the CPU device's bits.
 //
 // # NCCL
 //

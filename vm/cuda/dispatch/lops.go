@@ -34,9 +34,6 @@ func planLayer(r *Runner, c fn, d layers.DeviceOp) (plan, error) {
 			return r.launch("relu_grad_"+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), i64(n))
 		}}, nil
 	case layers.DevMaxPool, layers.DevMaxPoolGrad, layers.DevAvgPool, layers.DevAvgPoolGrad:
-		if d.ExcludePad {
-			return plan{}, c.unsupported("average pooling that excludes padding has no kernel")
-		}
 		x, y := c.in(0), c.out.Shape
 		if d.Kind == layers.DevMaxPoolGrad || d.Kind == layers.DevAvgPoolGrad {
 			x, y = c.out.Shape, c.in(len(c.ins)-1)
@@ -47,17 +44,21 @@ func planLayer(r *Runner, c fn, d layers.DeviceOp) (plan, error) {
 		w := d.Pool
 		g := kernels.PoolArg(kernels.PoolGeom{Planes: int64(x[0] * x[1]), H: int64(x[2]), W: int64(x[3]), OH: int64(y[2]), OW: int64(y[3]),
 			KH: int64(w.KH), KW: int64(w.KW), SH: int64(w.SH), SW: int64(w.SW), PH: int64(w.PH), PW: int64(w.PW)})
+		avg := "avgpool_"
+		if d.ExcludePad {
+			avg = "avgpool_excl_"
+		}
 		switch d.Kind {
 		case layers.DevMaxPool:
 			return plan{run: func(r *Runner, a addrs) error { return r.launch("maxpool_"+sfx, ptr(a.out), ptr(a.in[0]), g) }}, nil
 		case layers.DevAvgPool:
-			return plan{run: func(r *Runner, a addrs) error { return r.launch("avgpool_"+sfx, ptr(a.out), ptr(a.in[0]), g) }}, nil
+			return plan{run: func(r *Runner, a addrs) error { return r.launch(avg+sfx, ptr(a.out), ptr(a.in[0]), g) }}, nil
 		case layers.DevMaxPoolGrad:
 			return plan{run: func(r *Runner, a addrs) error {
 				return r.launch("maxpool_grad_"+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), g)
 			}}, nil
 		default:
-			return plan{run: func(r *Runner, a addrs) error { return r.launch("avgpool_grad_"+sfx, ptr(a.out), ptr(a.in[0]), g) }}, nil
+			return plan{run: func(r *Runner, a addrs) error { return r.launch(avg+"grad_"+sfx, ptr(a.out), ptr(a.in[0]), g) }}, nil
 		}
 	case layers.DevGAP, layers.DevGAPGrad:
 		x := c.in(0)
@@ -74,6 +75,125 @@ func planLayer(r *Runner, c fn, d layers.DeviceOp) (plan, error) {
 		}}, nil
 	case layers.DevBatchNorm, layers.DevBNGradGamma, layers.DevBNGradX:
 		return planBN(r, c, d)
+	case layers.DevLeakyReLU, layers.DevTanh, layers.DevCopy:
+		n := total(c.out.Shape)
+		return plan{run: func(r *Runner, a addrs) error {
+			switch d.Kind {
+			case layers.DevLeakyReLU:
+				return r.launch("leaky_relu_"+sfx, ptr(a.out), ptr(a.in[0]), i64(n), kernels.Float(d.Slope))
+			case layers.DevTanh:
+				return r.launch("tanh_"+sfx, ptr(a.out), ptr(a.in[0]), i64(n))
+			}
+			return copyLaunch(r, sfx, a.out, a.in[0], n, kernels.Contiguous())
+		}}, nil
+	case layers.DevLeakyReLUGrad, layers.DevTanhGrad:
+		n := total(c.out.Shape)
+		return plan{run: func(r *Runner, a addrs) error {
+			if d.Kind == layers.DevTanhGrad {
+				return r.launch("tanh_grad_"+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), i64(n))
+			}
+			return r.launch("leaky_relu_grad_"+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), i64(n), kernels.Float(d.Slope))
+		}}, nil
+	case layers.DevInstanceNorm, layers.DevInstanceNormGrad:
+		N, C, plane := nchw(c.in(0))
+		return plan{run: func(r *Runner, a addrs) error {
+			if d.Kind == layers.DevInstanceNorm {
+				return r.launch("instnorm_"+sfx, ptr(a.out), ptr(a.in[0]), i64(N*C), i64(plane), kernels.Float(d.Eps))
+			}
+			return r.launch("instnorm_grad_"+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), i64(N*C), i64(plane), kernels.Float(d.Eps))
+		}}, nil
+	case layers.DevReflectPad, layers.DevReflectPadGrad:
+		small := c.in(0)
+		name := "reflect_pad_"
+		if d.Kind == layers.DevReflectPadGrad {
+			small, name = c.out.Shape, "reflect_pad_grad_"
+		}
+		if len(small) != 4 {
+			return plan{}, c.unsupported("reflection padding of non-NCHW tensors")
+		}
+		return plan{run: func(r *Runner, a addrs) error {
+			return r.launch(name+sfx, ptr(a.out), ptr(a.in[0]), i64(int64(small[0]*small[1])), i64(int64(small[2])), i64(int64(small[3])), i64(int64(d.Pad)))
+		}}, nil
+	case layers.DevMeanLoss, layers.DevMeanLossGrad:
+		n := total(c.in(0))
+		kind := int64(0)
+		if d.Loss.L1 {
+			kind = 1
+		}
+		return plan{run: func(r *Runner, a addrs) error {
+			b := a.in[0] // MSEToConstant has one operand: the kernel reads b only for L1Loss
+			if d.Loss.L1 {
+				b = a.in[1]
+			}
+			if d.Kind == layers.DevMeanLoss {
+				return r.launch("mean_loss_"+sfx, ptr(a.out), i64(kind), ptr(a.in[0]), ptr(b), i64(n), kernels.Float(d.Loss.Target), kernels.Float(d.Loss.Scale))
+			}
+			return r.launch("mean_loss_grad_"+sfx, ptr(a.out), i64(kind), i64(int64(d.Loss.Wrt)), ptr(a.in[0]), ptr(b), ptr(a.in[len(a.in)-1]), i64(n),
+				kernels.Float(d.Loss.Target), kernels.Float(d.Loss.Scale))
+		}}, nil
+	case layers.DevEmbedding, layers.DevEmbeddingGrad:
+		ids := c.in(0) // (N,1,1,T)
+		var V, E int64
+		if d.Kind == layers.DevEmbedding {
+			V, E = int64(c.in(1)[0]), int64(c.in(1)[1])
+		} else {
+			V, E = int64(d.Vocab), int64(c.out.Shape[1])
+		}
+		if len(ids) != 4 {
+			return plan{}, c.unsupported("token ids that are not (N,1,1,T)")
+		}
+		name := "embedding_"
+		if d.Kind == layers.DevEmbeddingGrad {
+			name = "embedding_grad_"
+		}
+		return plan{run: func(r *Runner, a addrs) error {
+			return r.launch(name+sfx, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), i64(int64(ids[0])), i64(int64(ids[3])), i64(V), i64(E))
+		}}, nil
+	case layers.DevLSTMCell:
+		pre := c.in(0)
+		if len(pre) != 2 {
+			return plan{}, c.unsupported("LSTM pre-activations that are not (N,4H)")
+		}
+		N, H := int64(pre[0]), int64(pre[1]/4)
+		return plan{run: func(r *Runner, a addrs) error {
+			return r.launch("lstm_cell_"+sfx, i64(int64(d.Cell)), ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), ptr(a.in[len(a.in)-1]), i64(N), i64(H))
+		}}, nil
+	case layers.DevLSTMGates:
+		// ((xw + hw) + bih) + bhh, rounded in that order as the CPU op.
+		x := c.out.Shape
+		if len(x) != 2 {
+			return plan{}, c.unsupported("LSTM gates that are not (N,4H)")
+		}
+		n, W := total(x), int64(x[1])
+		bias := kernels.Layout{Rank: 2, Dim: [kernels.MaxDims]int64{int64(x[0]), W},
+			Out: [kernels.MaxDims]int64{W, 1}, A: [kernels.MaxDims]int64{W, 1}, B: [kernels.MaxDims]int64{0, 1}}
+		add := i64(int64(kernels.BinaryAdd))
+		return plan{run: func(r *Runner, a addrs) error {
+			if err := r.launch("binary_"+sfx, add, ptr(a.out), ptr(a.in[0]), ptr(a.in[1]), i64(n), kernels.LayoutArg(kernels.Contiguous())); err != nil {
+				return err
+			}
+			for _, b := range a.in[2:] {
+				if err := r.launch("binary_"+sfx, add, ptr(a.out), ptr(a.out), ptr(b), i64(n), kernels.LayoutArg(bias)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}, nil
+	case layers.DevSeqStep, layers.DevSeqPlace, layers.DevSeqStack:
+		return planSeq(c, d)
+	case layers.DevResize, layers.DevResizeGrad:
+		N, C, _ := nchw(c.in(0))
+		g := d.Resize
+		al, name := int64(0), "resize_bilinear_"
+		if g.Align {
+			al = 1
+		}
+		if d.Kind == layers.DevResizeGrad {
+			name = "resize_bilinear_grad_"
+		}
+		return plan{run: func(r *Runner, a addrs) error {
+			return r.launch(name+sfx, ptr(a.out), ptr(a.in[0]), i64(N*C), i64(int64(g.IH)), i64(int64(g.IW)), i64(int64(g.OH)), i64(int64(g.OW)), i64(al))
+		}}, nil
 	}
 	return plan{}, c.unsupported("no kernel plan for this layer op")
 }
@@ -115,6 +235,15 @@ func planConv(c fn, d layers.DeviceOp) (plan, error) {
 	K, P := C*KH*KW, OH*OW
 	direct := KH == 1 && KW == 1 && p.StrideH == 1 && p.StrideW == 1 && p.PadH == 0 && p.PadW == 0
 	es := c.es
+	if !direct && layers.ConvChunk(N, P) == 1 {
+		// Tiles of output pixels within the workspace, as the CPU op cuts them.
+		if tile := layers.ConvTilePixels(K, P, int(c.f.Workspace/es)); tile < P {
+			if c.f.Workspace < int64(K*tile)*es {
+				return plan{}, c.unsupported(fmt.Sprintf("its workspace (%d bytes) is smaller than one tile's column matrix (%d bytes)", c.f.Workspace, int64(K*tile)*es))
+			}
+			return planConvTiled(c, d, N, O, K, P, tile, kernels.ConvArg(g))
+		}
+	}
 	if !direct && c.f.Workspace < int64(K*P)*es {
 		return plan{}, c.unsupported(fmt.Sprintf("its workspace (%d bytes) is smaller than one image's column matrix (%d bytes)", c.f.Workspace, int64(K*P)*es))
 	}
@@ -166,6 +295,9 @@ func planConv(c fn, d layers.DeviceOp) (plan, error) {
 			return nil
 		}}, nil
 	default:
+		if B := layers.ConvChunk(N, P); B > 1 {
+			return planConvFilterChunked(c, N, O, K, P, B, ga)
+		}
 		return plan{run: func(r *Runner, a addrs) error {
 			for i := 0; i < N; i++ {
 				xi, dyi := a.in[0]+uintptr(i)*xImg, a.in[1]+uintptr(i)*yImg
@@ -187,6 +319,122 @@ func planConv(c fn, d layers.DeviceOp) (plan, error) {
 			return nil
 		}}, nil
 	}
+}
+
+// planConvTiled is a convolution of images whose column matrix exceeds the
+// workspace: each image in tiles of output pixels (layers.ConvTilePixels),
+// as the CPU op. Forward and filter tiles run in pixel order, the data
+// gradient's from the last, added onto the cleared image (col2im_tile), so
+// every sum is cut where the CPU op cuts it: tiles are multiples of the
+// GEMM's k block.
+func planConvTiled(c fn, d layers.DeviceOp, N, O, K, P, tile int, ga kernels.Arg) (plan, error) {
+	es, sfx := c.es, c.sfx
+	var x tensor.Shape // (N,C,H,W): the data side
+	switch d.Kind {
+	case layers.DevConvData:
+		x = c.out.Shape
+	default:
+		x = c.in(0)
+	}
+	xImg, yImg := uintptr(int64(x[1]*x[2]*x[3])*es), uintptr(int64(O*P)*es)
+	off := func(base uintptr, p0 int) uintptr { return base + uintptr(int64(p0)*es) }
+	bias := d.Bias && d.Kind != layers.DevConvFilter
+	return plan{run: func(r *Runner, a addrs) error {
+		col, beta := a.ws, 0.0
+		for i := 0; i < N; i++ {
+			switch d.Kind {
+			case layers.DevConv:
+				xi, yi := a.in[0]+uintptr(i)*xImg, a.out+uintptr(i)*yImg
+				for p0 := 0; p0 < P; p0 += tile {
+					t := min(tile, P-p0)
+					if err := r.launch("im2col_tile_"+sfx, ptr(col), ptr(xi), ga, i64(int64(t)), i64(int64(p0)), i64(int64(t))); err != nil {
+						return err
+					}
+					if err := r.gemm(es, false, false, O, t, K, a.in[1], K, col, t, 0, off(yi, p0), P); err != nil {
+						return err
+					}
+				}
+			case layers.DevConvData:
+				dyi, dxi := a.in[1]+uintptr(i)*yImg, a.out+uintptr(i)*xImg
+				if err := r.launch("fill_"+sfx, ptr(dxi), flt(0), i64(int64(xImg)/es)); err != nil {
+					return err
+				}
+				for p0 := (P - 1) / tile * tile; p0 >= 0; p0 -= tile {
+					t := min(tile, P-p0)
+					if err := r.gemm(es, true, false, K, t, O, a.in[0], K, off(dyi, p0), P, 0, col, t); err != nil {
+						return err
+					}
+					if err := r.launch("col2im_tile_"+sfx, ptr(dxi), ptr(col), ga, i64(int64(t)), i64(int64(p0)), i64(int64(t))); err != nil {
+						return err
+					}
+				}
+			default:
+				xi, dyi := a.in[0]+uintptr(i)*xImg, a.in[1]+uintptr(i)*yImg
+				for p0 := 0; p0 < P; p0 += tile {
+					t := min(tile, P-p0)
+					if err := r.launch("im2col_tile_"+sfx, ptr(col), ptr(xi), ga, i64(int64(t)), i64(int64(p0)), i64(int64(t))); err != nil {
+						return err
+					}
+					if err := r.gemm(es, false, true, O, K, t, off(dyi, p0), P, col, t, beta, a.out, K); err != nil {
+						return err
+					}
+					beta = 1
+				}
+			}
+		}
+		if !bias {
+			return nil
+		}
+		if d.Kind == layers.DevConv {
+			return r.launch("channel_bias_"+sfx, ptr(a.out), ptr(a.in[2]), i64(int64(N)), i64(int64(O)), i64(int64(P)))
+		}
+		return r.launch("channel_bias_"+sfx, ptr(a.out), ptr(a.in[2]), i64(int64(N)), i64(int64(x[1])), i64(int64(x[2]*x[3])))
+	}}, nil
+}
+
+// planConvFilterChunked is the weight gradient of small images, summed as
+// the CPU op sums it: B images side by side in one GEMM, whose k (the
+// chunk's B·P pixels) the GEMM cuts into blocks as the CPU's does, so the
+// fake cuBLAS, doing package blas's arithmetic, gives the CPU op's bits. The
+// forward and data products need no chunking for that: each of their
+// elements sums over K or O whatever the images per GEMM. dy's chunk is
+// gathered from (nb, O, P) to (O, nb·P) by a copy; col and that stage are
+// the CPU op's workspace, which the budget counts.
+func planConvFilterChunked(c fn, N, O, K, P, B int, ga kernels.Arg) (plan, error) {
+	es := c.es
+	colBytes, stageBytes := int64(K*B*P)*es, int64(O*B*P)*es
+	if c.f.Workspace < colBytes+stageBytes {
+		return plan{}, c.unsupported(fmt.Sprintf("its workspace (%d bytes) is smaller than a chunk of %d images' column and staging matrices (%d bytes)",
+			c.f.Workspace, B, colBytes+stageBytes))
+	}
+	x := c.in(0)
+	xImg, yImg := uintptr(int64(x[1]*x[2]*x[3])*es), uintptr(int64(O*P)*es)
+	sfx := c.sfx
+	return plan{run: func(r *Runner, a addrs) error {
+		col, stage := a.ws, a.ws+uintptr(colBytes)
+		for n0 := 0; n0 < N; n0 += B {
+			nb := min(B, N-n0)
+			cols := nb * P
+			l := kernels.Layout{Rank: 3,
+				Dim: [kernels.MaxDims]int64{int64(O), int64(nb), int64(P)},
+				Out: [kernels.MaxDims]int64{int64(cols), int64(P), 1},
+				A:   [kernels.MaxDims]int64{int64(P), int64(O * P), 1}}
+			if err := copyLaunch(r, sfx, stage, a.in[1]+uintptr(n0)*yImg, int64(O*cols), l); err != nil {
+				return err
+			}
+			if err := r.launch("im2col_"+sfx, ptr(col), ptr(a.in[0]+uintptr(n0)*xImg), i64(int64(nb)), ga, i64(int64(cols))); err != nil {
+				return err
+			}
+			beta := 1.0
+			if n0 == 0 {
+				beta = 0
+			}
+			if err := r.gemm(es, false, true, O, K, cols, stage, cols, col, cols, beta, a.out, K); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}, nil
 }
 
 // bnState is one batch-norm layer's running statistics on the device: the
@@ -353,4 +601,40 @@ func planBN(r *Runner, c fn, d layers.DeviceOp) (plan, error) {
 			return r.launch("bn_grad_x_"+sfx, append(append([]kernels.Arg{ptr(a.out), ptr(xa), ptr(dy), ptr(a.in[1]), ptr(mean), ptr(inv), ptr(sdy), ptr(sdxh)}, geo...), i64(tr))...)
 		}}, nil
 	}
+}
+
+// planSeq plans the sequence ops as copies: a step is column t of the
+// (N·C, T) matrix of a sequence, read with stride T or written with it
+// (SequencePlace after zeroing the sequence; StackSequence one copy per
+// step).
+func planSeq(c fn, d layers.DeviceOp) (plan, error) {
+	sfx, es := c.sfx, uintptr(c.es)
+	T := int64(d.Steps)
+	rows := total(c.in(0))
+	if d.Kind == layers.DevSeqStep {
+		rows = total(c.out.Shape)
+	}
+	col := kernels.Layout{Rank: 1, Dim: [kernels.MaxDims]int64{rows}, Out: [kernels.MaxDims]int64{T}, A: [kernels.MaxDims]int64{1}}
+	switch d.Kind {
+	case layers.DevSeqStep:
+		l := kernels.Layout{Rank: 1, Dim: [kernels.MaxDims]int64{rows}, Out: [kernels.MaxDims]int64{1}, A: [kernels.MaxDims]int64{T}}
+		return plan{run: func(r *Runner, a addrs) error {
+			return copyLaunch(r, sfx, a.out, a.in[0]+uintptr(d.Step)*es, rows, l)
+		}}, nil
+	case layers.DevSeqPlace:
+		return plan{run: func(r *Runner, a addrs) error {
+			if err := r.launch("fill_"+sfx, ptr(a.out), flt(0), i64(rows*T)); err != nil {
+				return err
+			}
+			return copyLaunch(r, sfx, a.out+uintptr(d.Step)*es, a.in[0], rows, col)
+		}}, nil
+	}
+	return plan{run: func(r *Runner, a addrs) error {
+		for t := range a.in {
+			if err := copyLaunch(r, sfx, a.out+uintptr(t)*es, a.in[t], rows, col); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}, nil
 }

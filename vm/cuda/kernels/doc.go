@@ -50,6 +50,17 @@
 //	avgpool(_grad)    ceil(out (in) /256)    (in + out)s                         avgPoolOp, avgPoolGradOp
 //	gap(_grad)        ceil(planes(·plane)/256) (planes·plane + planes)s          globalAvgPoolOp, globalAvgPoolGradOp
 //	relu(_grad)       ceil(n/256)            2ns (3ns)                           reluOp, reluGradOp
+//	im2col_tile       ceil(K·t/256)          2K·t·s                              convOp's im2col of one tile of t pixels
+//	col2im_tile       ceil(C·H·W/256)        (K·t + 2C·H·W)s                     convOp's col2im of one tile, added on
+//	avgpool_excl(_grad) ceil(out (in) /256)  (in + out)s                         avgPoolOp without the padding in the count
+//	resize_bilinear(_grad) ceil(out (in)/256) (in + out)s                        ResizeBilinear and its adjoint (gathered)
+//	leaky_relu, tanh (_grad) ceil(n/256)     2ns (3ns)                           LeakyReLU, Tanh and their gradients
+//	instnorm(_grad)   planes blocks (barrier) 3 (5) · planes·plane·s             InstanceNorm and its gradient
+//	reflect_pad(_grad) ceil(out (in) /256)   (in + out)s                         ReflectionPad2D and its adjoint (gathered)
+//	mean_loss         1 block (barrier)      (1 or 2)ns                          MSEToConstant, L1Loss (chunked as the CPU op)
+//	mean_loss_grad    ceil(n/256)            (2 or 3)ns                          their gradients
+//	embedding(_grad)  ceil(N·T·E/256) (ceil(E/256)) (T + 2T·E)s (+ V·E·s)        Embedding and its gradient (a column per thread)
+//	lstm_cell         ceil(N·H/256)          7N·H·s                              LSTMCell, LSTMHidden and their gradients
 //	sgd, momentum     ceil(n/256)            4ns, 6ns                            VanillaSolver.Step, Momentum.Step
 //	adam, rmsprop     ceil(n/256)            8ns, 6ns                            AdamSolver.Step, RMSPropSolver.Step
 //
@@ -72,14 +83,23 @@
 // gradients (gathered per input pixel in the CPU scatter's order, no
 // atomics), col2im, global average pooling, the solvers, BN's normalisation
 // and gradients in float32, and single-axis sums over a first or last axis.
-// Block reductions (channel_sum, bn_stats, bn_grad_sums, xent_loss) add 256
-// partial sums in a fixed tree, deterministic but not the CPU's serial
-// order: float64 results differ in the last bits. Transcendental functions
+// Block reductions add 256 interleaved partial sums in a fixed halving tree;
+// models/layers sums a channel in that same order (its lanes), so
+// channel_sum, bn_stats and bn_grad_sums, and with them batch norm and its
+// gradients in both types, are the CPU op's bits too. xent_loss (no CPU op
+// sums in its order) is deterministic, but its float64 result differs from a
+// serial sum in the last bits. Transcendental functions
 // are ports of Go's math (oocmath.h) without libdevice; float32 exp, sin,
 // cos and expm1 follow math32's float32 algorithms or ranges, which gorgonia
 // calls, with their flaws (exp is +Inf above 88.376 and 0 below -87.683;
 // sin(710) is 8.8e-5; expm1 is NaN between about 88.7 and 89.4).
-// Deliberate departures: softmax uses each row's own maximum (tensor's
+// The image-to-image and sequence ops (resize, pad and their adjoints,
+// gathered in the CPU scatter's order; instance norm, in lanes on both;
+// leaky ReLU; the mean losses, chunked as the CPU op; embedding) are the CPU
+// op's bits too; float64 tanh and the LSTM gates use Go's portable exp,
+// which amd64's assembly exp may differ from in the last bit. An embedding
+// id that is not an integer in [0, V) gives NaN (the CPU op's error cannot
+// come from a kernel). Deliberate departures: softmax uses each row's own maximum (tensor's
 // last-axis softmax starts from x[0] and overflows rows far from row 0:
 // TestSoftmaxLastAxisBug); Max uses tensor's last-axis NaN rule on every axis;
 // reductions over a middle axis are correct (tensor's are wrong unless the

@@ -11,7 +11,8 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
 )
 
-// TestPool: max and average pooling forward and backward against
+// TestPool: max and average pooling (with and without the padding in the
+// count) forward and backward against
 // models/layers' ops, with overlapping windows (ResNet's 3x3 stride 2 pad 1),
 // ties, a NaN, and odd sizes.
 func TestPool(t *testing.T) {
@@ -32,14 +33,18 @@ func testPool[T float32 | float64](t *testing.T, H, W, k, st, pad int) {
 		x[i] = x[i+1] // ties: the first maximum wins
 	}
 	x[7] = T(math.NaN())
-	for _, max := range []bool{true, false} {
+	for _, kind := range []string{"maxpool", "avgpool", "avgpool_excl"} {
+		max := kind == "maxpool"
 		g := G.NewGraph()
 		xn := input[T](g, "x", shape...)
 		var y *G.Node
-		if max {
+		switch kind {
+		case "maxpool":
 			y = must(t)(layers.MaxPool2D(xn, k, st, pad))
-		} else {
+		case "avgpool":
 			y = must(t)(layers.AvgPool2D(xn, k, st, pad))
+		default:
+			y = must(t)(layers.AvgPool2DExcludePad(xn, k, st, pad))
 		}
 		ys := y.Shape()
 		dyn := input[T](g, "dy", ys...)
@@ -57,20 +62,17 @@ func testPool[T float32 | float64](t *testing.T, H, W, k, st, pad int) {
 		}
 		geo := kernels.PoolArg(kernels.PoolGeom{Planes: int64(N * C), H: int64(H), W: int64(W), OH: int64(ys[2]), OW: int64(ys[3]),
 			KH: int64(k), KW: int64(k), SH: int64(st), SW: int64(st), PH: int64(pad), PW: int64(pad)})
-		name := "avgpool_" + s
-		if max {
-			name = "maxpool_" + s
-		}
+		name := kind + "_" + s
 		yb := newOut[T](m, len(wantY))
 		m.launch(name, p(yb), p(put(m, x)), geo)
 		compare(t, name, get[T](yb), wantY, false)
 		dx := newOut[T](m, len(x))
 		if max {
-			m.launch(name[:7]+"_grad_"+s, p(dx), p(put(m, x)), p(put(m, dy)), geo)
+			m.launch(kind+"_grad_"+s, p(dx), p(put(m, x)), p(put(m, dy)), geo)
 		} else {
-			m.launch(name[:7]+"_grad_"+s, p(dx), p(put(m, dy)), geo)
+			m.launch(kind+"_grad_"+s, p(dx), p(put(m, dy)), geo)
 		}
-		compare(t, name[:7]+"_grad_"+s, get[T](dx), wantDX, false)
+		compare(t, kind+"_grad_"+s, get[T](dx), wantDX, false)
 	}
 }
 

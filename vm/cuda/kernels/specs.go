@@ -7,7 +7,7 @@ package kernels
 var Specs = func() []*Spec {
 	var all []*Spec
 	for _, d := range dtypes {
-		for _, f := range []func(d dtype) []*Spec{elementwiseSpecs, reduceSpecs, softmaxSpecs, convSpecs, bnSpecs, poolSpecs, reluSpecs, optimSpecs} {
+		for _, f := range []func(d dtype) []*Spec{elementwiseSpecs, reduceSpecs, softmaxSpecs, convSpecs, bnSpecs, poolSpecs, reluSpecs, optimSpecs, resizeSpecs, ganSpecs, lstmSpecs} {
 			all = append(all, f(d)...)
 		}
 	}
@@ -110,6 +110,8 @@ func convSpecs(d dtype) []*Spec {
 	}
 	imgN := func(c Call) int64 { g := c.Conv(); return c.Int("nb") * g.C * g.H * g.W }
 	planeN := func(c Call) int64 { return c.Int("N") * c.Int("C") * c.Int("plane") }
+	tileN := func(c Call) int64 { g := c.Conv(); return g.C * g.KH * g.KW * c.Int("t") }
+	oneImg := func(c Call) int64 { g := c.Conv(); return g.C * g.H * g.W }
 	return []*Spec{
 		{Name: "im2col_" + d.suffix, Mirrors: "models/layers convOp's im2col (Conv2D forward and filter gradient)",
 			Params: []Param{ptr(d.ptr, "col"), in(d.ptr, "x"), i64("nb"), scalar(ConvGeomT, "g"), i64("ld")},
@@ -117,6 +119,12 @@ func convSpecs(d dtype) []*Spec {
 		{Name: "col2im_" + d.suffix, Mirrors: "models/layers convOp's col2im (Conv2D data gradient, ConvTranspose2D forward)",
 			Params: []Param{ptr(d.ptr, "x"), in(d.ptr, "col"), i64("nb"), scalar(ConvGeomT, "g"), i64("ld")},
 			shape:  perElement(imgN), cost: func(c Call) (int64, int64) { return s * (colN(c) + imgN(c)), colN(c) }},
+		{Name: "im2col_tile_" + d.suffix, Mirrors: "models/layers convOp's im2col of one tile of output pixels",
+			Params: []Param{ptr(d.ptr, "col"), in(d.ptr, "x"), scalar(ConvGeomT, "g"), i64("ld"), i64("p0"), i64("t")},
+			shape:  perElement(tileN), cost: func(c Call) (int64, int64) { return 2 * s * tileN(c), 0 }},
+		{Name: "col2im_tile_" + d.suffix, Mirrors: "models/layers convOp's col2im of one tile, added onto x (tiles from the last)",
+			Params: []Param{ptr(d.ptr, "x"), in(d.ptr, "col"), scalar(ConvGeomT, "g"), i64("ld"), i64("p0"), i64("t")},
+			shape:  perElement(oneImg), cost: func(c Call) (int64, int64) { return s * (tileN(c) + 2*oneImg(c)), tileN(c) }},
 		{Name: "channel_bias_" + d.suffix, Mirrors: "models/layers convOp's bias (addChannelBias)",
 			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "bias"), i64("N"), i64("C"), i64("plane")},
 			shape:  perElement(planeN), cost: func(c Call) (int64, int64) { return s * (2*planeN(c) + c.Int("C")), planeN(c) }},
@@ -186,6 +194,12 @@ func poolSpecs(d dtype) []*Spec {
 		{Name: "avgpool_grad_" + d.suffix, Mirrors: "models/layers avgPoolGradOp",
 			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "dy"), scalar(PoolGeomT, "g")},
 			shape:  perElement(inN), cost: func(c Call) (int64, int64) { return s * (inN(c) + outN(c)), 2 * inN(c) * overlap(c) }},
+		{Name: "avgpool_excl_" + d.suffix, Mirrors: "models/layers avgPoolOp with count_include_pad=False",
+			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), scalar(PoolGeomT, "g")},
+			shape:  perElement(outN), cost: func(c Call) (int64, int64) { return s * (inN(c) + outN(c)), outN(c) * (win(c) + 1) }},
+		{Name: "avgpool_excl_grad_" + d.suffix, Mirrors: "models/layers avgPoolGradOp with count_include_pad=False",
+			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "dy"), scalar(PoolGeomT, "g")},
+			shape:  perElement(inN), cost: func(c Call) (int64, int64) { return s * (inN(c) + outN(c)), 2 * inN(c) * overlap(c) }},
 		{Name: "gap_" + d.suffix, Mirrors: "models/layers globalAvgPoolOp",
 			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), i64("planes"), i64("plane")},
 			shape:  perElement(arg("planes")), cost: func(c Call) (int64, int64) {
@@ -243,5 +257,92 @@ func optimSpecs(d dtype) []*Spec {
 			Params: append([]Param{ptr(d.ptr, "w"), ptr(d.ptr, "g"), ptr(d.ptr, "cache"), i64("n"), i32("flags")},
 				v("decay", "omDecay", "eps", "l2reg", "negClip", "clip", "negEta")...),
 			shape: perElement(n), cost: cost(3, 10)},
+	}
+}
+
+func resizeSpecs(d dtype) []*Spec {
+	s := d.size
+	small := func(c Call) int64 { return c.Int("planes") * c.Int("ih") * c.Int("iw") }
+	big := func(c Call) int64 { return c.Int("planes") * c.Int("oh") * c.Int("ow") }
+	geo := []Param{i64("planes"), i64("ih"), i64("iw"), i64("oh"), i64("ow"), i32("align")}
+	return []*Spec{
+		{Name: "resize_bilinear_" + d.suffix, Mirrors: "models/layers ResizeBilinear",
+			Params: append([]Param{ptr(d.ptr, "y"), in(d.ptr, "x")}, geo...),
+			shape:  perElement(big), cost: func(c Call) (int64, int64) { return s * (small(c) + big(c)), 8 * big(c) }},
+		{Name: "resize_bilinear_grad_" + d.suffix, Mirrors: "models/layers ResizeBilinearGrad (gathered per input pixel in the CPU scatter's order)",
+			Params: append([]Param{ptr(d.ptr, "dx"), in(d.ptr, "dy")}, geo...),
+			shape:  perElement(small), cost: func(c Call) (int64, int64) { return s * (small(c) + big(c)), 8 * big(c) }},
+	}
+}
+
+func ganSpecs(d dtype) []*Spec {
+	s := d.size
+	n := arg("n")
+	elem := func(operands int64) func(Call) (int64, int64) {
+		return func(c Call) (int64, int64) { return operands * s * c.Int("n"), c.Int("n") }
+	}
+	planes := func(c Call) (uint32, uint32) { return uint32(min(c.Int("planes"), maxGrid)), threads }
+	all := func(c Call) int64 { return c.Int("planes") * c.Int("plane") }
+	small := func(c Call) int64 { return c.Int("planes") * c.Int("H") * c.Int("W") }
+	big := func(c Call) int64 {
+		p := c.Int("p")
+		return c.Int("planes") * (c.Int("H") + 2*p) * (c.Int("W") + 2*p)
+	}
+	pad := []Param{i64("planes"), i64("H"), i64("W"), i64("p")}
+	return []*Spec{
+		{Name: "leaky_relu_" + d.suffix, Mirrors: "models/layers LeakyReLU",
+			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), i64("n"), scalar(F64, "slope")},
+			shape:  perElement(n), cost: elem(2)},
+		{Name: "leaky_relu_grad_" + d.suffix, Mirrors: "models/layers LeakyReLUGrad (from the output)",
+			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "y"), in(d.ptr, "dy"), i64("n"), scalar(F64, "slope")},
+			shape:  perElement(n), cost: elem(3)},
+		{Name: "tanh_" + d.suffix, Mirrors: "models/layers Tanh (Go's math.Tanh in float64)",
+			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), i64("n")},
+			shape:  perElement(n), cost: func(c Call) (int64, int64) { return 2 * s * c.Int("n"), 20 * c.Int("n") }},
+		{Name: "tanh_grad_" + d.suffix, Mirrors: "models/layers TanhGrad (from the output)",
+			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "y"), in(d.ptr, "dy"), i64("n")},
+			shape:  perElement(n), cost: elem(3)},
+		{Name: "instnorm_" + d.suffix, Mirrors: "models/layers InstanceNorm (one block per plane)",
+			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), i64("planes"), i64("plane"), scalar(F64, "eps")}, Barrier: true,
+			shape: planes, cost: func(c Call) (int64, int64) { return 3 * s * all(c), 6 * all(c) }},
+		{Name: "instnorm_grad_" + d.suffix, Mirrors: "models/layers InstanceNormGrad (one block per plane)",
+			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "x"), in(d.ptr, "dy"), i64("planes"), i64("plane"), scalar(F64, "eps")}, Barrier: true,
+			shape: planes, cost: func(c Call) (int64, int64) { return 5 * s * all(c), 12 * all(c) }},
+		{Name: "reflect_pad_" + d.suffix, Mirrors: "models/layers ReflectionPad2D",
+			Params: append([]Param{ptr(d.ptr, "y"), in(d.ptr, "x")}, pad...),
+			shape:  perElement(big), cost: func(c Call) (int64, int64) { return s * (small(c) + big(c)), 0 }},
+		{Name: "reflect_pad_grad_" + d.suffix, Mirrors: "models/layers ReflectionPad2DGrad (gathered in the CPU scatter's order)",
+			Params: append([]Param{ptr(d.ptr, "dx"), in(d.ptr, "dy")}, pad...),
+			shape:  perElement(small), cost: func(c Call) (int64, int64) { return s * (small(c) + big(c)), big(c) }},
+		{Name: "mean_loss_" + d.suffix, Mirrors: "models/layers MSEToConstant (kind 0) and L1Loss (kind 1), chunked as the CPU op",
+			Params: []Param{ptr(d.ptr, "loss"), i32("kind"), in(d.ptr, "a"), in(d.ptr, "b"), i64("n"), scalar(F64, "target"), scalar(F64, "scale")}, Barrier: true,
+			shape: oneBlock, cost: func(c Call) (int64, int64) {
+				return (1+c.Int("kind"))*s*c.Int("n") + s, 3 * c.Int("n")
+			}},
+		{Name: "mean_loss_grad_" + d.suffix, Mirrors: "the gradients of models/layers MSEToConstant and L1Loss",
+			Params: []Param{ptr(d.ptr, "d"), i32("kind"), i32("wrt"), in(d.ptr, "a"), in(d.ptr, "b"), in(d.ptr, "dloss"), i64("n"), scalar(F64, "target"), scalar(F64, "scale")},
+			shape:  perElement(n), cost: func(c Call) (int64, int64) { return (2+c.Int("kind"))*s*c.Int("n") + s, 3 * c.Int("n") }},
+	}
+}
+
+func lstmSpecs(d dtype) []*Spec {
+	s := d.size
+	geo := []Param{i64("N"), i64("Tn"), i64("V"), i64("E")}
+	tokens := func(c Call) int64 { return c.Int("N") * c.Int("Tn") }
+	cells := func(c Call) int64 { return c.Int("N") * c.Int("H") }
+	return []*Spec{
+		{Name: "embedding_" + d.suffix, Mirrors: "models/layers Embedding (NaN for an invalid id)",
+			Params: append([]Param{ptr(d.ptr, "out"), in(d.ptr, "ids"), in(d.ptr, "table")}, geo...),
+			shape:  perElement(func(c Call) int64 { return tokens(c) * c.Int("E") }), cost: func(c Call) (int64, int64) {
+				return s * (tokens(c) + 2*tokens(c)*c.Int("E")), 0
+			}},
+		{Name: "embedding_grad_" + d.suffix, Mirrors: "models/layers EmbeddingGrad (one column per thread, tokens in order)",
+			Params: append([]Param{ptr(d.ptr, "dtable"), in(d.ptr, "ids"), in(d.ptr, "dy")}, geo...),
+			shape:  perElement(arg("E")), cost: func(c Call) (int64, int64) {
+				return s * (c.Int("V")*c.Int("E") + tokens(c) + 2*tokens(c)*c.Int("E")), tokens(c) * c.Int("E")
+			}},
+		{Name: "lstm_cell_" + d.suffix, Mirrors: "models/layers LSTMCell, LSTMHidden and their gradient ops (kind: layers' cellKind)",
+			Params: []Param{i32("kind"), ptr(d.ptr, "res"), in(d.ptr, "pre"), in(d.ptr, "x"), in(d.ptr, "d"), i64("N"), i64("H")},
+			shape:  perElement(cells), cost: func(c Call) (int64, int64) { return 7 * s * cells(c), 60 * cells(c) }},
 	}
 }

@@ -8,8 +8,10 @@
 package dispatchtest
 
 import (
+	"strconv"
 	"testing"
 
+	"github.com/gorgonia-ooc/outofcore/blas"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/internal/fakecuda"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels/kernelstest"
 )
@@ -19,6 +21,13 @@ import (
 // OOC_FAKECUBLAS_DRIVER at them (t.Setenv: the test cannot be parallel). It
 // returns the driver's path; each call gives a fresh driver instance. It
 // skips the test, saying what to install, without a C or C++ compiler.
+//
+// The fake cuBLAS is told to do each element's arithmetic as package blas's
+// active kernel does (OOC_FAKECUBLAS_KBLOCK, OOC_FAKECUBLAS_FMA; see
+// fakecublas.c): the CPU device's convolutions and matmuls run that GEMM, so
+// a product with the same k gives the same bits on both devices and a
+// difference between them is the CUDA kernels', not the GEMMs'. Set it
+// after any blas.SetKernel.
 func Setenv(t testing.TB) (driver string) {
 	t.Helper()
 	driver = fakecuda.Build(t)
@@ -26,6 +35,12 @@ func Setenv(t testing.TB) (driver string) {
 	t.Setenv("OOC_FAKECUDA_KERNELS", kernelstest.BuildHost(t))
 	t.Setenv("OOC_CUBLAS_LIBRARY", fakecuda.BuildBLAS(t))
 	t.Setenv("OOC_FAKECUBLAS_DRIVER", driver)
+	t.Setenv("OOC_FAKECUBLAS_KBLOCK", strconv.Itoa(blas.KBlock))
+	fma := "1" // avx2 and avx512: one FMA per term
+	if blas.Kernel() == "go" {
+		fma = "0" // a rounded multiply, then a rounded add
+	}
+	t.Setenv("OOC_FAKECUBLAS_FMA", fma)
 	return driver
 }
 

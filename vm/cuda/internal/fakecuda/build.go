@@ -117,7 +117,7 @@ func compile(t testing.TB, what string, files map[string][]byte) string {
 	version, _ := exec.Command(cc, "--version").Output()
 	// -Bsymbolic binds the library's references to its own definitions, so that every
 	// copy loaded from its own path keeps its own state.
-	flags := []string{"-shared", "-fPIC", "-O2", "-Wall", "-pthread", "-Wl,-Bsymbolic"}
+	flags := []string{"-shared", "-fPIC", "-O2", "-Wall", "-pthread", "-ffp-contract=off", "-Wl,-Bsymbolic"}
 	h := sha256.New()
 	for _, part := range [][]byte{[]byte(cc), version, []byte(fmt.Sprint(flags))} {
 		h.Write(append(part, 0))
@@ -151,7 +151,7 @@ func compile(t testing.TB, what string, files map[string][]byte) string {
 			t.Fatal(err)
 		}
 		_ = tmp.Close()
-		args = append(args, "-o", tmp.Name(), "-ldl")
+		args = append(args, "-o", tmp.Name(), "-ldl", "-lm")
 		if msg, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 			_ = os.Remove(tmp.Name())
 			t.Fatalf("building the fake CUDA %s with %s: %v\n%s", what, cc, err, msg)

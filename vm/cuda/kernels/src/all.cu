@@ -8,3 +8,6 @@
 #include "pool.cu"
 #include "relu.cu"
 #include "optim.cu"
+#include "resize.cu"
+#include "gan.cu"
+#include "lstm.cu"

@@ -8,10 +8,11 @@
  *   backward         : the same stats kernel, then bn_grad_sums (which also
  *                      writes dgamma), then bn_grad_x.
  *
- * Statistics are two-pass in double like the CPU op, one block per channel
- * (tree sums, so float64 results may differ from the CPU's serial sums in the
- * last bits). Everything elementwise is the CPU op's arithmetic, operation
- * for operation, so given equal statistics the outputs are its bits. */
+ * Statistics are two-pass in double like the CPU op, one block per channel,
+ * whose 256 threads sum interleaved elements and add their sums in a fixed
+ * tree: the order models/layers' lanes sum a channel in, so the statistics
+ * are the CPU op's bits. Everything elementwise is the CPU op's arithmetic,
+ * operation for operation, so the outputs are its bits too. */
 #include "ooc.h"
 
 template <typename T>

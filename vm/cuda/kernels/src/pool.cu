@@ -69,16 +69,26 @@ OOC_FN void ooc_maxpool_grad(T *dx, const T *x, const T *dy, const ooc_pool_geom
   }
 }
 
+/* Average pooling divides by the window's k·k, or with excl
+ * (count_include_pad=False) by its pixels inside the image. */
+OOC_FN void ooc_window(const ooc_pool_geom &g, i64 oh, i64 ow, i64 *h0, i64 *h1,
+                       i64 *w0, i64 *w1) {
+  *h0 = oh * g.sh - g.ph;
+  *w0 = ow * g.sw - g.pw;
+  *h1 = *h0 + g.kh < g.H ? *h0 + g.kh : g.H;
+  *w1 = *w0 + g.kw < g.W ? *w0 + g.kw : g.W;
+  *h0 = *h0 > 0 ? *h0 : 0;
+  *w0 = *w0 > 0 ? *w0 : 0;
+}
+
 template <typename T>
-OOC_FN void ooc_avgpool(T *y, const T *x, const ooc_pool_geom &g) {
-  T count = (T)(g.kh * g.kw);
+OOC_FN void ooc_avgpool(T *y, const T *x, const ooc_pool_geom &g, int excl) {
   OOC_FOR(o, g.planes * g.OH * g.OW) {
     i64 ow = o % g.OW, oh = (o / g.OW) % g.OH, p = o / (g.OW * g.OH);
     const T *xp = x + p * g.H * g.W;
-    i64 h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
-    i64 h1 = h0 + g.kh < g.H ? h0 + g.kh : g.H, w1 = w0 + g.kw < g.W ? w0 + g.kw : g.W;
-    h0 = h0 > 0 ? h0 : 0;
-    w0 = w0 > 0 ? w0 : 0;
+    i64 h0, h1, w0, w1;
+    ooc_window(g, oh, ow, &h0, &h1, &w0, &w1);
+    T count = excl ? (T)((h1 - h0) * (w1 - w0)) : (T)(g.kh * g.kw);
     T s = 0;
     for (i64 h = h0; h < h1; h++)
       for (i64 w = w0; w < w1; w++)
@@ -88,8 +98,8 @@ OOC_FN void ooc_avgpool(T *y, const T *x, const ooc_pool_geom &g) {
 }
 
 template <typename T>
-OOC_FN void ooc_avgpool_grad(T *dx, const T *dy, const ooc_pool_geom &g) {
-  T count = (T)(g.kh * g.kw);
+OOC_FN void ooc_avgpool_grad(T *dx, const T *dy, const ooc_pool_geom &g,
+                             int excl) {
   OOC_FOR(idx, g.planes * g.H * g.W) {
     i64 w = idx % g.W, h = (idx / g.W) % g.H, p = idx / (g.W * g.H);
     const T *dyp = dy + p * g.OH * g.OW;
@@ -98,8 +108,12 @@ OOC_FN void ooc_avgpool_grad(T *dx, const T *dy, const ooc_pool_geom &g) {
     ooc_windows(w, g.kw, g.sw, g.pw, g.OW, &wlo, &whi);
     T acc = 0;
     for (i64 oh = hlo; oh < hhi; oh++)
-      for (i64 ow = wlo; ow < whi; ow++)
+      for (i64 ow = wlo; ow < whi; ow++) {
+        i64 h0, h1, w0, w1;
+        ooc_window(g, oh, ow, &h0, &h1, &w0, &w1);
+        T count = excl ? (T)((h1 - h0) * (w1 - w0)) : (T)(g.kh * g.kw);
         acc += dyp[oh * g.OW + ow] / count;
+      }
     dx[idx] = acc;
   }
 }
@@ -113,11 +127,19 @@ OOC_FN void ooc_avgpool_grad(T *dx, const T *dy, const ooc_pool_geom &g) {
     ooc_maxpool_grad<T>(dx, x, dy, g);                                         \
   }                                                                            \
   extern "C" __global__ void avgpool_##S(T *y, const T *x, ooc_pool_geom g) {  \
-    ooc_avgpool<T>(y, x, g);                                                   \
+    ooc_avgpool<T>(y, x, g, 0);                                                \
   }                                                                            \
   extern "C" __global__ void avgpool_grad_##S(T *dx, const T *dy,              \
                                               ooc_pool_geom g) {               \
-    ooc_avgpool_grad<T>(dx, dy, g);                                            \
+    ooc_avgpool_grad<T>(dx, dy, g, 0);                                         \
+  }                                                                            \
+  extern "C" __global__ void avgpool_excl_##S(T *y, const T *x,                \
+                                              ooc_pool_geom g) {               \
+    ooc_avgpool<T>(y, x, g, 1);                                                \
+  }                                                                            \
+  extern "C" __global__ void avgpool_excl_grad_##S(T *dx, const T *dy,         \
+                                                   ooc_pool_geom g) {          \
+    ooc_avgpool_grad<T>(dx, dy, g, 1);                                         \
   }
 OOC_F32_F64(POOL)
 

@@ -5,8 +5,23 @@
  * C = alpha op(A) op(B) + beta C, op(A) m x k, leading dimensions in elements, alpha and
  * beta read through host pointers (CUBLAS_POINTER_MODE_HOST, the default), C not read
  * when beta is 0. Device memory of the fake driver is host memory, so the product is a
- * plain host loop, accumulated in the element type in the order of k (float32 for Sgemm,
- * as cuBLAS's own float32 GEMMs accumulate in float32).
+ * host loop accumulated in the element type (float32 for Sgemm, as cuBLAS's own float32
+ * GEMMs accumulate in float32).
+ *
+ * Arithmetic: each element of C gets the arithmetic of the CPU device's GEMM (package blas),
+ * so that the fake CUDA device and the CPU device differ only where their kernels do, not in
+ * every product. The environment, read at cublasCreate_v2, says which (dispatchtest.Setenv
+ * sets it from package blas):
+ *   OOC_FAKECUBLAS_KBLOCK=n  the k sum is cut in blocks of n (blas.KBlock), each summed in
+ *                            order from 0, scaled by alpha and added to C one after another
+ *                            (the first with the caller's beta, the later ones with 1);
+ *                            unset or 0: one block;
+ *   OOC_FAKECUBLAS_FMA=1     one fused multiply-add per term and for the beta update (the
+ *                            avx2 and avx512 kernels); unset or 0: a multiply then an add,
+ *                            each rounded (the portable kernel). The library is built with
+ *                            -ffp-contract=off so the compiler fuses nothing itself.
+ * With alpha or k zero, C = beta C (0 when beta is 0), as package blas. A real GPU's cuBLAS
+ * sums in orders of its own: this is for comparing the fake device with the CPU op for op.
  *
  * Stream order: real cuBLAS queues its kernels on the handle's stream. The fake drains
  * that stream first (cuStreamSynchronize of the fake driver named by
@@ -16,6 +31,7 @@
  * It proves the binding and the column-major arithmetic, not cuBLAS's speed or its
  * algorithms. */
 #include <dlfcn.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -26,7 +42,14 @@ typedef int (*stream_sync_fn)(uintptr_t);
 typedef struct {
 	uintptr_t stream;
 	stream_sync_fn sync;
+	long kblock; /* OOC_FAKECUBLAS_KBLOCK; 0: the whole k */
+	int fma;     /* OOC_FAKECUBLAS_FMA */
 } handle_t;
+
+static long env_long(const char *name) {
+	const char *v = getenv(name);
+	return v && *v ? strtol(v, NULL, 10) : 0;
+}
 
 int cublasCreate_v2(handle_t **h) {
 	if (!h)
@@ -42,6 +65,10 @@ int cublasCreate_v2(handle_t **h) {
 		return NOT_INITIALIZED;
 	*h = calloc(1, sizeof(handle_t));
 	(*h)->sync = sync;
+	(*h)->kblock = env_long("OOC_FAKECUBLAS_KBLOCK");
+	(*h)->fma = env_long("OOC_FAKECUBLAS_FMA") != 0;
+	if ((*h)->kblock < 0)
+		(*h)->kblock = 0;
 	return OK;
 }
 
@@ -59,7 +86,7 @@ int cublasSetStream_v2(handle_t *h, uintptr_t stream) {
 	return OK;
 }
 
-#define GEMM(NAME, T)                                                                              \
+#define GEMM(NAME, T, FMA)                                                                         \
 	int NAME(handle_t *h, int ta, int tb, int m, int n, int k, const T *alpha, const T *A, int lda, \
 	         const T *B, int ldb, const T *beta, T *C, int ldc) {                                   \
 		if (!h)                                                                                    \
@@ -70,19 +97,32 @@ int cublasSetStream_v2(handle_t *h, uintptr_t stream) {
 			return INVALID_VALUE;                                                                  \
 		if (h->sync(h->stream) != 0)                                                               \
 			return EXECUTION_FAILED;                                                               \
+		long kb = h->kblock > 0 ? h->kblock : (k > 0 ? k : 1);                                     \
+		int fused = h->fma;                                                                        \
 		for (int j = 0; j < n; j++)                                                                \
 			for (int i = 0; i < m; i++) {                                                          \
-				T s = 0;                                                                           \
-				for (int l = 0; l < k; l++) {                                                      \
-					T a = ta ? A[l + (long)i * lda] : A[i + (long)l * lda];                        \
-					T b = tb ? B[j + (long)l * ldb] : B[l + (long)j * ldb];                        \
-					s += a * b;                                                                    \
-				}                                                                                  \
 				T *c = &C[i + (long)j * ldc];                                                      \
-				*c = *beta == 0 ? *alpha * s : *alpha * s + *beta * *c;                            \
+				if (k == 0 || *alpha == 0) {                                                       \
+					*c = *beta == 0 ? 0 : *beta * *c;                                              \
+					continue;                                                                      \
+				}                                                                                  \
+				T cv = *beta == 0 ? 0 : *c, bt = *beta;                                            \
+				for (long l0 = 0; l0 < k; l0 += kb) {                                              \
+					long l1 = l0 + kb < k ? l0 + kb : k;                                           \
+					T s = 0;                                                                       \
+					for (long l = l0; l < l1; l++) {                                               \
+						T a = ta ? A[l + (long)i * lda] : A[i + l * lda];                          \
+						T b = tb ? B[j + l * ldb] : B[l + (long)j * ldb];                          \
+						s = fused ? FMA(a, b, s) : s + a * b;                                      \
+					}                                                                              \
+					T t = *alpha * s;                                                              \
+					cv = bt == 0 ? t : (fused ? FMA(bt, cv, t) : t + bt * cv);                     \
+					bt = 1;                                                                        \
+				}                                                                                  \
+				*c = cv;                                                                           \
 			}                                                                                      \
 		return OK;                                                                                 \
 	}
 
-GEMM(cublasSgemm_v2, float)
-GEMM(cublasDgemm_v2, double)
+GEMM(cublasSgemm_v2, float, fmaf)
+GEMM(cublasDgemm_v2, double, fma)
