@@ -239,21 +239,14 @@ func channelStats[T float](x []T, N, C, plane, c int) (mean, variance float64) {
 	var s lanes
 	l := 0
 	for n := 0; n < N; n++ {
-		for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
-			s[l] += float64(v)
-			l = (l + 1) % sumLanes
-		}
+		l = laneSum(&s, l, x[(n*C+c)*plane:(n*C+c+1)*plane])
 	}
 	m := float64(N * plane)
 	mean = s.total() / m
 	var q lanes
 	l = 0
 	for n := 0; n < N; n++ {
-		for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
-			d := float64(v) - mean
-			q[l] += d * d
-			l = (l + 1) % sumLanes
-		}
+		l = laneSumSq(&q, l, x[(n*C+c)*plane:(n*C+c+1)*plane], mean)
 	}
 	return mean, q.total() / m
 }
@@ -270,6 +263,49 @@ func channelStats[T float](x []T, N, C, plane, c int) (mean, variance float64) {
 const sumLanes = 256
 
 type lanes [sumLanes]float64
+
+// laneSum adds xs to s, element j to lane (l+j) mod sumLanes, and returns the next lane. It walks
+// lane-aligned runs so the inner loop has no modulo and no bounds checks.
+func laneSum[T float](s *lanes, l int, xs []T) int {
+	for len(xs) > 0 {
+		n := min(len(xs), sumLanes-l)
+		dst := s[l : l+n]
+		for j, v := range xs[:n] {
+			dst[j] += float64(v)
+		}
+		xs, l = xs[n:], (l+n)%sumLanes
+	}
+	return l
+}
+
+// laneSumSq is laneSum of the squared deviations of xs from mean.
+func laneSumSq[T float](s *lanes, l int, xs []T, mean float64) int {
+	for len(xs) > 0 {
+		n := min(len(xs), sumLanes-l)
+		dst := s[l : l+n]
+		for j, v := range xs[:n] {
+			d := float64(v) - mean
+			dst[j] += d * d
+		}
+		xs, l = xs[n:], (l+n)%sumLanes
+	}
+	return l
+}
+
+// laneGradSums adds dy to a and dy·(x-mean) to b, lane by lane as laneSum.
+func laneGradSums[T float](a, b *lanes, l int, dy, x []T, mean float64) int {
+	x = x[:len(dy)]
+	for len(dy) > 0 {
+		n := min(len(dy), sumLanes-l)
+		da, db, xr := a[l:l+n], b[l:l+n], x[:n]
+		for j, g := range dy[:n] {
+			da[j] += float64(g)
+			db[j] += float64(g) * (float64(xr[j]) - mean)
+		}
+		dy, x, l = dy[n:], x[n:], (l+n)%sumLanes
+	}
+	return l
+}
 
 func (l *lanes) total() float64 {
 	for s := sumLanes / 2; s > 0; s >>= 1 {
@@ -506,12 +542,7 @@ func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) err
 				l := 0
 				for n := 0; n < N; n++ {
 					o := (n*C + c) * plane
-					xr, dr := x[o:o+plane], dy[o:o+plane]
-					for i, g := range dr {
-						a[l] += float64(g)
-						b[l] += float64(g) * (float64(xr[i]) - m)
-						l = (l + 1) % sumLanes
-					}
+					l = laneGradSums(&a, &b, l, dy[o:o+plane], x[o:o+plane], m)
 				}
 				sdy, sdxh = a.total(), b.total()*is
 			}

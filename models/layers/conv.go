@@ -746,10 +746,7 @@ func channelSumExec[T float](out, in G.Value) error {
 			var acc lanes
 			l := 0
 			for n := 0; n < N; n++ {
-				for _, v := range x[(n*C+c)*plane : (n*C+c+1)*plane] {
-					acc[l] += float64(v)
-					l = (l + 1) % sumLanes
-				}
+				l = laneSum(&acc, l, x[(n*C+c)*plane:(n*C+c+1)*plane])
 			}
 			y[c] = T(acc.total())
 		}
