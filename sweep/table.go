@@ -15,16 +15,24 @@ import (
 // memory, and each row's largest batch. The header says whether the
 // figures are simulated (and with which profile) or measured here.
 func WriteTable(w io.Writer, rs []Result) error {
-	return writeGrid(w, rs, "images/s", func(r Result) string { return fmt.Sprintf("%.0f", r.IPS) })
+	return writeGrid(w, rs, "images/s", false, ips)
 }
+
+// WriteMarkdownTable prints WriteTable's grid as a Markdown table, the layout of
+// docs/results.md, so a run on a new machine (ooc doctor -sweep on a GPU) pastes there.
+func WriteMarkdownTable(w io.Writer, rs []Result) error {
+	return writeGrid(w, rs, "images/s", true, ips)
+}
+
+func ips(r Result) string { return fmt.Sprintf("%.0f", r.IPS) }
 
 // WriteReservedTable prints, in the same layout, the GiB the allocator
 // reserved at each point that trained (the paper's Fig. 5 as numbers).
 func WriteReservedTable(w io.Writer, rs []Result) error {
-	return writeGrid(w, rs, "GiB reserved by the allocator", func(r Result) string { return fmt.Sprintf("%.2f", gib(r.Reserved)) })
+	return writeGrid(w, rs, "GiB reserved by the allocator", false, func(r Result) string { return fmt.Sprintf("%.2f", gib(r.Reserved)) })
 }
 
-func writeGrid(w io.Writer, rs []Result, what string, cell func(Result) string) error {
+func writeGrid(w io.Writer, rs []Result, what string, markdown bool, cell func(Result) string) error {
 	if len(rs) == 0 {
 		_, err := fmt.Fprintln(w, "no results")
 		return err
@@ -70,12 +78,21 @@ func writeGrid(w io.Writer, rs []Result, what string, cell func(Result) string) 
 	}
 	fmt.Fprintf(w, "%s %s, %s, device memory %.2f GiB; %s\n", first.Model, first.Size(), what, float64(first.Capacity)/(1<<30), where)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(cells []string) { fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") }
 	head := []string{"batch"}
+	if markdown {
+		fmt.Fprintln(w)
+		row = func(cells []string) { fmt.Fprintln(w, "| "+strings.Join(cells, " | ")+" |") }
+		head[0] = "scheduler + allocator"
+	}
 	for _, b := range batches {
 		head = append(head, fmt.Sprint(b))
 	}
 	head = append(head, "largest")
-	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	row(head)
+	if markdown {
+		fmt.Fprintln(w, "|"+strings.Repeat("---|", len(head)))
+	}
 	for _, name := range rows {
 		line := []string{name}
 		largest := 0
@@ -96,10 +113,13 @@ func writeGrid(w io.Writer, rs []Result, what string, cell func(Result) string) 
 		} else {
 			line = append(line, fmt.Sprint(largest))
 		}
-		fmt.Fprintln(tw, strings.Join(line, "\t")+"\t")
+		row(line)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if markdown {
+		fmt.Fprintln(w)
 	}
 	_, err := fmt.Fprintln(w, "x: no step completed: it ran out of device memory at every budget tried, or no schedule fits the device")
 	return err

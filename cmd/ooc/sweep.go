@@ -37,6 +37,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	plotFile := fs.String("plot", "", "draw budgets and reserved memory per batch (the paper's Fig. 3) to this file (.svg, .png)")
 	speedFile := fs.String("plot-speed", "", "draw images/s per batch (the paper's Fig. 4) to this file (.svg, .png)")
 	reservedFile := fs.String("plot-reserved", "", "draw the allocator's reserved memory per batch (the paper's Fig. 5) to this file (.svg, .png)")
+	markdown := fs.Bool("markdown", false, "print the table as Markdown, the layout of docs/results.md")
 	quiet := fs.Bool("q", false, "no progress lines")
 	verbose := fs.Bool("v", false, "also log every budget the search tries and why it fails")
 	if err := parseArgs(fs, args); err != nil {
@@ -91,7 +92,11 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := allFailed(rs); err != nil {
 		return err
 	}
-	if err := sweep.WriteTable(stdout, rs); err != nil {
+	write := sweep.WriteTable
+	if *markdown {
+		write = sweep.WriteMarkdownTable
+	}
+	if err := write(stdout, rs); err != nil {
 		return err
 	}
 	if *reservedFile != "" {
