@@ -34,7 +34,9 @@ func TestBLASWorkspaceInDeviceMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = d.mem.FreeSegment(buf) }()
-	gemm := func() error { return b.Gemm(false, false, false, 4, 4, 4, 1, buf.Addr, 4, buf.Addr, 4, 0, buf.Addr+1024, 4) }
+	gemm := func() error {
+		return b.Gemm(false, false, false, 4, 4, 4, 1, buf.Addr, 4, buf.Addr, 4, 0, buf.Addr+1024, 4)
+	}
 	if err := gemm(); err != nil {
 		t.Fatalf("gemm with the workspace: %v", err)
 	}
