@@ -46,7 +46,7 @@ func TestBLASWorkspaceInsideTheBudget(t *testing.T) {
 	if _, err := ooc.Plan(m.Graph, ooc.WithDevice(d), ooc.WithBudget(ws), ooc.BindDualValues(m.Learnables...)); err == nil || !strings.Contains(err.Error(), "cuBLAS workspace") {
 		t.Errorf("a budget of the workspace alone: %v", err)
 	}
-	pr := newPair(t, d, c, ooc.WithBudget(given))
+	pr := newPairAt(t, d, c, full.Peak)
 	pr.step(t, rand.New(rand.NewSource(1)))
 	pr.check(t, "smallcnn float32 at the budget of its peak plus the cuBLAS workspace", 1e-5)
 }
