@@ -185,7 +185,7 @@ func planGraph(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, error) 
 	// program is planned for the rest.
 	if r := vm.BackendReserve(s.device); r > 0 {
 		if r >= budget {
-			return nil, nil, fmt.Errorf("ooc: budget %d bytes leaves nothing beside the %d bytes the %s device's backend holds (its cuBLAS workspace)", budget, r, name)
+			return nil, nil, fmt.Errorf("ooc: budget %d bytes is infeasible: it leaves nothing beside the %d bytes the %s device's backend holds (its cuBLAS workspace)", budget, r, name)
 		}
 		budget -= r
 	}
