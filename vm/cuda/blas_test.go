@@ -20,6 +20,9 @@ func TestBLASWorkspaceInDeviceMemory(t *testing.T) {
 	if got := d.BLASWorkspaceBytes(); got != 4*mib {
 		t.Fatalf("BLASWorkspaceBytes on compute capability %s = %d, want 4 MiB", d.Info().ComputeCapability, got)
 	}
+	if h := openFake(t, map[string]int64{"cc_major": 9, "cc_minor": 0}); h.BLASWorkspaceBytes() != 32*mib {
+		t.Fatalf("BLASWorkspaceBytes on compute capability %s = %d, want 32 MiB", h.Info().ComputeCapability, h.BLASWorkspaceBytes())
+	}
 	before := d.mem.Used()
 	b, err := d.OpenBLAS()
 	if err != nil {

@@ -31,8 +31,8 @@
 // it: LaunchPacked launches a kernel of package kernels with its prepared kernelParams, and
 // OpenBLAS dlopens cuBLAS (libcublas.so.12 or .11, or $OOC_CUBLAS_LIBRARY) for Gemm on the
 // compute stream, with a workspace of BLASWorkspaceBytes from the device's memory
-// (cublasSetWorkspace_v2), which the planner counts inside the budget. ComputesOnDevice tells package vm that a machine on this device needs that
-// backend. The tests' fake cuBLAS (internal/fakecuda, BuildBLAS) is a host GEMM with
+// (cublasSetWorkspace_v2), which the planner counts inside the budget. ComputesOnDevice
+// tells package vm that a machine on this device needs that backend. The tests' fake cuBLAS (internal/fakecuda, BuildBLAS) is a host GEMM with
 // cuBLAS's column-major contract that drains the handle's stream before it computes and
 // refuses to compute without a workspace inside a driver allocation; told
 // so by the environment (dispatchtest sets it), it does package blas's per-element
