@@ -181,6 +181,14 @@ func planGraph(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, error) 
 	if budget > capacity {
 		return nil, nil, fmt.Errorf("ooc: budget %d bytes exceeds the %s device's capacity of %d bytes", budget, name, capacity)
 	}
+	// What the backend holds (cuBLAS's workspace) is inside the budget: the
+	// program is planned for the rest.
+	if r := vm.BackendReserve(s.device); r > 0 {
+		if r >= budget {
+			return nil, nil, fmt.Errorf("ooc: budget %d bytes is infeasible: it leaves nothing beside the %d bytes the %s device's backend holds (its cuBLAS workspace)", budget, r, name)
+		}
+		budget -= r
+	}
 	return planTiled(t, budget, s)
 }
 
@@ -204,6 +212,7 @@ func plan(t *Trace, budget int64, s *settings) (*vm.Program, error) {
 		return nil, err
 	}
 	prog.Budget = budget
+	prog.Reserve = vm.BackendReserve(s.device)
 	prog.Scheduler = sc.Name()
 	if prog.Timing == "" {
 		if _, ok := sc.(timedScheduler); ok {

@@ -30,6 +30,11 @@
 // options replaces the device (the scheduling budget is still fitted to a
 // CPU device of Config.Budget bytes).
 //
+// On a CUDA device (Config.Device) a budget also holds cuBLAS's workspace,
+// which ooc plans beside the program (vm.Program.Reserve): a budget in bytes
+// includes it, and a percentage, which is of the program's in-core peak, and
+// a checkpoint's budget for ooc eval, which is its program's, get it added.
+//
 // # Training
 //
 // Fit trains until Config.Epochs (or Config.Steps) are done. It reports

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorgonia-ooc/outofcore/datasets"
 	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/vm"
 )
 
 // EvalConfig says what EvaluateCheckpoint evaluates and how.
@@ -122,6 +123,12 @@ func EvaluateCheckpoint(ec EvalConfig, out io.Writer) (*EvalResult, error) {
 		}
 		defer dev.Close()
 		opts, where = append(opts, ooc.WithDevice(dev)), "the CUDA device "+cudaName(dev)
+		if r := vm.BackendReserve(dev); r > 0 && budget > 0 && cfg.Scheduler != "baseline" && (ec.Budget == nil || cfg.Budget.Percent > 0) {
+			// The checkpoint's budget and a percentage are the program's;
+			// the device's budget also holds cuBLAS's workspace.
+			budget += r
+			opts = append(opts, ooc.WithBudget(budget))
+		}
 	}
 	if err := ev.compile(opts...); err != nil {
 		return nil, cfg.budgetError(err, func(b int64) error {

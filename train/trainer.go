@@ -319,6 +319,14 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 			return t, err
 		}
 		opts = append(opts, ooc.WithDevice(t.dev))
+		if r := vm.BackendReserve(t.dev); r > 0 && cfg.Budget.Percent > 0 && cfg.Scheduler != "baseline" {
+			// A percentage is of the program's in-core peak; the budget
+			// also holds the backend's fixed reserve (cuBLAS's
+			// workspace), which ooc plans beside the program.
+			t.budget += r
+			t.mem.planned = t.budget
+			opts = append(opts, ooc.WithBudget(t.budget))
+		}
 	case t.mem.device > 0:
 		if t.dev, err = vm.NewCPU(t.mem.device); err != nil {
 			return t, err

@@ -44,6 +44,28 @@ type Runner interface {
 	Close() error
 }
 
+// Reserver is implemented by backends that hold device memory of their own
+// for a bound program's life (a CUDA device's cuBLAS workspace). The planner
+// plans and verifies the program for the budget less Reserve, so that what
+// the backend holds is inside the budget (Program.Reserve records it).
+type Reserver interface {
+	// Reserve is the device bytes the backend holds while a program is bound.
+	Reserve() int64
+}
+
+// BackendReserve is the reserve of d's backend (0 without a backend, or for
+// one that holds nothing).
+func BackendReserve(d Device) int64 {
+	b, ok := BackendFor(d)
+	if !ok {
+		return 0
+	}
+	if r, ok := b.(Reserver); ok {
+		return r.Reserve()
+	}
+	return 0
+}
+
 // Waiter is an asynchronous copy: Wait blocks the host until it landed.
 type Waiter interface{ Wait() error }
 

@@ -160,6 +160,11 @@ type Program struct {
 	// Budget is the device-memory budget the program was planned and verified
 	// for; the machine's allocator enforces it.
 	Budget int64
+	// Reserve is what the device's backend holds beside the program for its
+	// whole run (cuBLAS's workspace on a CUDA device: vm.Reserver). The
+	// budget given to the planner covers it: Budget is that budget less
+	// Reserve.
+	Reserve int64
 	// Scheduler names the scheduler that planned the program.
 	Scheduler string
 	// Peak is the most device memory the tape holds at once, by the
@@ -188,6 +193,9 @@ func (p *Program) String() string {
 		len(p.Instrs), len(p.Funcs), len(p.Vars), p.Budget, p.Peak, p.Scheduler)
 	if p.Window > 0 {
 		fmt.Fprintf(&b, " (window %d bytes)", p.Window)
+	}
+	if p.Reserve > 0 {
+		fmt.Fprintf(&b, ", backend reserve %d bytes beside the budget", p.Reserve)
 	}
 	if p.Inference {
 		b.WriteString(", inference")

@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+
+	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
 
 // BLASLibraries are the cuBLAS sonames tried in order by OpenBLAS, unless
@@ -25,15 +27,19 @@ type BLAS struct {
 	d    *Device
 	path string
 	h    uintptr // cublasHandle_t
-	create, destroy, setStream,
+	create, destroy, setStream, setWorkspace,
 	sgemm, dgemm uintptr
+	ws     alloc.Segment // cuBLAS's workspace, from the device's memory
 	mu     sync.Mutex
 	closed bool
 }
 
 // OpenBLAS loads cuBLAS ($OOC_CUBLAS_LIBRARY, else BLASLibraries) and makes a handle in
-// the device's context, bound to its compute stream. cuBLAS's workspace is its default
-// (the driver reserve of Open leaves room for it, outside the allocators' capacity).
+// the device's context, bound to its compute stream, with a workspace of
+// BLASWorkspaceBytes taken from the device's memory (cublasSetWorkspace_v2 after
+// cublasSetStream_v2, which resets it): cuBLAS then allocates none of its own, and the
+// planner counts the workspace inside the budget (package dispatch reports it as the
+// backend's reserve). Close frees it.
 func (d *Device) OpenBLAS() (*BLAS, error) {
 	paths := BLASLibraries
 	if p := os.Getenv("OOC_CUBLAS_LIBRARY"); p != "" {
@@ -62,10 +68,13 @@ func (d *Device) openBLAS(path string) (*BLAS, error) {
 		name string
 		p    *uintptr
 	}{{"cublasCreate_v2", &b.create}, {"cublasDestroy_v2", &b.destroy}, {"cublasSetStream_v2", &b.setStream},
-		{"cublasSgemm_v2", &b.sgemm}, {"cublasDgemm_v2", &b.dgemm}} {
+		{"cublasSetWorkspace_v2", &b.setWorkspace}, {"cublasSgemm_v2", &b.sgemm}, {"cublasDgemm_v2", &b.dgemm}} {
 		if *s.p, err = purego.Dlsym(h, s.name); err != nil || *s.p == 0 {
 			return nil, fmt.Errorf("%s lacks %s", path, s.name)
 		}
+	}
+	if b.ws, err = d.mem.AllocSegment(d.BLASWorkspaceBytes()); err != nil {
+		return nil, fmt.Errorf("%s: the cuBLAS workspace of %d bytes: %w", path, d.BLASWorkspaceBytes(), err)
 	}
 	err = d.do(func(*driver) error {
 		if st := blasCall(b.create, uintptr(unsafe.Pointer(&b.h))); st != 0 {
@@ -75,13 +84,32 @@ func (d *Device) openBLAS(path string) (*BLAS, error) {
 			_ = blasCall(b.destroy, b.h)
 			return fmt.Errorf("cublasSetStream_v2: status %d", st)
 		}
+		if st := blasCall(b.setWorkspace, b.h, b.ws.Addr, uintptr(b.ws.Size)); st != 0 {
+			_ = blasCall(b.destroy, b.h)
+			return fmt.Errorf("cublasSetWorkspace_v2 (%d bytes at %#x): status %d", b.ws.Size, b.ws.Addr, st)
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, errors.Join(err, d.mem.FreeSegment(b.ws)))
 	}
 	return b, nil
 }
+
+// BLASWorkspaceBytes is the workspace OpenBLAS gives cuBLAS: 32 MiB on compute
+// capability 9.0 and later (Hopper), 4 MiB before, the sizes of cuBLAS's own default
+// pool on those devices, so GEMMs choose among the same algorithms as with cuBLAS's
+// default. cuBLAS needs at least 16 KiB.
+func (d *Device) BLASWorkspaceBytes() int64 {
+	var major, minor int
+	if _, err := fmt.Sscanf(d.info.ComputeCapability, "%d.%d", &major, &minor); err == nil && major >= 9 {
+		return 32 << 20
+	}
+	return 4 << 20
+}
+
+// Workspace is the device memory cuBLAS works in: its address and size.
+func (b *BLAS) Workspace() (addr uintptr, size int64) { return b.ws.Addr, b.ws.Size }
 
 //go:uintptrescapes
 func blasCall(f uintptr, args ...uintptr) int32 {
@@ -135,7 +163,7 @@ func (b *BLAS) Gemm(float64s bool, transA, transB bool, m, n, k int, alpha float
 	})
 }
 
-// Close destroys the handle.
+// Close destroys the handle and frees its workspace.
 func (b *BLAS) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -143,12 +171,13 @@ func (b *BLAS) Close() error {
 		return nil
 	}
 	b.closed = true
-	return b.d.do(func(*driver) error {
+	err := b.d.do(func(*driver) error {
 		if s := blasCall(b.destroy, b.h); s != 0 {
 			return fmt.Errorf("cuda: cublasDestroy_v2: status %d", s)
 		}
 		return nil
 	})
+	return errors.Join(err, b.d.mem.FreeSegment(b.ws))
 }
 
 // LaunchPacked queues kernel f on the compute stream with kernelParams already packed

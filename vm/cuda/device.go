@@ -67,7 +67,8 @@ type Info struct {
 // not told otherwise: 256 MiB or 1/32 of the device, whichever is more. The context's own
 // memory is already gone from cuMemGetInfo's free bytes when capacity is computed; the
 // reserve is for what the driver and libraries take later, outside the allocators: module
-// code and kernels' local memory, cuBLAS and cuDNN workspaces, and launch queues.
+// code and kernels' local memory, cuDNN workspaces, and launch queues (cuBLAS's workspace
+// is taken from the capacity: OpenBLAS).
 func DefaultReserve(total int64) int64 { return max(256<<20, total/32) }
 
 // Open opens CUDA device ordinal (cuda:N) through the driver library (DefaultLibrary,

@@ -30,9 +30,11 @@
 // The device only moves and launches; package vm/cuda/dispatch makes a machine compute on
 // it: LaunchPacked launches a kernel of package kernels with its prepared kernelParams, and
 // OpenBLAS dlopens cuBLAS (libcublas.so.12 or .11, or $OOC_CUBLAS_LIBRARY) for Gemm on the
-// compute stream. ComputesOnDevice tells package vm that a machine on this device needs that
-// backend. The tests' fake cuBLAS (internal/fakecuda, BuildBLAS) is a host GEMM with
-// cuBLAS's column-major contract that drains the handle's stream before it computes; told
+// compute stream, with a workspace of BLASWorkspaceBytes from the device's memory
+// (cublasSetWorkspace_v2), which the planner counts inside the budget. ComputesOnDevice
+// tells package vm that a machine on this device needs that backend. The tests' fake cuBLAS (internal/fakecuda, BuildBLAS) is a host GEMM with
+// cuBLAS's column-major contract that drains the handle's stream before it computes and
+// refuses to compute without a workspace inside a driver allocation; told
 // so by the environment (dispatchtest sets it), it does package blas's per-element
 // arithmetic, so a product on the fake device is the CPU device's bits.
 //

@@ -43,8 +43,11 @@
 // bool results, batched and matrix-vector products, sums over non-adjacent
 // axes, transposes, and every op not listed (the error names it). A convolution's column matrix is one image's,
 // within the workspace the op declares to the planner, so the budget counts
-// it; cuBLAS's own workspace is its default, inside the driver reserve
-// (cuda.DefaultReserve) outside the allocators' capacity. Batch norm's
+// it. cuBLAS works in a workspace of the runner's (cuda.Device.
+// BLASWorkspaceBytes, set with cublasSetWorkspace_v2), taken from the
+// device's memory: the backend reports it as its reserve
+// (vm.Reserver), and ooc plans the tape for the budget less it
+// (vm.Program.Reserve), so it is inside the budget. Batch norm's
 // per-channel statistics use a scratch segment of the runner (4 float64
 // and one element per channel of the widest layer, plus each layer's
 // running mean and variance), also outside the budget.

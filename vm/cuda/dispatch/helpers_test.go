@@ -12,6 +12,7 @@ import (
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/vm"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch/dispatchtest"
 )
 
@@ -153,15 +154,28 @@ const refFactor = 2
 // scheduler) added to the binding of the learnables.
 func newPair(t testing.TB, d *cuda.Device, c zooCase, opts ...ooc.Option) *pair {
 	t.Helper()
+	return newPairWith(t, d, c, opts, opts)
+}
+
+// newPairAt compiles both machines to plan the program for budget bytes: the
+// CUDA machine's budget also holds its backend's reserve (cuBLAS's workspace,
+// which ooc counts inside the budget), so both plan the same tape.
+func newPairAt(t testing.TB, d *cuda.Device, c zooCase, budget int64, opts ...ooc.Option) *pair {
+	t.Helper()
+	return newPairWith(t, d, c, append(opts, ooc.WithBudget(budget)), append(opts, ooc.WithBudget(budget+dispatch.For(d).Reserve())))
+}
+
+func newPairWith(t testing.TB, d *cuda.Device, c zooCase, cpuOpts, gpuOpts []ooc.Option) *pair {
+	t.Helper()
 	p := &pair{worst: map[string]float64{}, refRatio: map[string]float64{}, cpu: c.build(t), gpu: c.build(t)}
 	var err error
 	G.Read(p.cpu.Loss, &p.cpuLoss)
 	G.Read(p.gpu.Loss, &p.gpuLoss)
-	if p.mc, err = ooc.Compile(p.cpu.Graph, append([]ooc.Option{ooc.BindDualValues(p.cpu.Learnables...)}, opts...)...); err != nil {
+	if p.mc, err = ooc.Compile(p.cpu.Graph, append([]ooc.Option{ooc.BindDualValues(p.cpu.Learnables...)}, cpuOpts...)...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.mc.Close() })
-	if p.mg, err = ooc.Compile(p.gpu.Graph, append([]ooc.Option{ooc.BindDualValues(p.gpu.Learnables...), ooc.WithDevice(d)}, opts...)...); err != nil {
+	if p.mg, err = ooc.Compile(p.gpu.Graph, append([]ooc.Option{ooc.BindDualValues(p.gpu.Learnables...), ooc.WithDevice(d)}, gpuOpts...)...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.mg.Close() })

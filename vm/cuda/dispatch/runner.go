@@ -26,6 +26,11 @@ func init() {
 // kernels and cuBLAS GEMMs. It implements vm.Backend.
 type Backend struct{ d *cuda.Device }
 
+// Reserve implements vm.Reserver: the device memory a bound program holds
+// beside its variables inside the budget, cuBLAS's workspace
+// (cuda.Device.BLASWorkspaceBytes).
+func (b Backend) Reserve() int64 { return b.d.BLASWorkspaceBytes() }
+
 // For returns the backend of a CUDA device.
 func For(d *cuda.Device) Backend { return Backend{d: d} }
 

@@ -133,7 +133,7 @@ func TestZooOnFakeDevice(t *testing.T) {
 				label  string
 				budget int64
 			}{{"100%", peak}, {"50%", peak / 2}, {"least", least}} {
-				p := newPair(t, d, c, append(c.options(), ooc.WithBudget(b.budget))...)
+				p := newPairAt(t, d, c, b.budget, c.options()...)
 				p.sgd()
 				p.sameStart = c.deep && dt == tensor.Float32
 				if p.sameStart {
@@ -164,15 +164,19 @@ func TestZooOnFakeDevice(t *testing.T) {
 }
 
 // leastBudget is the least budget (to 1/64 of the peak) the window scheduler
-// plans for the model on both the CPU and the CUDA device.
+// plans the model's program for on both the CPU and the CUDA device (whose
+// budget also holds cuBLAS's workspace).
 func leastBudget(t *testing.T, d *cuda.Device, c zooCase, peak int64) int64 {
 	t.Helper()
 	lo, hi := int64(0), peak
 	for hi-lo > peak/64 {
 		mid := (lo + hi) / 2
 		ok := true
-		for _, opts := range [][]ooc.Option{c.options(), append(c.options(), ooc.WithDevice(d))} {
-			if _, err := ooc.Plan(c.build(t).Graph, append(opts, ooc.WithBudget(mid))...); err != nil {
+		for _, opts := range [][]ooc.Option{
+			append(c.options(), ooc.WithBudget(mid)),
+			append(c.options(), ooc.WithDevice(d), ooc.WithBudget(mid+dispatch.For(d).Reserve())), // cuBLAS's workspace beside the program
+		} {
+			if _, err := ooc.Plan(c.build(t).Graph, opts...); err != nil {
 				ok = false
 				break
 			}

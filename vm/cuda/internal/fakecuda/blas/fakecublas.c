@@ -1,7 +1,8 @@
 /* fakecublas.c: a fake cuBLAS for the tests, built as libcublas.so.12 by fakecuda.BuildBLAS.
  *
- * It exports the five calls package vm/cuda binds (cublasCreate_v2, cublasDestroy_v2,
- * cublasSetStream_v2, cublasSgemm_v2, cublasDgemm_v2) with cuBLAS's column-major contract:
+ * It exports the six calls package vm/cuda binds (cublasCreate_v2, cublasDestroy_v2,
+ * cublasSetStream_v2, cublasSetWorkspace_v2, cublasSgemm_v2, cublasDgemm_v2) with cuBLAS's
+ * column-major contract:
  * C = alpha op(A) op(B) + beta C, op(A) m x k, leading dimensions in elements, alpha and
  * beta read through host pointers (CUBLAS_POINTER_MODE_HOST, the default), C not read
  * when beta is 0. Device memory of the fake driver is host memory, so the product is a
@@ -23,6 +24,15 @@
  * With alpha or k zero, C = beta C (0 when beta is 0), as package blas. A real GPU's cuBLAS
  * sums in orders of its own: this is for comparing the fake device with the CPU op for op.
  *
+ * Workspace: package vm/cuda gives cuBLAS a workspace from the device's budgeted memory,
+ * so that cuBLAS allocates none of its own. The fake holds it to that:
+ * cublasSetWorkspace_v2 refuses (CUBLAS_STATUS_INVALID_VALUE) a workspace under 16 KiB
+ * (cuBLAS's minimum), not 256-byte aligned, or not inside one allocation of the fake
+ * driver (cuMemGetAddressRange_v2); cublasSetStream_v2 drops the workspace, as cuBLAS's
+ * does (it resets to the default pool); and a GEMM without a workspace, or whose
+ * workspace is no longer allocated, fails with CUBLAS_STATUS_ALLOC_FAILED: a real cuBLAS
+ * would take memory outside the budget there.
+ *
  * Stream order: real cuBLAS queues its kernels on the handle's stream. The fake drains
  * that stream first (cuStreamSynchronize of the fake driver named by
  * $OOC_FAKECUBLAS_DRIVER, the same library file package cuda loaded, so the same
@@ -35,13 +45,17 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-enum { OK = 0, NOT_INITIALIZED = 1, INVALID_VALUE = 7, EXECUTION_FAILED = 13 };
+enum { OK = 0, NOT_INITIALIZED = 1, ALLOC_FAILED = 3, INVALID_VALUE = 7, EXECUTION_FAILED = 13 };
 
 typedef int (*stream_sync_fn)(uintptr_t);
+typedef int (*addr_range_fn)(uintptr_t *, size_t *, uintptr_t);
 
 typedef struct {
 	uintptr_t stream;
 	stream_sync_fn sync;
+	addr_range_fn range; /* the driver's cuMemGetAddressRange_v2 */
+	uintptr_t ws;        /* the workspace; 0: none */
+	size_t wsize;
 	long kblock; /* OOC_FAKECUBLAS_KBLOCK; 0: the whole k */
 	int fma;     /* OOC_FAKECUBLAS_FMA */
 } handle_t;
@@ -61,10 +75,12 @@ int cublasCreate_v2(handle_t **h) {
 	if (!drv)
 		return NOT_INITIALIZED;
 	stream_sync_fn sync = (stream_sync_fn)dlsym(drv, "cuStreamSynchronize");
-	if (!sync)
+	addr_range_fn range = (addr_range_fn)dlsym(drv, "cuMemGetAddressRange_v2");
+	if (!sync || !range)
 		return NOT_INITIALIZED;
 	*h = calloc(1, sizeof(handle_t));
 	(*h)->sync = sync;
+	(*h)->range = range;
 	(*h)->kblock = env_long("OOC_FAKECUBLAS_KBLOCK");
 	(*h)->fma = env_long("OOC_FAKECUBLAS_FMA") != 0;
 	if ((*h)->kblock < 0)
@@ -83,6 +99,25 @@ int cublasSetStream_v2(handle_t *h, uintptr_t stream) {
 	if (!h)
 		return NOT_INITIALIZED;
 	h->stream = stream;
+	h->ws = 0; /* cuBLAS resets the workspace to its default pool */
+	h->wsize = 0;
+	return OK;
+}
+
+/* inside reports whether [p, p+n) lies in one allocation of the driver. */
+static int inside(handle_t *h, uintptr_t p, size_t n) {
+	uintptr_t base;
+	size_t size;
+	return p && h->range(&base, &size, p) == 0 && p + n >= p && p + n <= base + size;
+}
+
+int cublasSetWorkspace_v2(handle_t *h, void *ws, size_t n) {
+	if (!h)
+		return NOT_INITIALIZED;
+	if (n < 16384 || (uintptr_t)ws % 256 != 0 || !inside(h, (uintptr_t)ws, n))
+		return INVALID_VALUE;
+	h->ws = (uintptr_t)ws;
+	h->wsize = n;
 	return OK;
 }
 
@@ -95,6 +130,8 @@ int cublasSetStream_v2(handle_t *h, uintptr_t stream) {
 		    tb > 1 || lda < ((ta ? k : m) > 1 ? (ta ? k : m) : 1) ||                               \
 		    ldb < ((tb ? n : k) > 1 ? (tb ? n : k) : 1) || !alpha || !beta)                        \
 			return INVALID_VALUE;                                                                  \
+		if (!h->ws || !inside(h, h->ws, h->wsize))                                                 \
+			return ALLOC_FAILED;                                                                   \
 		if (h->sync(h->stream) != 0)                                                               \
 			return EXECUTION_FAILED;                                                               \
 		long kb = h->kblock > 0 ? h->kblock : (k > 0 ? k : 1);                                     \

@@ -106,6 +106,21 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
 	return leave(free_region(&allocs, (uintptr_t)dptr, release_alloc));
 }
 
+/* cuMemGetAddressRange_v2 gives the cuMemAlloc allocation, or the mapping, that holds
+ * dptr: the fake cuBLAS checks the workspace it is given with it. */
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr dptr) {
+	ENTER("cuMemGetAddressRange_v2", 1);
+	region_t *r = region_at(&allocs, (uintptr_t)dptr, 1);
+	map_t *m = r ? NULL : map_containing((uintptr_t)dptr);
+	if (!r && !m)
+		return leave(CUDA_ERROR_INVALID_VALUE);
+	if (base)
+		*base = r ? (CUdeviceptr)r->ptr : (CUdeviceptr)m->va;
+	if (size)
+		*size = r ? r->size : m->size;
+	return leave(CUDA_SUCCESS);
+}
+
 /* ---- Memory: virtual memory management ---- */
 
 static CUresult check_prop(const CUmemAllocationProp *p) {
