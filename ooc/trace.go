@@ -465,7 +465,7 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		var bind []int
 		for i := range t.Vars {
 			v := &t.Vars[i]
-			if v.Role == vm.Intermediate && !v.Bind && !v.IsLeaf() && !fromGrad[v.Node] {
+			if v.Role == vm.Intermediate && !v.Bind && (v.View || !v.IsLeaf()) && !fromGrad[v.Node] {
 				total += v.Bytes
 				bind = append(bind, i)
 			}
