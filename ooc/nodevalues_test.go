@@ -1,14 +1,19 @@
 package ooc_test
 
 import (
+	"fmt"
 	"math/rand"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/solvers"
+	"github.com/gorgonia-ooc/outofcore/vm"
 )
 
 // softmaxMLP predicts with a SoftMax node the cost reads, the node a script
@@ -148,6 +153,114 @@ func TestForwardNodesBound(t *testing.T) {
 				require.NoError(t, m.Close())
 			}
 			require.NoError(t, tm.Close())
+		})
+	}
+}
+
+// TestNodeValuesAboveLimit: when the forward's intermediates take more than
+// the limit none is bound (the prediction's Value() stays nil, as before),
+// and binding them never changes the device memory a step takes: the host
+// copies are not in the budget.
+func TestNodeValuesAboveLimit(t *testing.T) {
+	dt := tensor.Float64
+	peak, err := ooc.InCorePeak(cnn(dt, 7).g)
+	require.NoError(t, err)
+	least := minFeasible(t, cnn, dt, peak)
+	type run struct {
+		bound     int
+		devPeak   int64
+		costValue []uint64
+	}
+	step := func(budget int64, extra ...ooc.Option) run {
+		n := cnn(dt, 7)
+		opts := []ooc.Option{ooc.Baseline()}
+		if budget > 0 {
+			opts = []ooc.Option{ooc.WithBudget(budget)}
+		}
+		m, err := ooc.Compile(n.g, append(opts, extra...)...)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, m.Close()) }()
+		require.NoError(t, m.RunAll())
+		var r run
+		for _, node := range forwardNodes(t, n.g, n.cost) {
+			if node.Value() != nil && !node.IsScalar() {
+				r.bound++
+			}
+		}
+		r.devPeak = m.Stats().PeakDeviceBytes
+		r.costValue = bits(t, n.cost.Value())
+		return r
+	}
+	for _, budget := range []int64{0, least} {
+		on := step(budget)
+		require.Positive(t, on.bound, "budget %d: nothing bound under the default limit", budget)
+		for _, off := range []ooc.Option{ooc.WithNodeValues(0), ooc.WithNodeValues(1024)} {
+			r := step(budget, off)
+			require.Zero(t, r.bound, "budget %d: above the limit nothing but scalars is bound", budget)
+			require.Equal(t, on.devPeak, r.devPeak, "budget %d: binding changed the device peak", budget)
+			require.Equal(t, on.costValue, r.costValue, "budget %d", budget)
+		}
+	}
+	_, err = ooc.Compile(cnn(dt, 7).g, ooc.WithNodeValues(-1))
+	require.ErrorContains(t, err, "WithNodeValues(-1)")
+}
+
+// BenchmarkNodeValues times training steps of the small CNN of
+// BenchmarkStep with the forward's intermediates copied out and bound (the
+// default) and without (WithNodeValues(0)), in core and under 60% of the
+// in-core peak. The two machines take turns step by step, so that the load
+// of a shared machine falls on both alike; it reports each one's mean step
+// time and the bytes bound: go test -run X -bench NodeValues -benchtime 40x ./ooc/
+func BenchmarkNodeValues(b *testing.B) {
+	for _, percent := range []int64{100, 60} {
+		b.Run(fmt.Sprintf("budget-%d%%", percent), func(b *testing.B) {
+			var nets [2]*models.Model
+			var machines [2]*vm.Machine
+			var bound int64
+			for k, limit := range []int64{ooc.DefaultNodeValueLimit, 0} {
+				m := benchModel(b)
+				opts := []ooc.Option{ooc.BindDualValues(m.Learnables...), ooc.WithNodeValues(limit), ooc.Baseline()}
+				if percent < 100 {
+					p, err := ooc.Plan(m.Graph, ooc.Baseline())
+					if err != nil {
+						b.Fatal(err)
+					}
+					opts = []ooc.Option{ooc.BindDualValues(m.Learnables...), ooc.WithNodeValues(limit), ooc.WithBudget(p.Peak * percent / 100)}
+				}
+				machine, err := ooc.Compile(m.Graph, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer machine.Close()
+				nets[k], machines[k] = m, machine
+				if k == 0 {
+					for _, v := range machine.Program().Vars {
+						if v.Bind {
+							bound += v.Bytes
+						}
+					}
+				}
+			}
+			var took [2]time.Duration
+			// One solver each: a solver keeps state per learnable.
+			solvers := [2]G.Solver{solvers.NewAdam(G.WithLearnRate(1e-3)), solvers.NewAdam(G.WithLearnRate(1e-3))}
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for k := range machines {
+					t0 := time.Now()
+					if err := machines[k].RunAll(); err != nil {
+						b.Fatal(err)
+					}
+					took[k] += time.Since(t0)
+					if err := solvers[k].Step(G.NodesToValueGrads(nets[k].Learnables)); err != nil {
+						b.Fatal(err)
+					}
+					machines[k].Reset()
+				}
+			}
+			b.ReportMetric(float64(took[0].Microseconds())/float64(b.N)/1000, "ms/run-bound")
+			b.ReportMetric(float64(took[1].Microseconds())/float64(b.N)/1000, "ms/run-unbound")
+			b.ReportMetric(float64(bound), "bound-B")
 		})
 	}
 }
