@@ -148,7 +148,7 @@ func Plan(g *gorgonia.ExprGraph, opts ...Option) (p *vm.Program, err error) {
 }
 
 func configure(opts []Option) (*settings, error) {
-	s := &settings{allocator: VA, chunk: alloc.DefaultChunkSize}
+	s := &settings{allocator: VA, chunk: alloc.DefaultChunkSize, nodeValues: DefaultNodeValueLimit}
 	for _, o := range opts {
 		if o == nil {
 			return nil, errors.New("ooc: nil Option")
@@ -165,7 +165,7 @@ func planGraph(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, error) 
 	if g == nil {
 		return nil, nil, errors.New("ooc: nil graph")
 	}
-	t, err := newTrace(g, traceConfig{outputs: s.outputs, inference: s.inference, device: s.device, wsLimit: s.wsLimit})
+	t, err := newTrace(g, traceConfig{outputs: s.outputs, inference: s.inference, device: s.device, wsLimit: s.wsLimit, nodeValues: s.nodeValues})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -130,15 +130,30 @@
 // Where the machine differs from TapeMachine on purpose:
 //
 //   - What a node holds after RunAll: the cost, Read nodes, WithOutputs
-//     nodes and every float scalar of the forward (the terms of a cost a
-//     script prints, and a metric nothing reads, which is computed for it;
-//     not on a device that computes on itself, where each would be a
-//     download) are bound to their values (overwritten in place by the next run),
-//     gradients to the learnables; other intermediate nodes are not (their
-//     memory was reused), where TapeMachine binds every node (values a
-//     later in-place op may have overwritten). A script that reads a
-//     prediction with node.Value() names it with gorgonia.Read or
-//     WithOutputs.
+//     nodes, the gradients (bound to the learnables) and every float scalar
+//     of the forward (the terms of a cost a script prints, and a metric
+//     nothing reads, which is computed for it) are bound to their values,
+//     as TapeMachine binds every node, and overwritten in place by the next
+//     run. The forward's other intermediates (a SoftMax
+//     prediction a script reads for its accuracy) are bound when their
+//     host copies take at most DefaultNodeValueLimit (64 MiB) together;
+//     WithNodeValues sets that limit (0: none). Each gets a host tensor,
+//     made on the first run and reused (not one per step), filled
+//     with a copy of its op's result as the op produces it, so a later
+//     in-place op cannot change it: where TapeMachine's value of a node
+//     was overwritten by an op that wrote in place over it, TapeMachine
+//     shows that op's result and ooc shows the node's own. The copies are
+//     host memory, as TapeMachine's values are, and are not counted in the
+//     device budget (the device peak is the same with and without them);
+//     the copies (12.3 MB a step for the float32 small CNN at batch 16)
+//     took 2-3% of its forward and backward in core and under 1% at 60%
+//     of the in-core peak (BenchmarkNodeValues, docs/results.md). Above the limit only the scalars are bound: a
+//     script that reads a prediction with node.Value() names it with
+//     gorgonia.Read or WithOutputs. A non-scalar node the cost does not
+//     read is not computed at all, and nothing of the backward but the
+//     gradients is bound. On a device that computes on itself (CUDA) none
+//     of the intermediates, scalars included, is bound: each would cost a
+//     download.
 //   - RunAll runs a step every time. TapeMachine's RunAll does nothing
 //     after the first until Reset is called (its program counter stays at
 //     the end), so a loop that forgets Reset trains under ooc and not under

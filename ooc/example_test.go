@@ -208,3 +208,53 @@ func ExampleWithWorkspaceLimit() {
 	// 589824
 	// 147456
 }
+
+// After RunAll a prediction the cost reads holds its value, as under gorgonia's TapeMachine, while
+// the forward's values take at most the WithNodeValues limit (DefaultNodeValueLimit unless set);
+// WithNodeValues(0) leaves it unbound, and a script names what it reads with WithOutputs.
+func ExampleWithNodeValues() {
+	accuracy := func(opts ...ooc.Option) {
+		g := G.NewGraph()
+		x := G.NewMatrix(g, tensor.Float64, G.WithShape(4, 3), G.WithName("x"),
+			G.WithValue(tensor.New(tensor.WithShape(4, 3), tensor.WithBacking([]float64{1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0}))))
+		y := G.NewMatrix(g, tensor.Float64, G.WithShape(4, 3), G.WithName("y"),
+			G.WithValue(tensor.New(tensor.WithShape(4, 3), tensor.WithBacking([]float64{1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0}))))
+		w := G.NewMatrix(g, tensor.Float64, G.WithShape(3, 3), G.WithName("w"),
+			G.WithValue(tensor.New(tensor.WithShape(3, 3), tensor.WithBacking([]float64{2, 0, 0, 0, 2, 0, 0, 0, 2}))))
+		pred := G.Must(G.SoftMax(G.Must(G.Mul(x, w))))
+		cost := G.Must(G.Neg(G.Must(G.Mean(G.Must(G.Sum(G.Must(G.HadamardProd(G.Must(G.Log(pred)), y)), 1))))))
+		if _, err := G.Grad(cost, w); err != nil {
+			log.Fatal(err)
+		}
+		m, err := ooc.Compile(g, opts...)
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer m.Close()
+		if err := m.RunAll(); err != nil {
+			log.Fatal(err)
+		}
+		if pred.Value() == nil {
+			fmt.Println("prediction not bound")
+			return
+		}
+		p, want, right := pred.Value().Data().([]float64), y.Value().Data().([]float64), 0
+		for r := 0; r < 4; r++ {
+			best := 0
+			for c := 1; c < 3; c++ {
+				if p[r*3+c] > p[r*3+best] {
+					best = c
+				}
+			}
+			if want[r*3+best] == 1 {
+				right++
+			}
+		}
+		fmt.Printf("accuracy %d/4\n", right)
+	}
+	accuracy()
+	accuracy(ooc.WithNodeValues(0))
+	// Output:
+	// accuracy 3/4
+	// prediction not bound
+}

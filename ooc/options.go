@@ -53,6 +53,7 @@ type settings struct {
 	chunk          int64
 	wsLimit        int64
 	wsSet          bool // WithWorkspaceLimit was given: no automatic tiling
+	nodeValues     int64
 	device         vm.Device
 	bindAll        bool
 	bind           []*gorgonia.Node
@@ -107,6 +108,32 @@ func WithWorkspaceLimit(bytes int64) Option {
 			return
 		}
 		s.wsLimit, s.wsSet = bytes, true
+	}
+}
+
+// DefaultNodeValueLimit is the most host memory, in bytes, that the
+// forward's intermediate values may take for Compile to bind each to its
+// node after RunAll, as TapeMachine leaves every node bound (see
+// WithNodeValues).
+const DefaultNodeValueLimit = 64 << 20
+
+// WithNodeValues sets the most host memory, in bytes, that the forward's
+// intermediate values (a SoftMax prediction the cost reads, say) may take
+// together for each to be bound to its node after RunAll, as TapeMachine
+// binds every node. Each gets a host tensor, made on the first run and
+// reused, holding a copy of its op's result taken as the op produced it.
+// The copies are host memory, as TapeMachine's own values are, and do not
+// count in the device budget. When the forward needs more than limit none
+// is bound: name the nodes a script reads with WithOutputs or gorgonia.Read.
+// 0 binds none; the default is DefaultNodeValueLimit. Never on a device
+// that computes on itself (CUDA), where each would be a download.
+func WithNodeValues(limit int64) Option {
+	return func(s *settings) {
+		if limit < 0 {
+			s.fail("WithNodeValues(%d): the limit must not be negative", limit)
+			return
+		}
+		s.nodeValues = limit
 	}
 }
 

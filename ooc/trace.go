@@ -172,13 +172,16 @@ type traceConfig struct {
 	inference bool
 	device    vm.Device // where the trace will run (nil: a CPU device)
 	wsLimit   int64     // most workspace a tiling op gets (0: its full need)
+	// nodeValues is the most host memory the forward's intermediates may
+	// take to be bound after a run (0: none beyond the scalars).
+	nodeValues int64
 }
 
 // NewTrace walks a graph into a trace, pruned to what the cost, the
 // learnables' gradients, the graph's Read and Set statements and the extra
 // outputs need.
 func NewTrace(g *gorgonia.ExprGraph, outputs ...*gorgonia.Node) (*Trace, error) {
-	return newTrace(g, traceConfig{outputs: outputs})
+	return newTrace(g, traceConfig{outputs: outputs, nodeValues: DefaultNodeValueLimit})
 }
 
 func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
@@ -339,19 +342,19 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 	// loss term the cost leaves out) is a metric the script reads with
 	// Value(): TapeMachine computes every node, so it is computed and bound
 	// too (see Var.Bind). What the backward leaves dangling is not.
-	if _, onBackend := vm.BackendFor(cfg.device); !onBackend {
-		read, fromGrad := map[*gorgonia.Node]bool{}, map[*gorgonia.Node]bool{}
-		for _, n := range order {
-			for _, c := range operands(n) {
-				read[c] = true
-				fromGrad[n] = fromGrad[n] || fromGrad[c]
-			}
-			if len(n.DerivOf()) > 0 && n.Op() != nil {
-				fromGrad[n] = true
-			}
+	isRead, fromGrad := map[*gorgonia.Node]bool{}, map[*gorgonia.Node]bool{}
+	for _, n := range order {
+		for _, c := range operands(n) {
+			isRead[c] = true
+			fromGrad[n] = fromGrad[n] || fromGrad[c]
 		}
+		if len(n.DerivOf()) > 0 && n.Op() != nil {
+			fromGrad[n] = true
+		}
+	}
+	if _, onBackend := vm.BackendFor(cfg.device); !onBackend {
 		for _, n := range order {
-			if !read[n] && !statement[n] && !isLeaf(n) && !backward[n] && !fromGrad[n] && n.IsScalar() &&
+			if !isRead[n] && !statement[n] && !isLeaf(n) && !backward[n] && !fromGrad[n] && n.IsScalar() &&
 				(n.Dtype() == tensor.Float64 || n.Dtype() == tensor.Float32) {
 				mark(n)
 			}
@@ -451,6 +454,27 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		v.Producer = len(t.Funcs)
 		t.Vars = append(t.Vars, v)
 		t.Funcs = append(t.Funcs, f)
+	}
+	// TapeMachine leaves every node bound. The forward's other
+	// intermediates are bound too when their host copies are affordable
+	// (cfg.nodeValues): each is copied out right after its op, before an
+	// in-place op can write over its memory. Not on a device that computes
+	// on itself, where each copy would be a download (as for scalars).
+	if !onBackend && cfg.nodeValues > 0 {
+		var total int64
+		var bind []int
+		for i := range t.Vars {
+			v := &t.Vars[i]
+			if v.Role == vm.Intermediate && !v.Bind && (v.View || !v.IsLeaf()) && !fromGrad[v.Node] {
+				total += v.Bytes
+				bind = append(bind, i)
+			}
+		}
+		if total <= cfg.nodeValues {
+			for _, i := range bind {
+				t.Vars[i].Bind = true
+			}
+		}
 	}
 	for _, r := range reads {
 		t.Reads = append(t.Reads, vm.Read{Var: index[r.n], Into: r.into, After: funcsBefore[r.pos] - 1})

@@ -60,9 +60,12 @@ type Var struct {
 	// gorgonia's Grad gives the operands of one Add one gradient node.
 	Shared []*gorgonia.Node
 	// Bind marks an intermediate whose value is bound to its node after
-	// RunAll although nothing names it: a scalar, which costs nothing to
-	// keep and which scripts read with Value() as TapeMachine leaves every
-	// node bound (the terms of a cost, say).
+	// RunAll although nothing names it, as TapeMachine leaves every node
+	// bound: a scalar, which costs nothing to keep (the terms of a cost a
+	// script prints), or any node of the forward when the planner finds
+	// the host copies affordable (a prediction read for an accuracy). The
+	// value is copied to a host tensor made on the first run and reused,
+	// right after the variable is computed.
 	Bind bool
 
 	// View marks a variable that shares the memory of variable Base, as
