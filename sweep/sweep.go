@@ -326,7 +326,8 @@ func (c *Config) try(m *models.Model, res Result, budget int64, timed int) Resul
 	}
 	defer dev.Close()
 	kind, _ := ooc.ParseAllocator(res.Allocator)
-	opts := []ooc.Option{ooc.WithDevice(dev), ooc.WithAllocator(kind), ooc.WithChunkSize(c.ChunkSize), ooc.WithBudget(budget)}
+	// A sweep times steps and reads the loss: no host copies of activations.
+	opts := []ooc.Option{ooc.WithDevice(dev), ooc.WithAllocator(kind), ooc.WithChunkSize(c.ChunkSize), ooc.WithBudget(budget), ooc.WithNodeValues(0)}
 	if res.Scheduler == "baseline" {
 		opts = append(opts, ooc.Baseline())
 	} else {

@@ -101,7 +101,7 @@ func newEvaluator(m *models.Model, bns []batchNorm) (*evaluator, error) {
 
 // options are what every compile and plan of the forward pass takes.
 func (ev *evaluator) options(opts ...ooc.Option) []ooc.Option {
-	return append([]ooc.Option{ooc.Inference(), ooc.WithOutputs(ev.outs...)}, opts...)
+	return append([]ooc.Option{ooc.Inference(), ooc.WithOutputs(ev.outs...), ooc.WithNodeValues(0)}, opts...)
 }
 
 // inCorePeak is the device memory the forward pass needs without swapping.
