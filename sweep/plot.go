@@ -97,11 +97,32 @@ func PlotCompare(rs []CompareResult, file string) error {
 	if len(rs) == 0 {
 		return fmt.Errorf("sweep: nothing to plot")
 	}
-	p := figure.New()
 	f := rs[0]
-	p.Title.Text = fmt.Sprintf("%s %dx%d batch %d: makespan / lower bound (simulated, %s)", f.Model, f.Image, f.Image, f.Batch, f.Device)
-	p.X.Label.Text = "budget, % of the way from the least memory to the in-core peak"
-	p.Y.Label.Text = "makespan / LB"
+	return plotSchedulers(rs, file,
+		fmt.Sprintf("%s %dx%d batch %d: makespan / lower bound (simulated, %s)", f.Model, f.Image, f.Image, f.Batch, f.Device),
+		"budget, % of the way from the least memory to the in-core peak", "makespan / LB",
+		func(r CompareResult) plotter.XY { return plotter.XY{X: float64(r.Percent), Y: r.Ratio} })
+}
+
+// PlotOverhead draws the DQN paper's Fig. 5: per scheduler, the overhead (makespan over the
+// in-core step, less 1) against the memory saved (a fraction of the in-core peak).
+func PlotOverhead(rs []CompareResult, file string) error {
+	if len(rs) == 0 {
+		return fmt.Errorf("sweep: nothing to plot")
+	}
+	f := rs[0]
+	return plotSchedulers(rs, file,
+		fmt.Sprintf("%s %dx%d batch %d: overhead against memory saved (simulated, %s)", f.Model, f.Image, f.Image, f.Batch, f.Device),
+		"memory saved, fraction of the in-core peak", "overhead (makespan / in-core step - 1)",
+		func(r CompareResult) plotter.XY { return plotter.XY{X: r.Saved, Y: r.Overhead} })
+}
+
+// plotSchedulers draws one line per scheduler through the points that planned.
+func plotSchedulers(rs []CompareResult, file, title, x, y string, at func(CompareResult) plotter.XY) error {
+	p := figure.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
 	lines := map[string]plotter.XYs{}
 	var names []string
 	for _, r := range rs {
@@ -110,10 +131,10 @@ func PlotCompare(rs []CompareResult, file string) error {
 			lines[r.Scheduler] = nil
 		}
 		if r.OK {
-			lines[r.Scheduler] = append(lines[r.Scheduler], plotter.XY{X: float64(r.Percent), Y: r.Ratio})
+			lines[r.Scheduler] = append(lines[r.Scheduler], at(r))
 		}
 	}
-	palette := []color.Color{color.RGBA{B: 200, A: 255}, color.RGBA{R: 200, A: 255}, color.RGBA{G: 140, A: 255}, color.RGBA{R: 200, G: 120, A: 255}, color.RGBA{R: 120, B: 160, A: 255}}
+	palette := []color.Color{color.RGBA{B: 200, A: 255}, color.RGBA{R: 200, A: 255}, color.RGBA{G: 140, A: 255}, color.RGBA{R: 200, G: 120, A: 255}, color.RGBA{R: 120, B: 160, A: 255}, color.RGBA{G: 120, B: 140, A: 255}}
 	for i, n := range names {
 		if len(lines[n]) == 0 {
 			continue

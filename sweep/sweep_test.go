@@ -61,3 +61,24 @@ func TestPlotBudgets(t *testing.T) {
 	require.Contains(t, string(raw), "window+va budget")
 	require.Error(t, PlotBudgets(nil, file))
 }
+
+// TestPlotCompareAndOverhead: both compare figures draw a line per scheduler that planned, and
+// refuse an empty result set.
+func TestPlotCompareAndOverhead(t *testing.T) {
+	rs := []CompareResult{
+		{Model: "m", Image: 32, Batch: 8, Device: "sim:x", Scheduler: "window", Percent: 0, OK: true, Ratio: 1.2, Saved: 0.6, Overhead: 0.2},
+		{Model: "m", Image: 32, Batch: 8, Device: "sim:x", Scheduler: "window", Percent: 100, OK: true, Ratio: 1, Saved: 0, Overhead: 0},
+		{Model: "m", Image: 32, Batch: 8, Device: "sim:x", Scheduler: "checkpoint", Percent: 0},
+		{Model: "m", Image: 32, Batch: 8, Device: "sim:x", Scheduler: "checkpoint", Percent: 100, OK: true, Ratio: 1, Saved: 0, Overhead: 0},
+	}
+	for name, plot := range map[string]func([]CompareResult, string) error{"compare.svg": PlotCompare, "overhead.svg": PlotOverhead} {
+		file := t.TempDir() + "/" + name
+		require.NoError(t, plot(rs, file))
+		raw, err := os.ReadFile(file)
+		require.NoError(t, err)
+		for _, want := range []string{"<svg", ">window<", ">checkpoint<"} {
+			require.Contains(t, string(raw), want, name)
+		}
+		require.Error(t, plot(nil, file))
+	}
+}

@@ -27,6 +27,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	jsonFile := fs.String("json", "", "also write the results as JSON to this file")
 	plotFile := fs.String("plot", "", "draw makespan / LB against the budget to this file (.svg, .png)")
 	quiet := fs.Bool("q", false, "no progress lines")
+	overheadFile := fs.String("plot-overhead", "", "draw the DQN paper's Fig. 5, overhead against memory saved, to this file (.svg, .png)")
 	fig5 := fs.Bool("overhead", false, "also print the DQN paper's Fig. 5 table: memory saved against the in-core peak and overhead against the in-core step")
 	if err := parseArgs(fs, args); err != nil {
 		return err
@@ -55,7 +56,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		cfg.Percents = append(cfg.Percents, n)
 	}
-	if err := checkOutputs(map[string]string{"json": *jsonFile}, map[string]string{"plot": *plotFile}); err != nil {
+	if err := checkOutputs(map[string]string{"json": *jsonFile}, map[string]string{"plot": *plotFile, "plot-overhead": *overheadFile}); err != nil {
 		return err
 	}
 	if !strings.HasPrefix(*device, "sim:") {
@@ -93,6 +94,11 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *jsonFile != "" {
 		if err := writeJSON(*jsonFile, rs); err != nil {
+			return err
+		}
+	}
+	if *overheadFile != "" {
+		if err := sweep.PlotOverhead(rs, *overheadFile); err != nil {
 			return err
 		}
 	}
