@@ -23,7 +23,7 @@ func TestWindowReleaseRules(t *testing.T) {
 	for _, pct := range []int64{20, 30, 50, 70, 90} {
 		budget := peak * pct / 100
 		_, paperErr := planWindow(tr, budget, AutoWindow(budget), releaseOldest, nil)
-		for _, rule := range []release{releaseOldest, releaseFurthest, releaseFit} {
+		for _, rule := range []release{releaseOldest, releaseFurthest, releaseFit, releaseCapped} {
 			t.Run(fmt.Sprintf("rule%d/%d%%", rule, pct), func(t *testing.T) {
 				s, err := planWindow(tr, budget, AutoWindow(budget), rule, nil)
 				require.Equal(t, paperErr == nil, err == nil, "feasible with the paper's rule: %v; with this one: %v", paperErr, err)
