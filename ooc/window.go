@@ -230,8 +230,6 @@ func planWindow(t *Trace, B, W int64, rule release, allowed capAllowed) (*Schedu
 		}
 		return k
 	}
-	// release completes one pending swap-out at f_i, where missing bytes
-	// are still over the budget, by the rule; false when none is pending.
 	var future []int64 // future[i]: the most any f_k, k >= i, needs in-core
 	if rule == releaseCapped {
 		need, err := execNeeds(t, baseline{}.plan(t))
@@ -244,67 +242,43 @@ func planWindow(t *Trace, B, W int64, rule release, allowed capAllowed) (*Schedu
 		}
 	}
 	var off int64 // bytes released and not swapped back in
+	// release completes one pending swap-out at f_i, where missing bytes
+	// are still over the budget, by the rule; false when none is pending.
 	release := func(i int, missing int64) bool {
-		at := -1
-		switch rule {
-		case releaseCapped:
-			fit, oldest := -1, -1
-			for k, v := range fifo {
-				if !queued[v] {
-					continue
-				}
-				if off+size(v) <= future[i]-B && (at < 0 || t.Vars[v].Producer < t.Vars[fifo[at]].Producer) {
-					at = k
-				}
-				if oldest < 0 {
-					oldest = k
-				}
-				if sz := size(v); sz >= missing && (fit < 0 || sz < size(fifo[fit])) {
-					fit = k
-				}
+		// One pass finds each rule's candidate; a next use of -1 (none) is
+		// the furthest of all.
+		oldest, fit, first, furthest, far := -1, -1, -1, -1, -1
+		for k, v := range fifo {
+			if !queued[v] {
+				continue
 			}
-			if at < 0 {
-				at = fit
+			if oldest < 0 {
+				oldest = k
 			}
-			if at < 0 {
-				at = oldest
+			if sz := size(v); sz >= missing && (fit < 0 || sz < size(fifo[fit])) {
+				fit = k
 			}
-		case releaseFurthest:
-			far := -1
-			for k, v := range fifo {
-				if !queued[v] {
-					continue
+			switch rule {
+			case releaseCapped:
+				if off+size(v) <= future[i]-B && (first < 0 || t.Vars[v].Producer < t.Vars[fifo[first]].Producer) {
+					first = k
 				}
-				if nu := t.NextUse(v, i-1); at < 0 || nu > far || (nu < 0 && far >= 0) {
-					at, far = k, nu
-					if nu < 0 {
-						break
+			case releaseFurthest:
+				if far >= 0 || furthest < 0 {
+					if nu := t.NextUse(v, i-1); furthest < 0 || nu < 0 || nu > far {
+						furthest, far = k, nu
 					}
 				}
 			}
-		case releaseFit:
-			oldest := -1
-			for k, v := range fifo {
-				if !queued[v] {
-					continue
-				}
-				if oldest < 0 {
-					oldest = k
-				}
-				if sz := size(v); sz >= missing && (at < 0 || sz < size(fifo[at])) {
-					at = k
-				}
-			}
-			if at < 0 {
-				at = oldest
-			}
-		default:
-			for k, v := range fifo {
-				if queued[v] {
-					at = k
-					break
-				}
-			}
+		}
+		at := oldest
+		switch {
+		case rule == releaseCapped && first >= 0:
+			at = first
+		case rule == releaseFurthest:
+			at = furthest
+		case (rule == releaseCapped || rule == releaseFit) && fit >= 0:
+			at = fit
 		}
 		if at < 0 {
 			fifo = fifo[:0]
