@@ -40,14 +40,29 @@ import (
 // every swap-in of each plan as early as the budget allows (back to the
 // release that sent the variable out, in the order of use: the byte-window
 // alone prefetches too late in the backward, when memory frees up) and every
-// first swap-out to right after the producer, and on
-// a simulated device keeps the plan that simulates fastest; on any other
-// device, the 1.5 x B plan. On a simulated device it also tries each window
-// with step 2 releasing, instead of the oldest pending swap-out, the one
-// whose variable is next used furthest away: the one with the most time to
-// come back (on ResNet-50 at 224, batch 32, on sim:v100-pcie this took the
-// window from 1.110 and 1.127 x the lower bound to 1.063 and 1.060 at 60%
-// and 70% of the compare range).
+// first swap-out to right after the producer, and on a simulated device
+// keeps the plan that simulates fastest; on any other device, the 1.5 x B
+// plan. The automatic mode's step 2 also has other release rules than the
+// oldest pending swap-out:
+//
+//   - capped (the automatic mode's first plan, and so the one on a device
+//     that is not simulated): the pending swap-out produced first, as long
+//     as the bytes off the device stay within what the largest later
+//     in-core need exceeds the budget by, else the fit rule's choice. The
+//     copies to the host queue in the order of production, so the first
+//     produced lands first, and bytes beyond the peak's need only lengthen
+//     the queue the releases wait on.
+//   - furthest: the one whose variable is next used furthest away, the most
+//     time to bring it back.
+//   - fit: the smallest that covers what is missing.
+//
+// On a simulated device every window is tried with every rule. On ResNet-50
+// at 224, batch 32, on sim:v100-pcie, at 60, 70 and 80% of the compare
+// range, the 1.5 x B plan alone went from 1.110, 1.127 and 1.224 x the lower
+// bound with the paper's rule to 1.060, 1.049 and 1.137 with the capped one
+// (DynProg: 1.042, 1.050, 1.136; at 80% no swap-only tape can do better
+// than 1.128), and on DenseNet-121 the capped 1.5 x B plan is no slower than
+// the paper's at any budget of that range.
 //
 // With Cap, data-parallel replicas behind one host link take the
 // multi-GPU paper's transfer cap (see Greedy.Cap): steps 2 and 3 swap out
@@ -78,7 +93,7 @@ func (w Window) Plan(p *Problem) (*Schedule, error) {
 
 func planWindows(p *Problem, allowed capAllowed) (*Schedule, error) {
 	if p.Window > 0 {
-		return planWindow(p.Trace, p.Budget, p.Window, false, allowed)
+		return planWindow(p.Trace, p.Budget, p.Window, releaseOldest, allowed)
 	}
 	tried := 0
 	sim, _ := p.Device.(*vm.Sim)
@@ -86,7 +101,7 @@ func planWindows(p *Problem, allowed capAllowed) (*Schedule, error) {
 	var bestTime time.Duration
 	var firstErr error
 	for k, try := range autoTrials(p.Budget, sim != nil) {
-		s, err := planWindow(p.Trace, p.Budget, try.w, try.furthest, allowed)
+		s, err := planWindow(p.Trace, p.Budget, try.w, try.rule, allowed)
 		if err == nil {
 			hoistSwapOuts(p.Trace, s)
 			err = hoistSwapIns(p.Trace, s, p.Budget)
@@ -98,7 +113,7 @@ func planWindows(p *Problem, allowed capAllowed) (*Schedule, error) {
 			continue
 		}
 		if sim == nil {
-			s.Timing = "none: on a device that is not simulated the automatic window is 1.5 x the budget"
+			s.Timing = "none: on a device that is not simulated the automatic window is 1.5 x the budget, released by the capped rule"
 			return s, nil
 		}
 		tried++
@@ -141,31 +156,59 @@ func autoWindows(budget int64) []int64 {
 	return out
 }
 
-// windowTrial is one plan the automatic mode tries: a schedule-window, and
-// whether step 2 releases the pending swap-out whose variable is next used
-// furthest away (the most time to bring it back) instead of the oldest.
+// release is step 2's rule for which pending swap-out completes when
+// memory is needed.
+type release int
+
+const (
+	// releaseOldest is the paper's: the oldest outstanding swap-out.
+	releaseOldest release = iota
+	// releaseFurthest takes the one whose variable is next used furthest
+	// away: the most time to bring it back.
+	releaseFurthest
+	// releaseFit takes the smallest pending swap-out that covers what is
+	// missing (the oldest such when several do), else the oldest. Every
+	// byte released must cross the host link before compute can go on, so
+	// the fewer bytes beyond the need, the sooner the copies that matter
+	// land, and the later the remaining releases can wait.
+	releaseFit
+	// releaseCapped takes the pending swap-out whose variable was produced
+	// first (the host link copies in that order, so it lands first), as
+	// long as the bytes then off the device stay within what the most
+	// memory any later function needs in-core exceeds the budget by; past
+	// that cap, it falls back on releaseFit. Off-device bytes beyond what
+	// the peak needs only lengthen the copy queue the releases wait on.
+	releaseCapped
+)
+
+// windowTrial is one plan the automatic mode tries: a schedule-window and
+// step 2's release rule.
 type windowTrial struct {
-	w        int64
-	furthest bool
+	w    int64
+	rule release
 }
 
-// autoTrials are the automatic mode's trials: every window of autoWindows
-// with the paper's oldest-first release, then, when they will be simulated,
-// each again releasing by time to the next use.
+// autoTrials are the automatic mode's trials: first 1.5 x B with the
+// capped release, then 1.5 x B with the paper's, which a device that is
+// not simulated falls back on only if the first fails; when they will be
+// simulated, every other window and rule too.
 func autoTrials(budget int64, simulated bool) []windowTrial {
-	var out []windowTrial
-	for _, w := range autoWindows(budget) {
-		out = append(out, windowTrial{w: w})
+	first := AutoWindow(budget)
+	out := []windowTrial{{w: first, rule: releaseCapped}, {w: first, rule: releaseOldest}}
+	if !simulated {
+		return out
 	}
-	if simulated {
+	for _, rule := range []release{releaseCapped, releaseOldest, releaseFurthest, releaseFit} {
 		for _, w := range autoWindows(budget) {
-			out = append(out, windowTrial{w: w, furthest: true})
+			if w != first || rule == releaseFurthest || rule == releaseFit {
+				out = append(out, windowTrial{w: w, rule: rule})
+			}
 		}
 	}
 	return out
 }
 
-func planWindow(t *Trace, B, W int64, furthest bool, allowed capAllowed) (*Schedule, error) {
+func planWindow(t *Trace, B, W int64, rule release, allowed capAllowed) (*Schedule, error) {
 	n, nv := len(t.Funcs), len(t.Vars)
 	s := NewSchedule(n)
 	res := make([]bool, nv)    // holds device memory
@@ -187,43 +230,67 @@ func planWindow(t *Trace, B, W int64, furthest bool, allowed capAllowed) (*Sched
 		}
 		return k
 	}
-	release := func(i int) bool {
-		if furthest {
-			at, far := -1, -1
-			for k, v := range fifo {
-				if !queued[v] {
-					continue
+	var future []int64 // future[i]: the most any f_k, k >= i, needs in-core
+	if rule == releaseCapped {
+		need, err := execNeeds(t, baseline{}.plan(t))
+		if err != nil {
+			return nil, err
+		}
+		future = make([]int64, n+1)
+		for i := n - 1; i >= 0; i-- {
+			future[i] = max(future[i+1], need[i])
+		}
+	}
+	var off int64 // bytes released and not swapped back in
+	// release completes one pending swap-out at f_i, where missing bytes
+	// are still over the budget, by the rule; false when none is pending.
+	release := func(i int, missing int64) bool {
+		// One pass finds each rule's candidate; a next use of -1 (none) is
+		// the furthest of all.
+		oldest, fit, first, furthest, far := -1, -1, -1, -1, -1
+		for k, v := range fifo {
+			if !queued[v] {
+				continue
+			}
+			if oldest < 0 {
+				oldest = k
+			}
+			if sz := size(v); sz >= missing && (fit < 0 || sz < size(fifo[fit])) {
+				fit = k
+			}
+			switch rule {
+			case releaseCapped:
+				if off+size(v) <= future[i]-B && (first < 0 || t.Vars[v].Producer < t.Vars[fifo[first]].Producer) {
+					first = k
 				}
-				if nu := t.NextUse(v, i-1); at < 0 || nu > far || (nu < 0 && far >= 0) {
-					at, far = k, nu
-					if nu < 0 {
-						break
+			case releaseFurthest:
+				if far >= 0 || furthest < 0 {
+					if nu := t.NextUse(v, i-1); furthest < 0 || nu < 0 || nu > far {
+						furthest, far = k, nu
 					}
 				}
 			}
-			if at >= 0 {
-				v := fifo[at]
-				fifo = append(fifo[:at], fifo[at+1:]...)
-				queued[v], res[v] = false, false
-				live -= size(v)
-				s.Release[i] = append(s.Release[i], v)
-				return true
-			}
+		}
+		at := oldest
+		switch {
+		case rule == releaseCapped && first >= 0:
+			at = first
+		case rule == releaseFurthest:
+			at = furthest
+		case (rule == releaseCapped || rule == releaseFit) && fit >= 0:
+			at = fit
+		}
+		if at < 0 {
 			fifo = fifo[:0]
 			return false
 		}
-		for len(fifo) > 0 {
-			v := fifo[0]
-			fifo = fifo[1:]
-			if !queued[v] {
-				continue // cancelled or freed
-			}
-			queued[v], res[v] = false, false
-			live -= size(v)
-			s.Release[i] = append(s.Release[i], v)
-			return true
-		}
-		return false
+		v := fifo[at]
+		fifo = append(fifo[:at], fifo[at+1:]...)
+		queued[v], res[v] = false, false
+		live -= size(v)
+		off += size(v)
+		s.Release[i] = append(s.Release[i], v)
+		return true
 	}
 	inV := make([]int, nv) // inV[v] == i+1 when v is in V(f_i)
 	for i, f := range t.Funcs {
@@ -243,6 +310,7 @@ func planWindow(t *Trace, B, W int64, furthest bool, allowed capAllowed) (*Sched
 				s.SwapIn[i] = append(s.SwapIn[i], v)
 				res[v] = true
 				live += size(v)
+				off -= size(v)
 			}
 		}
 		// Step 2: make room for the output and workspace.
@@ -252,7 +320,7 @@ func planWindow(t *Trace, B, W int64, furthest bool, allowed capAllowed) (*Sched
 		}
 		need := func() int64 { return live + newBytes + f.Transient() }
 		for need() > B {
-			if release(i) {
+			if release(i, need()-B) {
 				continue
 			}
 			victim := -1
@@ -278,6 +346,7 @@ func planWindow(t *Trace, B, W int64, furthest bool, allowed capAllowed) (*Sched
 			}
 			res[victim] = false
 			live -= size(victim)
+			off += size(victim)
 			s.Release[i] = append(s.Release[i], victim)
 		}
 		// Step 1, continued: prefetch the rest of the window while it fits.
@@ -286,7 +355,7 @@ func planWindow(t *Trace, B, W int64, furthest bool, allowed capAllowed) (*Sched
 			if res[v] || !onHost[v] || size(v) == 0 {
 				continue
 			}
-			for need()+size(v) > B && release(i) {
+			for need()+size(v) > B && release(i, need()+size(v)-B) {
 			}
 			if need()+size(v) > B {
 				break
@@ -294,6 +363,7 @@ func planWindow(t *Trace, B, W int64, furthest bool, allowed capAllowed) (*Sched
 			s.SwapIn[i] = append(s.SwapIn[i], v)
 			res[v] = true
 			live += size(v)
+			off -= size(v)
 		}
 		// f_i runs.
 		res[f.Output] = true
