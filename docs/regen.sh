@@ -105,10 +105,12 @@ job compare-resnet50-500 compare -model resnet50 -image 500 -batch 32 -device si
 # The DQN paper's Fig. 5 (memory saved against overhead), simulated on its GPU and on v100-pcie.
 F5="-budgets 0%,10%,20%,40%,60%,80%,100% -schedulers window,lms,dynprog,checkpoint,hybrid,dqn -overhead"
 for dev in gtx1080ti v100-pcie; do
-	job dqnfig5-resnet50-$dev compare -model resnet50 -image 224 -batch 32 -device sim:$dev $F5
-	job dqnfig5-vgg16-$dev compare -model vgg16 -image 224 -batch 32 -device sim:$dev $F5
-	job dqnfig5-unet-$dev compare -model unet -image 256 -classes 2 -batch 8 -device sim:$dev $F5
-	job dqnfig5-lstm-$dev compare -model lstm -image 35 -classes 10000 -batch 20 -device sim:$dev $F5
+	for m in "resnet50 -image 224 -batch 32" "vgg16 -image 224 -batch 32" "unet -image 256 -classes 2 -batch 8" \
+		"lstm -image 35 -classes 10000 -batch 20"; do
+		n="dqnfig5-${m%% *}-$dev"
+		# shellcheck disable=SC2086 # $m is the model and its sizes, word-split on purpose
+		job "$n" compare -model $m -device sim:$dev $F5 -json "docs/$n.json" -plot-overhead "docs/$n.svg"
+	done
 done
 
 # The Sony paper's Fig. 4 and Fig. 5, simulated.
