@@ -94,12 +94,7 @@ func gib(n int64) float64 { return float64(n) / (1 << 30) }
 // least memory to the peak), one line per scheduler: the offloading paper's
 // Fig. 5 layout.
 func PlotCompare(rs []CompareResult, file string) error {
-	if len(rs) == 0 {
-		return fmt.Errorf("sweep: nothing to plot")
-	}
-	f := rs[0]
-	return plotSchedulers(rs, file,
-		fmt.Sprintf("%s %dx%d batch %d: makespan / lower bound (simulated, %s)", f.Model, f.Image, f.Image, f.Batch, f.Device),
+	return plotSchedulers(rs, file, "makespan / lower bound",
 		"budget, % of the way from the least memory to the in-core peak", "makespan / LB",
 		func(r CompareResult) plotter.XY { return plotter.XY{X: float64(r.Percent), Y: r.Ratio} })
 }
@@ -107,18 +102,18 @@ func PlotCompare(rs []CompareResult, file string) error {
 // PlotOverhead draws the DQN paper's Fig. 5: per scheduler, the overhead (makespan over the
 // in-core step, less 1) against the memory saved (a fraction of the in-core peak).
 func PlotOverhead(rs []CompareResult, file string) error {
-	if len(rs) == 0 {
-		return fmt.Errorf("sweep: nothing to plot")
-	}
-	f := rs[0]
-	return plotSchedulers(rs, file,
-		fmt.Sprintf("%s %dx%d batch %d: overhead against memory saved (simulated, %s)", f.Model, f.Image, f.Image, f.Batch, f.Device),
+	return plotSchedulers(rs, file, "overhead against memory saved",
 		"memory saved, fraction of the in-core peak", "overhead (makespan / in-core step - 1)",
 		func(r CompareResult) plotter.XY { return plotter.XY{X: r.Saved, Y: r.Overhead} })
 }
 
-// plotSchedulers draws one line per scheduler through the points that planned.
-func plotSchedulers(rs []CompareResult, file, title, x, y string, at func(CompareResult) plotter.XY) error {
+// plotSchedulers draws one line per scheduler through the points that planned, at(r) each.
+func plotSchedulers(rs []CompareResult, file, what, x, y string, at func(CompareResult) plotter.XY) error {
+	if len(rs) == 0 {
+		return fmt.Errorf("sweep: nothing to plot")
+	}
+	f := rs[0]
+	title := fmt.Sprintf("%s %dx%d batch %d: %s (simulated, %s)", f.Model, f.Image, f.Image, f.Batch, what, f.Device)
 	p := figure.New()
 	p.Title.Text = title
 	p.X.Label.Text = x

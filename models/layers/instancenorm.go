@@ -98,14 +98,9 @@ func instNormExec[T float](eps float64, out, xv, dyv G.Value) error {
 		for p := p0; p < p1; p++ {
 			xr, rr := x[p*plane:(p+1)*plane], res[p*plane:(p+1)*plane]
 			var sum, q lanes
-			for i, v := range xr {
-				sum[i%sumLanes] += float64(v)
-			}
+			laneSum(&sum, 0, xr)
 			mean := sum.total() / cnt
-			for i, v := range xr {
-				d := float64(v) - mean
-				q[i%sumLanes] += d * d
-			}
+			laneSumSq(&q, 0, xr, mean)
 			is := 1 / math.Sqrt(q.total()/cnt+eps)
 			if dy == nil {
 				m, a := T(mean), T(is)
@@ -116,10 +111,7 @@ func instNormExec[T float](eps float64, out, xv, dyv G.Value) error {
 			}
 			dr := dy[p*plane : (p+1)*plane]
 			var sa, sb lanes
-			for i, g := range dr {
-				sa[i%sumLanes] += float64(g)
-				sb[i%sumLanes] += float64(g) * (float64(xr[i]) - mean)
-			}
+			laneGradSums(&sa, &sb, 0, dr, xr, mean)
 			sdy, sdxh := sa.total(), sb.total()*is
 			mdy, k, m, a := T(sdy/cnt), T(sdxh/cnt*is), T(mean), T(is)
 			for i, g := range dr {
