@@ -255,8 +255,11 @@ func (c *Config) compileOptions(budget int64) []ooc.Option {
 
 // compileOptionsFor are the Compile options for a memory plan (its device
 // not included).
+//
+// Training reads the loss only: WithNodeValues(0) keeps Compile from copying the other
+// activations to the host after each op.
 func (c *Config) compileOptionsFor(p memoryPlan) []ooc.Option {
-	opts := []ooc.Option{ooc.WithAllocator(c.allocator()), ooc.WithWindow(c.Window)}
+	opts := []ooc.Option{ooc.WithAllocator(c.allocator()), ooc.WithWindow(c.Window), ooc.WithNodeValues(0)}
 	if p.chunk > 0 {
 		opts = append(opts, ooc.WithChunkSize(p.chunk))
 	}

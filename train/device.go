@@ -146,7 +146,7 @@ func replayStep(cfg *Config, m *models.Model, p memoryPlan) error {
 		return err
 	}
 	defer dev.Close()
-	opts := append(cfg.compileOptionsFor(p), ooc.WithDevice(dev), ooc.HostPersistent(), ooc.WithNodeValues(0), ooc.BindDualValues(m.Learnables...))
+	opts := append(cfg.compileOptionsFor(p), ooc.WithDevice(dev), ooc.HostPersistent(), ooc.BindDualValues(m.Learnables...))
 	machine, err := ooc.Compile(m.Graph, opts...)
 	if err != nil {
 		return err

@@ -265,7 +265,7 @@ func compileParallel(cfg *Config, m, eval *models.Model, mem memoryPlan, opts []
 		}
 		return ooc.Replica{Graph: r.Graph, Inputs: G.Nodes{r.Input, r.Labels}, Learnables: r.Learnables, Loss: r.Loss}, nil
 	}
-	if pr.p, err = ooc.CompileParallel(build, cfg.Batch, devs, append([]ooc.Option{ooc.WithNodeValues(0)}, opts...)...); err != nil {
+	if pr.p, err = ooc.CompileParallel(build, cfg.Batch, devs, opts...); err != nil {
 		pr.close()
 		return nil, err
 	}

@@ -334,9 +334,7 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 		opts = append(opts, ooc.WithDevice(t.dev))
 	}
 	if t.par == nil {
-		// The trainer reads the loss only: no host copies of the other activations.
-		opts = append(append(opts, ooc.WithNodeValues(0)), t.extra...)
-		opts = append(opts, ooc.BindDualValues(m.Learnables...))
+		opts = append(append(opts, t.extra...), ooc.BindDualValues(m.Learnables...))
 		if t.machine, err = ooc.Compile(m.Graph, opts...); err != nil {
 			return t, explain(err)
 		}
