@@ -126,10 +126,19 @@ func minFeasible(t *testing.T, build builder, dt tensor.Dtype, hi int64) int64 {
 // minFeasibleWith is minFeasible for a compile with the given options.
 func minFeasibleWith(t *testing.T, build builder, dt tensor.Dtype, hi int64, opts ...ooc.Option) int64 {
 	t.Helper()
+	return leastBudget(hi, func(b int64) bool {
+		_, err := ooc.Plan(build(dt, 1).g, append([]ooc.Option{ooc.WithBudget(b)}, opts...)...)
+		return err == nil
+	})
+}
+
+// leastBudget bisects (0, hi] to within 64 bytes for the least budget that
+// fits.
+func leastBudget(hi int64, fits func(budget int64) bool) int64 {
 	lo := int64(0)
 	for hi-lo > 64 {
 		mid := (lo + hi) / 2
-		if _, err := ooc.Plan(build(dt, 1).g, append([]ooc.Option{ooc.WithBudget(mid)}, opts...)...); err == nil {
+		if fits(mid) {
 			hi = mid
 		} else {
 			lo = mid
