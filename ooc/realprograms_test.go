@@ -572,6 +572,335 @@ var realPrograms = map[string]realProgram{
 		return &realRun{g: c.g, learn: learn, final: learn,
 			step: trainLoop(nil, []any{cost, gradOf(learn)}, solverOn{solver, learn})}
 	}},
+
+	// examples/convnet at a small size: three Conv2d/Rectify/MaxPool2D
+	// blocks with Dropout after the first two, Reshape to rows, Dropout,
+	// a ReLU layer, Dropout, SoftMax; its cost is -Mean(Log(out ⊙ y)) as
+	// the example writes it (the log of the zeros of the one-hot product
+	// is -Inf, so the cost is +Inf and the gradients NaN: both machines
+	// must give the same NaNs); the cost read with gorgonia.Read; RMSProp
+	// with WithBatchSize; each step Lets a batch sliced from a dataset and
+	// reshaped in place, as the example's loader does.
+	"convnet": {from: "gorgonia examples/convnet", dts: bothDtypes, steps: 2, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(7))}
+		const bs, classes = 4, 10
+		x := G.NewTensor(c.g, dt, 4, G.WithShape(bs, 1, 8, 8), G.WithName("x"))
+		y := G.NewMatrix(c.g, dt, G.WithShape(bs, classes), G.WithName("y"))
+		w0, w1, w2 := c.leaf("w0", 0.3, 4, 1, 3, 3), c.leaf("w1", 0.2, 8, 4, 3, 3), c.leaf("w2", 0.2, 8, 8, 3, 3)
+		w3, w4 := c.leaf("w3", 0.2, 8, 16), c.leaf("w4", 0.2, 16, classes)
+		block := func(in, w *G.Node) *G.Node {
+			h := G.Must(G.Rectify(G.Must(G.Conv2d(in, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))))
+			return G.Must(G.MaxPool2D(h, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+		}
+		l0 := G.Must(G.Dropout(block(x, w0), 0.2))
+		l1 := G.Must(G.Dropout(block(l0, w1), 0.2))
+		p2 := block(l1, w2)
+		sh := p2.Shape()
+		l2 := G.Must(G.Dropout(G.Must(G.Reshape(p2, tensor.Shape{sh[0], sh[1] * sh[2] * sh[3]})), 0.2))
+		l3 := G.Must(G.Dropout(G.Must(G.Rectify(G.Must(G.Mul(l2, w3)))), 0.55))
+		out := G.Must(G.SoftMax(G.Must(G.Mul(l3, w4))))
+		cost := G.Must(G.Neg(G.Must(G.Mean(G.Must(G.Log(G.Must(G.HadamardProd(out, y))))))))
+		costVal := new(G.Value)
+		G.Read(cost, costVal)
+		learn := G.Nodes{w0, w1, w2, w3, w4}
+		mustGrad(cost, learn...)
+		seedDropout(&net{g: c.g})
+		inputs := randT(c.rng, dt, 1, 3*bs, 64)
+		targets := onehot(c.rng, dt, 3*bs, classes)
+		solver := G.NewRMSPropSolver(G.WithBatchSize(float64(bs)))
+		lets := func(t *testing.T, b int) {
+			xv, err := inputs.Slice(G.S(b*bs, (b+1)*bs))
+			require.NoError(t, err)
+			yv, err := targets.Slice(G.S(b*bs, (b+1)*bs))
+			require.NoError(t, err)
+			require.NoError(t, xv.(*tensor.Dense).Reshape(bs, 1, 8, 8))
+			let(t, x, xv)
+			let(t, y, yv)
+		}
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(lets, []any{costVal, gradOf(learn)}, solverOn{solver, learn})}
+	}},
+
+	// A seq2seq model trained with teacher forcing: an Elman encoder over
+	// the source steps (Slice of a 3-D input), its last state the
+	// decoder's first, the decoder fed the target's previous token
+	// (one-hot, Let each step with the source and the targets), a
+	// log-softmax cross-entropy per decoder step summed, Momentum.
+	"seq2seq-teacher-forcing": {from: "third-party gorgonia seq2seq (teacher forcing over an unrolled loop)", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(8))}
+		const batch, srcLen, tgtLen, in, hid, vocab = 4, 4, 3, 5, 8, 6
+		src := G.NewTensor(c.g, dt, 3, G.WithShape(srcLen, batch, in), G.WithName("src"))
+		tgtIn := G.NewTensor(c.g, dt, 3, G.WithShape(tgtLen, batch, vocab), G.WithName("tgtIn"))
+		tgtOut := G.NewTensor(c.g, dt, 3, G.WithShape(tgtLen, batch, vocab), G.WithName("tgtOut"))
+		ex, eh := c.leaf("enc_x", 0.3, in, hid), c.leaf("enc_h", 0.3, hid, hid)
+		dx, dh := c.leaf("dec_x", 0.3, vocab, hid), c.leaf("dec_h", 0.3, hid, hid)
+		wout, bout := c.leaf("out", 0.3, hid, vocab), c.leaf("out_b", 0.1, vocab)
+		h := G.NewMatrix(c.g, dt, G.WithShape(batch, hid), G.WithName("h0"), G.WithValue(tensor.New(tensor.Of(dt), tensor.WithShape(batch, hid))))
+		for s := 0; s < srcLen; s++ {
+			h = G.Must(G.Tanh(G.Must(G.Add(G.Must(G.Mul(G.Must(G.Slice(src, G.S(s))), ex)), G.Must(G.Mul(h, eh))))))
+		}
+		var cost *G.Node
+		for s := 0; s < tgtLen; s++ {
+			h = G.Must(G.Tanh(G.Must(G.Add(G.Must(G.Mul(G.Must(G.Slice(tgtIn, G.S(s))), dx)), G.Must(G.Mul(h, dh))))))
+			logits := G.Must(G.BroadcastAdd(G.Must(G.Mul(h, wout)), bout, nil, []byte{0}))
+			ce := softmaxCE(logits, G.Must(G.Slice(tgtOut, G.S(s))))
+			if cost == nil {
+				cost = ce
+			} else {
+				cost = G.Must(G.Add(cost, ce))
+			}
+		}
+		learn := G.Nodes{ex, eh, dx, dh, wout, bout}
+		mustGrad(cost, learn...)
+		solver := G.NewMomentum(G.WithLearnRate(0.05), G.WithMomentum(0.9))
+		lets := func(t *testing.T, i int) {
+			r := stepData(i)
+			let(t, src, randT(r, dt, 1, srcLen, batch, in))
+			toks := onehot(r, dt, (tgtLen+1)*batch, vocab)
+			all, err := toks.Slice(G.S(0, tgtLen*batch))
+			require.NoError(t, err)
+			next, err := toks.Slice(G.S(batch, (tgtLen+1)*batch))
+			require.NoError(t, err)
+			in := all.(*tensor.Dense).Materialize().(*tensor.Dense)
+			out := next.(*tensor.Dense).Materialize().(*tensor.Dense)
+			require.NoError(t, in.Reshape(tgtLen, batch, vocab))
+			require.NoError(t, out.Reshape(tgtLen, batch, vocab))
+			let(t, tgtIn, in)
+			let(t, tgtOut, out)
+		}
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(lets, []any{cost, gradOf(learn)}, solverOn{solver, learn})}
+	}},
+
+	// A DQN agent's update as gorgonia RL code writes it: a Q-network MLP
+	// over a batch of states, the taken action's Q value picked by a
+	// one-hot action mask, a Huber loss written by hand (a retSame mask
+	// from Lt(Abs(d), 1)), RMSProp; the loop reads the Q values through a
+	// gorgonia.Read and builds the next step's targets from them
+	// (r + gamma * max Q), so a wrong read changes the training.
+	"dqn-huber": {from: "third-party gorgonia DQN agents", dts: bothDtypes, steps: 4, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(9))}
+		const batch, state, hid, actions = 8, 6, 16, 4
+		s := G.NewMatrix(c.g, dt, G.WithShape(batch, state), G.WithName("state"))
+		mask := G.NewMatrix(c.g, dt, G.WithShape(batch, actions), G.WithName("actionMask"))
+		target := G.NewVector(c.g, dt, G.WithShape(batch), G.WithName("target"))
+		w1, b1 := c.leaf("w1", 0.3, state, hid), c.leaf("b1", 0.1, hid)
+		w2 := c.leaf("w2", 0.3, hid, actions)
+		h := G.Must(G.Rectify(G.Must(G.BroadcastAdd(G.Must(G.Mul(s, w1)), b1, nil, []byte{0}))))
+		q := G.Must(G.Mul(h, w2))
+		qVal := new(G.Value)
+		G.Read(q, qVal)
+		qa := G.Must(G.Sum(G.Must(G.HadamardProd(q, mask)), 1))
+		d := G.Must(G.Sub(qa, target))
+		a := G.Must(G.Abs(d))
+		small := G.Must(G.Lt(a, c.scalar(1), true))
+		quad := G.Must(G.HadamardProd(small, G.Must(G.Mul(G.Must(G.Square(d)), c.scalar(0.5)))))
+		lin := G.Must(G.HadamardProd(G.Must(G.Sub(c.scalar(1), small)), G.Must(G.Sub(a, c.scalar(0.5)))))
+		loss := G.Must(G.Mean(G.Must(G.Add(quad, lin))))
+		learn := G.Nodes{w1, b1, w2}
+		mustGrad(loss, learn...)
+		solver := G.NewRMSPropSolver(G.WithLearnRate(0.01))
+		maxQ := make([]float64, batch)
+		lets := func(t *testing.T, i int) {
+			r := stepData(i)
+			let(t, s, randT(r, dt, 1, batch, state))
+			let(t, mask, onehot(r, dt, batch, actions))
+			tt := tensor.New(tensor.Of(dt), tensor.WithShape(batch))
+			for k := 0; k < batch; k++ {
+				setAt(tt, k, r.Float64()+0.9*maxQ[k])
+			}
+			let(t, target, tt)
+		}
+		step := trainLoop(lets, []any{loss, qVal, gradOf(learn)}, solverOn{solver, learn})
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: func(t *testing.T, ms []G.VM, i int) [][]uint64 {
+				out := step(t, ms, i)
+				qv := (*qVal).(*tensor.Dense)
+				for k := 0; k < batch; k++ {
+					maxQ[k] = math.Inf(-1)
+					for j := 0; j < actions; j++ {
+						maxQ[k] = math.Max(maxQ[k], at(qv, k*actions+j))
+					}
+				}
+				return out
+			}}
+	}},
+
+	// A neural-ODE-like model: an explicit Euler loop h += dt * f(h) with
+	// one shared f (a Tanh layer with a broadcast bias) applied six times,
+	// the step size a scalar input Let each step, a mean squared error to
+	// a target, the vanilla solver.
+	"euler-ode-loop": {from: "third-party gorgonia neural ODE / residual loops", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(10))}
+		const batch, dim = 6, 8
+		x := G.NewMatrix(c.g, dt, G.WithShape(batch, dim), G.WithName("x"))
+		yT := G.NewMatrix(c.g, dt, G.WithShape(batch, dim), G.WithName("y"))
+		step := G.NewScalar(c.g, dt, G.WithName("dt"))
+		w, b := c.leaf("w", 0.4, dim, dim), c.leaf("b", 0.1, dim)
+		h := x
+		for k := 0; k < 6; k++ {
+			f := G.Must(G.Tanh(G.Must(G.BroadcastAdd(G.Must(G.Mul(h, w)), b, nil, []byte{0}))))
+			h = G.Must(G.Add(h, G.Must(G.Mul(step, f))))
+		}
+		cost := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(h, yT))))))
+		learn := G.Nodes{w, b}
+		mustGrad(cost, learn...)
+		solver := G.NewVanillaSolver(G.WithLearnRate(0.1))
+		lets := func(t *testing.T, i int) {
+			r := stepData(i)
+			let(t, x, randT(r, dt, 1, batch, dim))
+			let(t, yT, randT(r, dt, 1, batch, dim))
+			let(t, step, scalarOf(dt, 0.1+0.05*float64(i)))
+		}
+		return &realRun{g: c.g, learn: learn, final: learn,
+			// Not h.Value(): TapeMachine's Sub(h, y) writes over h's register,
+			// so there h holds h - y (a difference the package doc states).
+			step: trainLoop(lets, []any{cost, gradOf(learn)}, solverOn{solver, learn})}
+	}},
+
+	// word2vec's skip-gram with negative sampling: two embedding tables
+	// looked up with ByIndices by int index vectors Let each step (centre,
+	// context, negative words), dot products as Sum(HadamardProd, 1),
+	// log-sigmoid losses, the vanilla solver.
+	"skipgram-negative-sampling": {from: "third-party gorgonia word2vec", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(11))}
+		const vocab, dim, batch = 12, 8, 6
+		emb, ctx := c.leaf("emb", 0.3, vocab, dim), c.leaf("ctx", 0.3, vocab, dim)
+		idx := func(name string) *G.Node {
+			return G.NewVector(c.g, tensor.Int, G.WithShape(batch), G.WithName(name))
+		}
+		centre, context, neg := idx("centre"), idx("context"), idx("negative")
+		u := G.Must(G.ByIndices(emb, centre, 0))
+		v := G.Must(G.ByIndices(ctx, context, 0))
+		n := G.Must(G.ByIndices(ctx, neg, 0))
+		pos := G.Must(G.Log(G.Must(G.Sigmoid(G.Must(G.Sum(G.Must(G.HadamardProd(u, v)), 1))))))
+		ng := G.Must(G.Log(G.Must(G.Sigmoid(G.Must(G.Neg(G.Must(G.Sum(G.Must(G.HadamardProd(u, n)), 1))))))))
+		cost := G.Must(G.Neg(G.Must(G.Mean(G.Must(G.Add(pos, ng))))))
+		learn := G.Nodes{emb, ctx}
+		mustGrad(cost, learn...)
+		solver := G.NewVanillaSolver(G.WithLearnRate(0.5))
+		lets := func(t *testing.T, i int) {
+			r := stepData(i)
+			for _, node := range []*G.Node{centre, context, neg} {
+				ids := make([]int, batch)
+				for k := range ids {
+					ids[k] = r.Intn(vocab)
+				}
+				let(t, node, tensor.New(tensor.WithShape(batch), tensor.WithBacking(ids)))
+			}
+		}
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(lets, []any{cost, gradOf(learn)}, solverOn{solver, learn})}
+	}},
+
+	// Online learning on one sample at a time, float64 as most gorgonia
+	// tutorials write it: the input a vector Let each step, weights times
+	// the vector (matrix-vector Mul), vector biases, SoftMax of a vector,
+	// -Sum(y ⊙ log p) with a one-hot vector target, AdaGrad.
+	"online-vector-mlp": {from: "gorgonia tutorials (a vector input, not a batch)", dts: []tensor.Dtype{tensor.Float64}, steps: 5, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(12))}
+		const in, hid, out = 6, 8, 4
+		x := G.NewVector(c.g, dt, G.WithShape(in), G.WithName("x"))
+		y := G.NewVector(c.g, dt, G.WithShape(out), G.WithName("y"))
+		w1, b1 := c.leaf("w1", 0.4, hid, in), c.leaf("b1", 0.1, hid)
+		w2, b2 := c.leaf("w2", 0.4, out, hid), c.leaf("b2", 0.1, out)
+		h := G.Must(G.Rectify(G.Must(G.Add(G.Must(G.Mul(w1, x)), b1))))
+		p := G.Must(G.SoftMax(G.Must(G.Add(G.Must(G.Mul(w2, h)), b2))))
+		cost := G.Must(G.Neg(G.Must(G.Sum(G.Must(G.HadamardProd(y, G.Must(G.Log(p))))))))
+		learn := G.Nodes{w1, b1, w2, b2}
+		mustGrad(cost, learn...)
+		solver := G.NewAdaGradSolver(G.WithLearnRate(0.1))
+		lets := func(t *testing.T, i int) {
+			r := stepData(i)
+			let(t, x, randT(r, dt, 1, in))
+			yv := tensor.New(tensor.Of(dt), tensor.WithShape(out))
+			setAt(yv, r.Intn(out), 1)
+			let(t, y, yv)
+		}
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(lets, []any{cost, p, gradOf(learn)}, solverOn{solver, learn})}
+	}},
+
+	// Binary classification with the numerically stable sigmoid
+	// cross-entropy written by hand (max(z, 0) - z*y + log1p(exp(-|z|))),
+	// a second head's loss through Softplus, an L2 term on every weight
+	// added to the cost, and a 0/1 mask of valid samples Let each step
+	// (padding) weighting the per-sample losses; Adam.
+	"masked-sigmoid-xent-l2": {from: "gorgonia users' stable BCE and padding masks", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(13))}
+		const batch, in, hid = 8, 6, 8
+		x := G.NewMatrix(c.g, dt, G.WithShape(batch, in), G.WithName("x"))
+		y := G.NewMatrix(c.g, dt, G.WithShape(batch, 1), G.WithName("y"))
+		valid := G.NewMatrix(c.g, dt, G.WithShape(batch, 1), G.WithName("valid"))
+		w1, w2, w3 := c.leaf("w1", 0.4, in, hid), c.leaf("w2", 0.4, hid, 1), c.leaf("w3", 0.4, hid, 1)
+		h := G.Must(G.Tanh(G.Must(G.Mul(x, w1))))
+		z := G.Must(G.Mul(h, w2))
+		bce := G.Must(G.Add(G.Must(G.Sub(G.Must(G.Rectify(z)), G.Must(G.HadamardProd(z, y)))), G.Must(G.Log1p(G.Must(G.Exp(G.Must(G.Neg(G.Must(G.Abs(z))))))))))
+		z2 := G.Must(G.Mul(h, w3))
+		sp := G.Must(G.Sub(G.Must(G.Softplus(z2)), G.Must(G.HadamardProd(z2, y))))
+		per := G.Must(G.HadamardProd(G.Must(G.Add(bce, sp)), valid))
+		loss := G.Must(G.Div(G.Must(G.Sum(per)), G.Must(G.Sum(valid))))
+		var l2 *G.Node
+		for _, w := range []*G.Node{w1, w2, w3} {
+			sq := G.Must(G.Sum(G.Must(G.Square(w))))
+			if l2 == nil {
+				l2 = sq
+			} else {
+				l2 = G.Must(G.Add(l2, sq))
+			}
+		}
+		cost := G.Must(G.Add(loss, G.Must(G.Mul(c.scalar(1e-3), l2))))
+		learn := G.Nodes{w1, w2, w3}
+		mustGrad(cost, learn...)
+		solver := G.NewAdamSolver(G.WithLearnRate(0.02))
+		lets := func(t *testing.T, i int) {
+			r := stepData(i)
+			let(t, x, randT(r, dt, 1, batch, in))
+			yv, mv := tensor.New(tensor.Of(dt), tensor.WithShape(batch, 1)), tensor.New(tensor.Of(dt), tensor.WithShape(batch, 1))
+			for k := 0; k < batch; k++ {
+				setAt(yv, k, float64(r.Intn(2)))
+				if k < batch-i {
+					setAt(mv, k, 1)
+				}
+			}
+			let(t, y, yv)
+			let(t, valid, mv)
+		}
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(lets, []any{cost, loss, l2, gradOf(learn)}, solverOn{solver, learn})}
+	}},
+
+	// REINFORCE as policy-gradient code writes it without a scalar cost:
+	// gorgonia.Backpropagate from the log-probabilities with an output
+	// gradient that is an input node (-advantage at the action taken,
+	// divided by the batch) Let each step; the log-probabilities read
+	// with gorgonia.Read; Adam.
+	"reinforce-backpropagate": {from: "third-party gorgonia policy-gradient agents", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(14))}
+		const batch, state, hid, actions = 8, 5, 8, 4
+		s := G.NewMatrix(c.g, dt, G.WithShape(batch, state), G.WithName("state"))
+		dlogp := G.NewMatrix(c.g, dt, G.WithShape(batch, actions), G.WithName("dlogp"))
+		w1, w2 := c.leaf("w1", 0.4, state, hid), c.leaf("w2", 0.4, hid, actions)
+		logp := G.Must(G.LogSoftMax(G.Must(G.Mul(G.Must(G.Tanh(G.Must(G.Mul(s, w1)))), w2))))
+		logpVal := new(G.Value)
+		G.Read(logp, logpVal)
+		learn := G.Nodes{w1, w2}
+		if _, err := G.Backpropagate(G.Nodes{logp}, G.Nodes{dlogp}, learn); err != nil {
+			panic(err)
+		}
+		solver := G.NewAdamSolver(G.WithLearnRate(0.01))
+		lets := func(t *testing.T, i int) {
+			r := stepData(i)
+			let(t, s, randT(r, dt, 1, batch, state))
+			g := tensor.New(tensor.Of(dt), tensor.WithShape(batch, actions))
+			for k := 0; k < batch; k++ {
+				setAt(g, k*actions+r.Intn(actions), -r.NormFloat64()/batch)
+			}
+			let(t, dlogp, g)
+		}
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(lets, []any{logpVal, gradOf(learn)}, solverOn{solver, learn})}
+	}},
 }
 
 // TestRealProgramsBitForBit: the programs above train bit for bit as under
