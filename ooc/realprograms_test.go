@@ -901,6 +901,139 @@ var realPrograms = map[string]realProgram{
 		return &realRun{g: c.g, learn: learn, final: learn,
 			step: trainLoop(lets, []any{logpVal, gradOf(learn)}, solverOn{solver, learn})}
 	}},
+
+	// examples/stacked_autoencoder's denoising layer: tied weights (the
+	// decoder multiplies by Transpose(w)), Sigmoid layers with bias
+	// vectors added to matrix products (Add of a matrix and a broadcast
+	// row, here BroadcastAdd), the corruption a 0/1 mask (gorgonia's
+	// BinomialRandomNode is clock-seeded, so the mask is Let each step),
+	// Mean(BinaryXent(reconstruction, input)), the vanilla solver.
+	"tied-denoising-autoencoder": {from: "gorgonia examples/stacked_autoencoder", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(15))}
+		const batch, in, hid = 8, 12, 8
+		x := G.NewMatrix(c.g, dt, G.WithShape(batch, in), G.WithName("x"))
+		corruption := G.NewMatrix(c.g, dt, G.WithShape(batch, in), G.WithName("corruption"))
+		w, b, bp := c.leaf("w", 0.3, in, hid), c.leaf("b", 0.1, hid), c.leaf("bprime", 0.1, in)
+		corrupted := G.Must(G.HadamardProd(corruption, x))
+		h := G.Must(G.Sigmoid(G.Must(G.BroadcastAdd(G.Must(G.Mul(corrupted, w)), b, nil, []byte{0}))))
+		out := G.Must(G.Sigmoid(G.Must(G.BroadcastAdd(G.Must(G.Mul(h, G.Must(G.Transpose(w)))), bp, nil, []byte{0}))))
+		cost := G.Must(G.Mean(G.Must(G.BinaryXent(out, x))))
+		learn := G.Nodes{w, b, bp}
+		mustGrad(cost, learn...)
+		solver := G.NewVanillaSolver(G.WithLearnRate(0.1))
+		lets := func(t *testing.T, i int) {
+			r := stepData(i)
+			let(t, x, randUnit(r, dt, batch, in))
+			m := tensor.New(tensor.Of(dt), tensor.WithShape(batch, in))
+			for k := 0; k < batch*in; k++ {
+				if r.Float64() > 0.3 {
+					setAt(m, k, 1)
+				}
+			}
+			let(t, corruption, m)
+		}
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(lets, []any{cost, gradOf(learn)}, solverOn{solver, learn})}
+	}},
+
+	// examples/charRNN compiles g.SubgraphRoots(...) of a graph that
+	// holds more than the step needs: here the training cost and its
+	// gradients are the roots, and a second head (a prediction the script
+	// evaluates elsewhere) is left out of the machine's graph.
+	"subgraph-roots": {from: "gorgonia examples/charRNN (SubgraphRoots)", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(16))}
+		const batch, in, hid, classes = 8, 6, 8, 4
+		x := G.NewMatrix(c.g, dt, G.WithShape(batch, in), G.WithName("x"))
+		y := G.NewMatrix(c.g, dt, G.WithShape(batch, classes), G.WithName("y"))
+		w1, w2, wOther := c.leaf("w1", 0.4, in, hid), c.leaf("w2", 0.4, hid, classes), c.leaf("other", 0.4, hid, 2)
+		h := G.Must(G.Tanh(G.Must(G.Mul(x, w1))))
+		cost := softmaxCE(G.Must(G.Mul(h, w2)), y)
+		_ = G.Must(G.SoftMax(G.Must(G.Mul(h, wOther))))
+		learn := G.Nodes{w1, w2}
+		grads := mustGrad(cost, learn...)
+		costVal := new(G.Value)
+		readCost := G.Read(cost, costVal)
+		sub := c.g.SubgraphRoots(append(G.Nodes{cost, readCost}, grads...)...)
+		solver := G.NewAdamSolver(G.WithLearnRate(0.01))
+		lets := func(t *testing.T, i int) {
+			r := stepData(i)
+			let(t, x, randT(r, dt, 1, batch, in))
+			let(t, y, onehot(r, dt, batch, classes))
+		}
+		return &realRun{g: sub, learn: learn, final: learn,
+			step: trainLoop(lets, []any{costVal, gradOf(learn)}, solverOn{solver, learn})}
+	}},
+
+	// Products of every rank as gorgonia.Mul gives them: a learnable scalar
+	// times a matrix, a vector times a matrix, a matrix times a vector, a
+	// vector dot product; Pow by a constant, Cube, Sqrt; Momentum.
+	"mixed-rank-mul-pow": {from: "gorgonia Mul's rank cases in users' code", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(17))}
+		x := c.leaf("x", 1, 8, 8)
+		var alpha *G.Node
+		if dt == tensor.Float32 {
+			alpha = G.NewScalar(c.g, dt, G.WithName("alpha"), G.WithValue(float32(0.7)))
+		} else {
+			alpha = G.NewScalar(c.g, dt, G.WithName("alpha"), G.WithValue(0.7))
+		}
+		u, v, m := c.leaf("u", 0.4, 8), c.leaf("v", 0.4, 8), c.leaf("m", 0.4, 8, 8)
+		sx := G.Must(G.Mul(alpha, x))                                // scalar x matrix
+		uv := G.Must(G.Mul(u, G.Must(G.Tanh(G.Must(G.Mul(sx, m)))))) // vector x matrix
+		mv := G.Must(G.Mul(m, v))                                    // matrix x vector
+		dot := G.Must(G.Mul(uv, mv))                                 // vector . vector
+		p := G.Must(G.Pow(G.Must(G.Sigmoid(uv)), c.scalar(3)))
+		r := G.Must(G.Sqrt(G.Must(G.Add(G.Must(G.Cube(mv)), G.Must(G.Add(G.Must(G.Square(mv)), c.scalar(2)))))))
+		cost := G.Must(G.Add(G.Must(G.Add(G.Must(G.Square(dot)), G.Must(G.Sum(p)))), G.Must(G.Mean(r))))
+		learn := G.Nodes{alpha, u, v, m}
+		mustGrad(cost, learn...)
+		solver := G.NewMomentum(G.WithLearnRate(0.01))
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(nil, []any{cost, dot, gradOf(learn)}, solverOn{solver, learn})}
+	}},
+
+	// Gradient clipping by global norm, written in the loop: after RunAll
+	// the script reads every gradient, computes their global norm in Go
+	// and scales the gradients in place (tensor.Mul with UseUnsafe)
+	// before the solver steps; the next run must overwrite them, not add
+	// to the scaled ones.
+	"global-norm-clip-by-hand": {from: "gorgonia users' training loops (clip_by_global_norm)", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(18))}
+		const batch, in, hid, classes = 8, 6, 8, 4
+		x := G.NewMatrix(c.g, dt, G.WithShape(batch, in), G.WithName("x"))
+		y := G.NewMatrix(c.g, dt, G.WithShape(batch, classes), G.WithName("y"))
+		w1, w2 := c.leaf("w1", 1.5, in, hid), c.leaf("w2", 1.5, hid, classes)
+		cost := softmaxCE(G.Must(G.Mul(G.Must(G.Rectify(G.Must(G.Mul(x, w1)))), w2)), y)
+		learn := G.Nodes{w1, w2}
+		mustGrad(cost, learn...)
+		solver := G.NewVanillaSolver(G.WithLearnRate(0.5))
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: func(t *testing.T, ms []G.VM, i int) [][]uint64 {
+				r := stepData(i)
+				let(t, x, randT(r, dt, 2, batch, in))
+				let(t, y, onehot(r, dt, batch, classes))
+				require.NoError(t, ms[0].RunAll())
+				out := reads(t, cost, gradOf(learn))
+				var sq float64
+				for _, p := range learn {
+					g, err := p.Grad()
+					require.NoError(t, err)
+					d := g.(*tensor.Dense)
+					for k := 0; k < d.Len(); k++ {
+						sq += at(d, k) * at(d, k)
+					}
+				}
+				if norm := math.Sqrt(sq); norm > 0.1 {
+					for _, p := range learn {
+						g, _ := p.Grad()
+						_, err := tensor.Mul(g.(*tensor.Dense), scalarOf(dt, 0.1/norm), tensor.UseUnsafe())
+						require.NoError(t, err)
+					}
+				}
+				require.NoError(t, solver.Step(G.NodesToValueGrads(learn)))
+				ms[0].Reset()
+				return out
+			}}
+	}},
 }
 
 // TestRealProgramsBitForBit: the programs above train bit for bit as under
