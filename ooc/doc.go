@@ -178,6 +178,24 @@
 // write into memory they are given) returns it on the host heap, and that
 // memory counts in the budget while the op runs (vm.Func.HostBytes).
 //
+// # Where TapeMachine reads clobbered memory
+//
+// gorgonia's Reshape returns a tensor over its operand's memory, but
+// TapeMachine gives it a register of its own when the operand is still
+// live, and lets a later elementwise op write in place over either
+// register once that register is dead: the other, still to be read, then
+// holds the elementwise op's result. A transformer block written the usual
+// way, Add(norm, ffn(Reshape(norm))), computes its feed-forward weight's
+// gradient from norm + ffn(norm) under TapeMachine. Compile replays the
+// program TapeMachine runs (gorgonia.Compile's, read by reflection) over
+// which memory each register holds, and has each function read the value
+// TapeMachine's register holds when it runs (a view of that node in the
+// operand's shape), so loss, gradients and weights still equal
+// TapeMachine's (TestTapeMachineViewClobber; the transformer of
+// TestRealProgramsBitForBit). The replay follows whole tensors shared by
+// Reshape; should the program not read as gorgonia v0.9.18's does, it
+// substitutes nothing.
+//
 // Gradients are those of the learnables gorgonia.Grad or
 // gorgonia.Backpropagate differentiated for: Backpropagate from outputs of
 // any shape, with output gradients the script supplies, needs no scalar
@@ -230,11 +248,12 @@
 //   - Slice (ranges, steps, single indices, down to a scalar), Transpose,
 //     Concat, Unconcat, Broadcast, ConvType (Int to float, and float to Int
 //     and back: gorgonia converts nothing else).
-//   - Reshape and Ravel: exact against gorgonia's LispMachine. TapeMachine
-//     is wrong after a reshape: the next op writes its result in place over
-//     the reshape's register, which is the reshaped activation's memory, and
-//     the backward reads that activation clobbered (the row checks that
-//     TapeMachine and LispMachine differ).
+//   - Reshape and Ravel: exact, TapeMachine's bug included. TapeMachine is
+//     wrong around a reshape: its register allocator does not know that a
+//     reshape shares its operand's memory, so an elementwise op may write
+//     in place over one while the other is still to be read (the row
+//     checks that TapeMachine and LispMachine differ). ooc reads there what
+//     TapeMachine reads (see "Where TapeMachine reads clobbered memory").
 //   - api_gen.go: Abs, Sin, Cos, Exp, Log, Log2, Log1p, Expm1, Neg, Square,
 //     Sqrt, Cube, Inverse, InverseSqrt, Tanh, Sigmoid, Softplus; Add, Sub,
 //     HadamardProd, HadamardDiv, Pow (also with a scalar); BroadcastAdd,

@@ -494,6 +494,9 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		return nil, errNoCost
 	}
 	t.Inference = cfg.inference
+	if err := t.readAsTapeMachine(tapeClobbers(g, order), index); err != nil {
+		return nil, err
+	}
 	t.index()
 	t.markInPlace()
 	return t, nil

@@ -1,0 +1,200 @@
+package ooc
+
+import (
+	"fmt"
+	"reflect"
+
+	"gorgonia.org/gorgonia"
+
+	"github.com/gorgonia-ooc/outofcore/vm"
+)
+
+// TapeMachine reads some operands clobbered, and ooc reads them as
+// TapeMachine does.
+//
+// gorgonia's Reshape returns a tensor over its operand's memory, but
+// TapeMachine's register allocator gives it a register of its own when the
+// operand is still live, and knows nothing of the sharing (regalloc.go).
+// A later elementwise op may then write its result in place over the
+// operand's register, which is the reshape's memory too, while the reshape
+// is still to be read: the reader gets the elementwise op's result instead.
+// A transformer written the usual way does this: Add(norm, ffn(norm))
+// writes over norm, and the gradient of the feed-forward's first weight,
+// computed from Reshape(norm), reads norm + ffn(norm) (TestTapeMachineViewClobber).
+//
+// tapeClobbers replays TapeMachine's program (gorgonia.Compile's, the one
+// TapeMachine runs) over which memory each register holds, and returns,
+// per op node, the operands that TapeMachine reads with another node's
+// value, and that node. Compile then has the function read that node, through
+// a view of the operand's shape, as TapeMachine does.
+//
+// The program's instructions are unexported; they are read by reflection,
+// as vm/dual.go reads a node's binding (gorgonia v0.9.18). Anything not
+// as expected there makes the replay give up: nothing is substituted then,
+// and the trace is what it would be without it.
+func tapeClobbers(g *gorgonia.ExprGraph, nodes []*gorgonia.Node) (subs map[*gorgonia.Node]map[int]*gorgonia.Node) {
+	defer func() {
+		if recover() != nil {
+			subs = nil
+		}
+	}()
+	prog, _, err := gorgonia.Compile(g)
+	if err != nil || prog == nil {
+		return nil
+	}
+	byID := make(map[int64]*gorgonia.Node, len(nodes))
+	for _, n := range nodes {
+		byID[n.ID()] = n
+	}
+	instrs := reflect.ValueOf(prog).Elem().FieldByName("instructions")
+	if instrs.Kind() != reflect.Slice {
+		return nil
+	}
+	regID := func(r reflect.Value) int { return int(r.FieldByName("id").Int()) }
+
+	// A register holds a tensor; a tensor lies over a buffer; a buffer
+	// holds the value of the node that last wrote it.
+	type tensorState struct {
+		buf   int
+		bytes int64
+	}
+	regs := map[int]*tensorState{}
+	content := map[int]*gorgonia.Node{}
+	nextBuf := 0
+	newTensor := func(writer *gorgonia.Node, bytes int64) *tensorState {
+		nextBuf++
+		content[nextBuf] = writer
+		return &tensorState{buf: nextBuf, bytes: bytes}
+	}
+	dataOf := func(n *gorgonia.Node) *gorgonia.Node {
+		for isView(n.Op()) && len(operands(n)) == 1 {
+			n = operands(n)[0]
+		}
+		return n
+	}
+
+	for k := 0; k < instrs.Len(); k++ {
+		in := instrs.Index(k)
+		for in.Kind() == reflect.Interface || in.Kind() == reflect.Pointer {
+			in = in.Elem()
+		}
+		switch in.Type().Name() {
+		case "loadArg":
+			n := byID[in.FieldByName("index").Int()]
+			if n == nil {
+				return nil
+			}
+			regs[regID(in.FieldByName("writeTo"))] = newTensor(n, nodeBytes(n))
+		case "alloc":
+			n := byID[in.FieldByName("id").Int()]
+			if n == nil {
+				return nil
+			}
+			r := regID(in.FieldByName("writeTo"))
+			if t := regs[r]; t == nil || t.bytes != nodeBytes(n) {
+				regs[r] = newTensor(nil, nodeBytes(n))
+			}
+		case "execOp":
+			n := byID[in.FieldByName("id").Int()]
+			if n == nil {
+				return nil
+			}
+			ops := operands(n)
+			readFrom := in.FieldByName("readFrom")
+			if readFrom.Len() != len(ops) {
+				return nil
+			}
+			for j := 0; j < readFrom.Len(); j++ {
+				t := regs[regID(readFrom.Index(j))]
+				if t == nil {
+					return nil
+				}
+				w := content[t.buf]
+				if w == nil || w == dataOf(ops[j]) || isLeaf(dataOf(ops[j])) || isLeaf(w) || nodeBytes(w) != nodeBytes(ops[j]) {
+					continue
+				}
+				if subs == nil {
+					subs = map[*gorgonia.Node]map[int]*gorgonia.Node{}
+				}
+				if subs[n] == nil {
+					subs[n] = map[int]*gorgonia.Node{}
+				}
+				subs[n][j] = w
+			}
+			dest := regID(in.FieldByName("writeTo"))
+			held := regs[dest]
+			op := n.Op()
+			_, prealloc := op.(gorgonia.UsePreallocDoer)
+			_, unsafeDo := op.(gorgonia.UnsafeDoer)
+			switch {
+			case isView(op):
+				// Do gives a tensor over the operand's memory, UnsafeDo
+				// the operand's tensor reshaped: the same buffer either way.
+				t := regs[regID(readFrom.Index(0))]
+				regs[dest] = &tensorState{buf: t.buf, bytes: t.bytes}
+			case held != nil && prealloc && held.bytes == nodeBytes(n):
+				// UsePreallocDo into the tensor the register holds
+				// (preallocated, or an operand the op overwrites).
+				content[held.buf] = n
+			case held == nil && in.FieldByName("useUnsafe").Bool() && unsafeDo:
+				ow := op.OverwritesInput()
+				if ow < 0 || ow >= readFrom.Len() {
+					return nil
+				}
+				t := regs[regID(readFrom.Index(ow))]
+				content[t.buf] = n
+				regs[dest] = &tensorState{buf: t.buf, bytes: t.bytes}
+			default:
+				regs[dest] = newTensor(n, nodeBytes(n))
+			}
+		}
+	}
+	return subs
+}
+
+func nodeBytes(n *gorgonia.Node) int64 {
+	b := int64(n.Dtype().Size())
+	if !n.IsScalar() {
+		b *= int64(n.Shape().TotalSize())
+	}
+	return b
+}
+
+// readAsTapeMachine has each function read what TapeMachine reads in its
+// place (tapeClobbers): the operand becomes a view, in the operand's shape,
+// of the variable holding the node TapeMachine reads, which therefore
+// lives until then. A substitution that ooc's order cannot honour (the node
+// computed later, or not at all) is an error rather than a silent
+// difference.
+func (t *Trace) readAsTapeMachine(subs map[*gorgonia.Node]map[int]*gorgonia.Node, index map[*gorgonia.Node]int) error {
+	for i := range t.Funcs {
+		f := &t.Funcs[i]
+		sub := subs[f.Node]
+		if len(sub) == 0 {
+			continue
+		}
+		if f.Args == nil {
+			f.Args = append([]int(nil), f.Inputs...)
+		}
+		for k, w := range sub {
+			wi, ok := index[w]
+			if !ok || t.Vars[wi].View || t.Vars[wi].IsLeaf() || t.Vars[wi].Producer >= i {
+				return fmt.Errorf("ooc: %s reads %s under TapeMachine, whose register for %s holds %s by then "+
+					"(an op wrote in place over the memory a Reshape shares), and ooc cannot read it there",
+					f.Node.Name(), t.Vars[f.Args[k]].Name, t.Vars[f.Args[k]].Name, w.Name())
+			}
+			op := &t.Vars[f.Args[k]]
+			if op.Shape.Eq(t.Vars[wi].Shape) {
+				f.Args[k], f.Inputs[k] = wi, wi
+				continue
+			}
+			v := vm.Var{
+				Node: op.Node, Name: op.Name + "@" + w.Name(), Shape: op.Shape, Dtype: op.Dtype,
+				Producer: t.Vars[wi].Producer, Role: vm.Intermediate, View: true, Base: wi,
+			}
+			f.Args[k], f.Inputs[k] = len(t.Vars), wi
+			t.Vars = append(t.Vars, v)
+		}
+	}
+	return nil
+}
