@@ -38,6 +38,9 @@ func tapeClobbers(g *gorgonia.ExprGraph, nodes []*gorgonia.Node) (subs map[*gorg
 			subs = nil
 		}
 	}()
+	if !mayClobber(nodes) {
+		return nil
+	}
 	prog, _, err := gorgonia.Compile(g)
 	if err != nil || prog == nil {
 		return nil
@@ -150,6 +153,42 @@ func tapeClobbers(g *gorgonia.ExprGraph, nodes []*gorgonia.Node) (subs map[*gorg
 		}
 	}
 	return subs
+}
+
+// mayClobber is a cheap necessary condition for tapeClobbers to find
+// anything (gorgonia.Compile takes several times as long as the trace): a
+// Reshape of a computed node, and an op that may write over that node or
+// one of its reshapes (an op overwriting its operand, with a result of the
+// operand's size) reading one of them.
+func mayClobber(nodes []*gorgonia.Node) bool {
+	data := map[*gorgonia.Node]*gorgonia.Node{} // reshape -> the computed node whose memory it shares
+	viewed := map[*gorgonia.Node]bool{}
+	for _, n := range nodes {
+		if ops := operands(n); isView(n.Op()) && len(ops) == 1 {
+			d := ops[0]
+			if b, ok := data[d]; ok {
+				d = b
+			}
+			if !isLeaf(d) {
+				data[n], viewed[d] = d, true
+			}
+		}
+	}
+	if len(viewed) == 0 {
+		return false
+	}
+	for _, n := range nodes {
+		if n.Op() == nil || isView(n.Op()) {
+			continue
+		}
+		ops := operands(n)
+		if k := n.Op().OverwritesInput(); k >= 0 && k < len(ops) && nodeBytes(ops[k]) == nodeBytes(n) {
+			if _, isReshape := data[ops[k]]; isReshape || viewed[ops[k]] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func nodeBytes(n *gorgonia.Node) int64 {
