@@ -1034,6 +1034,136 @@ var realPrograms = map[string]realProgram{
 				return out
 			}}
 	}},
+
+	// examples/resnet at a small size: convolution blocks whose pooled
+	// output is flattened (Reshape), projected by a matrix product,
+	// reshaped back to the block's convolution output and added to it (a
+	// residual through views), Dropout after each sum and after the
+	// dense layer, the stage's output Reshaped again for the classifier,
+	// the example's -Mean(Log(out ⊙ y)) cost, RMSProp with a batch size.
+	"resnet-example": {from: "gorgonia examples/resnet", dts: bothDtypes, steps: 2, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(20))}
+		const bs, classes = 2, 10
+		x := G.NewTensor(c.g, dt, 4, G.WithShape(bs, 1, 8, 8), G.WithName("x"))
+		y := G.NewMatrix(c.g, dt, G.WithShape(bs, classes), G.WithName("y"))
+		w0, w1 := c.leaf("w0", 0.3, 4, 1, 3, 3), c.leaf("w1", 0.2, 8, 4, 3, 3)
+		w1r, w2 := c.leaf("w1r", 0.1, 32, 128), c.leaf("w2", 0.2, 16, 8, 3, 3)
+		w2r, w3, w4 := c.leaf("w2r", 0.1, 64, 256), c.leaf("w3", 0.1, 256, 16), c.leaf("w4", 0.2, 16, classes)
+		conv := func(in, w *G.Node) *G.Node {
+			return G.Must(G.Conv2d(in, w, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))
+		}
+		pool := func(in *G.Node) *G.Node {
+			return G.Must(G.MaxPool2D(in, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+		}
+		flat := func(in *G.Node) *G.Node {
+			s := in.Shape()
+			return G.Must(G.Reshape(in, tensor.Shape{s[0], s[1] * s[2] * s[3]}))
+		}
+		l0 := G.Must(G.Dropout(pool(G.Must(G.Rectify(conv(x, w0)))), 0.2))
+		c1 := conv(l0, w1)
+		r1 := G.Must(G.Reshape(G.Must(G.Mul(flat(pool(G.Must(G.Rectify(c1)))), w1r)), c1.Shape()))
+		l1 := G.Must(G.Dropout(G.Must(G.Add(c1, r1)), 0.2))
+		c2 := conv(l1, w2)
+		r2 := G.Must(G.Reshape(G.Must(G.Mul(flat(pool(G.Must(G.Rectify(c2)))), w2r)), c2.Shape()))
+		l2 := flat(G.Must(G.Dropout(G.Must(G.Add(c2, r2)), 0.2)))
+		l3 := G.Must(G.Dropout(G.Must(G.Rectify(G.Must(G.Mul(l2, w3)))), 0.55))
+		out := G.Must(G.SoftMax(G.Must(G.Mul(l3, w4))))
+		cost := G.Must(G.Neg(G.Must(G.Mean(G.Must(G.Log(G.Must(G.HadamardProd(out, y))))))))
+		costVal := new(G.Value)
+		G.Read(cost, costVal)
+		learn := G.Nodes{w0, w1, w1r, w2, w2r, w3, w4}
+		mustGrad(cost, learn...)
+		seedDropout(&net{g: c.g})
+		solver := G.NewRMSPropSolver(G.WithBatchSize(float64(bs)))
+		lets := func(t *testing.T, i int) {
+			r := stepData(i)
+			let(t, x, randT(r, dt, 1, bs, 1, 8, 8))
+			let(t, y, onehot(r, dt, bs, classes))
+		}
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(lets, []any{costVal, gradOf(learn)}, solverOn{solver, learn})}
+	}},
+
+	// A convolutional autoencoder: Conv2d, MaxPool2D, Upsample2D back, a
+	// Sigmoid output, and the reconstruction error as Mean over all four
+	// axes of a 4-D tensor at once (as users write it); Adam.
+	"conv-autoencoder": {from: "gorgonia users' convolutional autoencoders", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(21))}
+		x := G.NewTensor(c.g, dt, 4, G.WithShape(2, 1, 8, 8), G.WithName("x"))
+		k1, k2 := c.leaf("k1", 0.3, 4, 1, 3, 3), c.leaf("k2", 0.3, 1, 4, 3, 3)
+		h := G.Must(G.MaxPool2D(G.Must(G.Rectify(G.Must(G.Conv2d(x, k1, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1})))), tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))
+		up := G.Must(G.Upsample2D(h, 2))
+		out := G.Must(G.Sigmoid(G.Must(G.Conv2d(up, k2, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1}))))
+		cost := G.Must(G.Mean(G.Must(G.Square(G.Must(G.Sub(out, x))))))
+		learn := G.Nodes{k1, k2}
+		mustGrad(cost, learn...)
+		solver := G.NewAdamSolver(G.WithLearnRate(0.01))
+		lets := func(t *testing.T, i int) { let(t, x, randUnit(stepData(i), dt, 2, 1, 8, 8)) }
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(lets, []any{cost, gradOf(learn)}, solverOn{solver, learn})}
+	}},
+
+	// Adversarial training (FGSM): Grad also of the input; each step runs
+	// the clean batch, reads the input's gradient (x.Grad() of a dual
+	// value bound by BindDualValues), Lets x + eps * sign(grad), runs
+	// again (Reset between) and steps the solver on the adversarial
+	// gradients.
+	"fgsm-adversarial": {from: "gorgonia users' adversarial-example loops", dts: bothDtypes, steps: 2, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(22))}
+		const batch, in, hid, classes = 8, 6, 8, 4
+		x := G.NewMatrix(c.g, dt, G.WithShape(batch, in), G.WithName("x"))
+		y := G.NewMatrix(c.g, dt, G.WithShape(batch, classes), G.WithName("y"))
+		w1, w2 := c.leaf("w1", 0.4, in, hid), c.leaf("w2", 0.4, hid, classes)
+		cost := softmaxCE(G.Must(G.Mul(G.Must(G.Tanh(G.Must(G.Mul(x, w1)))), w2)), y)
+		learn := G.Nodes{w1, w2}
+		mustGrad(cost, w1, w2, x)
+		solver := G.NewAdamSolver(G.WithLearnRate(0.01))
+		return &realRun{g: c.g, learn: G.Nodes{w1, w2, x}, final: learn,
+			step: func(t *testing.T, ms []G.VM, i int) [][]uint64 {
+				r := stepData(i)
+				clean := randT(r, dt, 1, batch, in)
+				let(t, x, clean)
+				let(t, y, onehot(r, dt, batch, classes))
+				require.NoError(t, ms[0].RunAll())
+				out := reads(t, cost, gradOf(G.Nodes{x}))
+				gx, err := x.Grad()
+				require.NoError(t, err)
+				adv := tensor.New(tensor.Of(dt), tensor.WithShape(batch, in))
+				for k := 0; k < batch*in; k++ {
+					setAt(adv, k, at(clean, k)+0.1*math.Copysign(1, at(gx.(*tensor.Dense), k)))
+				}
+				ms[0].Reset()
+				let(t, x, adv)
+				require.NoError(t, ms[0].RunAll())
+				out = append(out, reads(t, cost, gradOf(learn))...)
+				require.NoError(t, solver.Step(G.NodesToValueGrads(learn)))
+				ms[0].Reset()
+				return out
+			}}
+	}},
+
+	// Fine-tuning with a frozen layer: Grad only of the head, the
+	// machine binding only the head's learnables, the frozen embedding
+	// left as it is.
+	"frozen-trunk-fine-tune": {from: "gorgonia users' transfer learning", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(23))}
+		const batch, in, hid, classes = 8, 6, 8, 4
+		x := G.NewMatrix(c.g, dt, G.WithShape(batch, in), G.WithName("x"))
+		y := G.NewMatrix(c.g, dt, G.WithShape(batch, classes), G.WithName("y"))
+		trunk, head, bias := c.leaf("trunk", 0.4, in, hid), c.leaf("head", 0.4, hid, classes), c.leaf("bias", 0.1, classes)
+		logits := G.Must(G.BroadcastAdd(G.Must(G.Mul(G.Must(G.Rectify(G.Must(G.Mul(x, trunk)))), head)), bias, nil, []byte{0}))
+		cost := softmaxCE(logits, y)
+		learn := G.Nodes{head, bias}
+		mustGrad(cost, learn...)
+		solver := G.NewMomentum(G.WithLearnRate(0.05))
+		lets := func(t *testing.T, i int) {
+			r := stepData(i)
+			let(t, x, randT(r, dt, 1, batch, in))
+			let(t, y, onehot(r, dt, batch, classes))
+		}
+		return &realRun{g: c.g, learn: learn, final: G.Nodes{head, bias, trunk},
+			step: trainLoop(lets, []any{cost, gradOf(learn)}, solverOn{solver, learn})}
+	}},
 }
 
 // TestRealProgramsBitForBit: the programs above train bit for bit as under
