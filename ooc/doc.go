@@ -127,6 +127,13 @@
 // that leaf sees the old value, one after it the new, as under
 // TapeMachine.
 //
+// The machine has TapeMachine's Let and Set methods too, so a script
+// calling machine.Let(w, v) or machine.Set(w, wUpd) after RunAll (gorgonia's
+// logistic regression example, which updates its weights in the graph)
+// runs unchanged; Set gives w a copy of wUpd's value, which wUpd must have
+// (an output named by WithOutputs, as the example names it to
+// gorgonia.CompileFunction).
+//
 // Where the machine differs from TapeMachine on purpose:
 //
 //   - What a node holds after RunAll: the cost, Read nodes, WithOutputs

@@ -1164,6 +1164,22 @@ var realPrograms = map[string]realProgram{
 		return &realRun{g: c.g, learn: learn, final: G.Nodes{head, bias, trunk},
 			step: trainLoop(lets, []any{cost, gradOf(learn)}, solverOn{solver, learn})}
 	}},
+
+	// A tutorial's loop that binds no dual values: NewTapeMachine(g)
+	// alone, the solver stepping on NodesToValueGrads, which reads each
+	// gradient from the node gorgonia.Grad made.
+	"no-dual-values": {from: "gorgonia tutorials (NewTapeMachine(g) without BindDualValues)", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(24))}
+		x := c.leaf("x", 1, 6, 8)
+		y := G.NewMatrix(c.g, dt, G.WithShape(6, 4), G.WithName("y"), G.WithValue(onehot(c.rng, dt, 6, 4)))
+		w, w2 := c.leaf("w", 0.3, 8, 8), c.leaf("w2", 0.3, 8, 4)
+		cost := softmaxCE(G.Must(G.Mul(G.Must(G.Tanh(G.Must(G.Mul(x, w)))), w2)), y)
+		params := G.Nodes{w, w2}
+		mustGrad(cost, params...)
+		solver := G.NewAdamSolver(G.WithLearnRate(0.01))
+		return &realRun{g: c.g, final: params,
+			step: trainLoop(nil, []any{cost, gradOf(params)}, solverOn{solver, params})}
+	}},
 }
 
 // TestRealProgramsBitForBit: the programs above train bit for bit as under
@@ -1226,4 +1242,36 @@ func TestTapeMachineViewClobber(t *testing.T) {
 			"%v: TapeMachine no longer reads the clobbered reshape; the test shows nothing", dt)
 	}
 	checkRealPrograms(t, map[string]realProgram{"residual-add-over-reshaped": clobberNet(true), "residual-add-other-way": clobberNet(false)})
+}
+
+// TestMachineLetSet: the machine's Let and Set (gorgonia's TapeMachine
+// methods) refuse nodes of another graph, and a Set from a node the run
+// left unbound, saying how to bind it.
+func TestMachineLetSet(t *testing.T) {
+	c := &userCtx{g: G.NewGraph(), dt: tensor.Float64, rng: rand.New(rand.NewSource(1))}
+	x, w := c.leaf("x", 1, 4, 4), c.leaf("w", 1, 4, 4)
+	h := G.Must(G.Tanh(G.Must(G.Mul(x, w))))
+	upd := G.Must(G.Sub(w, G.Must(G.Mul(c.scalar(0.1), h))))
+	cost := G.Must(G.Sum(G.Must(G.Sum(h, 1))))
+	mustGrad(cost, w)
+	other := G.NewScalar(G.NewGraph(), tensor.Float64, G.WithName("other"))
+	m, err := ooc.Compile(c.g, ooc.WithNodeValues(0))
+	require.NoError(t, err)
+	defer m.Close()
+	require.NoError(t, m.RunAll())
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"let-other-graph", m.Let(other, 1.0), "not in this machine's graph"},
+		{"set-other-graph", m.Set(w, other), "not in this machine's graph"},
+		{"set-from-unbound", m.Set(w, upd), "ooc.WithOutputs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Error(t, tc.err)
+			require.Contains(t, tc.err.Error(), tc.want)
+		})
+	}
+	require.NoError(t, m.Let(x, randT(c.rng, tensor.Float64, 1, 4, 4)))
 }

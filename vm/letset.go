@@ -11,21 +11,33 @@ import (
 // regression example does both) compiles and runs unchanged when its
 // machine comes from ooc.Compile.
 
-// has reports whether n is a node of the program's graph.
-func (m *Machine) has(n *gorgonia.Node) bool {
+// check says why n cannot be read or bound through this machine: it is
+// of another graph, or of this one but not computed by the program.
+func (m *Machine) check(what string, n *gorgonia.Node) error {
+	if n == nil {
+		return fmt.Errorf("vm: %s: nil node", what)
+	}
+	var g *gorgonia.ExprGraph
 	for i := range m.prog.Vars {
 		if m.prog.Vars[i].Node == n {
-			return true
+			return nil
+		}
+		if m.prog.Vars[i].Node != nil {
+			g = m.prog.Vars[i].Node.Graph()
 		}
 	}
-	return false
+	if n.Graph() != g {
+		return fmt.Errorf("vm: %s: node %s is not in this machine's graph", what, n.Name())
+	}
+	return fmt.Errorf("vm: %s: node %s is not computed by this program (neither the cost, nor an output, nor a Read "+
+		"needs it): name it with ooc.WithOutputs", what, n.Name())
 }
 
 // Let binds a value to an input node, as gorgonia.Let does, after checking
 // that the node is in the machine's program.
 func (m *Machine) Let(n *gorgonia.Node, be interface{}) error {
-	if n == nil || !m.has(n) {
-		return fmt.Errorf("vm: Let: node %v is not in this machine's program", n)
+	if err := m.check("Let", n); err != nil {
+		return err
 	}
 	return gorgonia.Let(n, be)
 }
@@ -38,8 +50,8 @@ func (m *Machine) Let(n *gorgonia.Node, be interface{}) error {
 // node, a gradient, a scalar of the forward).
 func (m *Machine) Set(a, b *gorgonia.Node) error {
 	for _, n := range []*gorgonia.Node{a, b} {
-		if n == nil || !m.has(n) {
-			return fmt.Errorf("vm: Set: node %v is not in this machine's program", n)
+		if err := m.check("Set", n); err != nil {
+			return err
 		}
 	}
 	v := b.Value()
