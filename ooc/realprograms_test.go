@@ -1180,6 +1180,87 @@ var realPrograms = map[string]realProgram{
 		return &realRun{g: c.g, final: params,
 			step: trainLoop(nil, []any{cost, gradOf(params)}, solverOn{solver, params})}
 	}},
+
+	// A text CNN (Kim 2014) as gorgonia code writes it: token ids Let
+	// each step (an int vector) looked up with ByIndices, the embeddings
+	// reshaped to (batch, seq, emb), transposed to channels-first and
+	// reshaped to the 1-high image Conv1d takes, ReLU, max over time
+	// (Max along the last axis), reshaped to rows, a classifier; AdaGrad.
+	"text-cnn-max-over-time": {from: "third-party gorgonia text classifiers", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(25))}
+		const batch, seq, vocab, emb, filters, classes = 2, 6, 10, 4, 4, 3
+		ids := G.NewVector(c.g, tensor.Int, G.WithShape(batch*seq), G.WithName("ids"))
+		y := G.NewMatrix(c.g, dt, G.WithShape(batch, classes), G.WithName("y"))
+		table, k, wc := c.leaf("emb", 0.5, vocab, emb), c.leaf("k", 0.4, filters, emb, 1, 3), c.leaf("wc", 0.4, filters, classes)
+		e := G.Must(G.Reshape(G.Must(G.ByIndices(table, ids, 0)), tensor.Shape{batch, seq, emb}))
+		img := G.Must(G.Reshape(G.Must(G.Transpose(e, 0, 2, 1)), tensor.Shape{batch, emb, 1, seq}))
+		conv := G.Must(G.Rectify(G.Must(G.Conv1d(img, k, 3, 1, 1, 1))))
+		pooled := G.Must(G.Reshape(G.Must(G.Max(conv, 3)), tensor.Shape{batch, filters}))
+		cost := softmaxCE(G.Must(G.Mul(pooled, wc)), y)
+		learn := G.Nodes{table, k, wc}
+		mustGrad(cost, learn...)
+		solver := G.NewAdaGradSolver(G.WithLearnRate(0.1))
+		lets := func(t *testing.T, i int) {
+			r := stepData(i)
+			tok := make([]int, batch*seq)
+			for j := range tok {
+				tok[j] = r.Intn(vocab)
+			}
+			let(t, ids, tensor.New(tensor.WithShape(batch*seq), tensor.WithBacking(tok)))
+			let(t, y, onehot(r, dt, batch, classes))
+		}
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(lets, []any{cost, gradOf(learn)}, solverOn{solver, learn})}
+	}},
+
+	// A bidirectional RNN: the sequence read forwards and backwards (Slice
+	// in reverse order) by two Elman cells, their states joined per step
+	// with Concat on axis 1, a mean over the steps by adding and scaling,
+	// a classifier; Momentum.
+	"bidirectional-rnn": {from: "third-party gorgonia sequence taggers", dts: bothDtypes, steps: 3, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(26))}
+		const batch, steps, in, hid, classes = 4, 4, 5, 4, 3
+		x := G.NewTensor(c.g, dt, 3, G.WithShape(steps, batch, in), G.WithName("x"))
+		y := G.NewMatrix(c.g, dt, G.WithShape(batch, classes), G.WithName("y"))
+		fx, fh := c.leaf("fx", 0.4, in, hid), c.leaf("fh", 0.4, hid, hid)
+		bx, bh := c.leaf("bx", 0.4, in, hid), c.leaf("bh", 0.4, hid, hid)
+		wo := c.leaf("wo", 0.4, 2*hid, classes)
+		zero := func(name string) *G.Node {
+			return G.NewMatrix(c.g, dt, G.WithShape(batch, hid), G.WithName(name), G.WithValue(tensor.New(tensor.Of(dt), tensor.WithShape(batch, hid))))
+		}
+		cell := func(xt, h, wx, wh *G.Node) *G.Node {
+			return G.Must(G.Tanh(G.Must(G.Add(G.Must(G.Mul(xt, wx)), G.Must(G.Mul(h, wh))))))
+		}
+		fwd, bwd := make(G.Nodes, steps), make(G.Nodes, steps)
+		hf, hb := zero("hf0"), zero("hb0")
+		for s := 0; s < steps; s++ {
+			hf = cell(G.Must(G.Slice(x, G.S(s))), hf, fx, fh)
+			fwd[s] = hf
+			hb = cell(G.Must(G.Slice(x, G.S(steps-1-s))), hb, bx, bh)
+			bwd[steps-1-s] = hb
+		}
+		var sum *G.Node
+		for s := 0; s < steps; s++ {
+			both := G.Must(G.Concat(1, fwd[s], bwd[s]))
+			if sum == nil {
+				sum = both
+			} else {
+				sum = G.Must(G.Add(sum, both))
+			}
+		}
+		mean := G.Must(G.Mul(sum, c.scalar(1.0/steps)))
+		cost := softmaxCE(G.Must(G.Mul(mean, wo)), y)
+		learn := G.Nodes{fx, fh, bx, bh, wo}
+		mustGrad(cost, learn...)
+		solver := G.NewMomentum(G.WithLearnRate(0.05))
+		lets := func(t *testing.T, i int) {
+			r := stepData(i)
+			let(t, x, randT(r, dt, 1, steps, batch, in))
+			let(t, y, onehot(r, dt, batch, classes))
+		}
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(lets, []any{cost, gradOf(learn)}, solverOn{solver, learn})}
+	}},
 }
 
 // TestRealProgramsBitForBit: the programs above train bit for bit as under
