@@ -1284,7 +1284,12 @@ func setNode(t *testing.T, m G.VM, a, b *G.Node) {
 // over norm's register, the memory Reshape(norm) shares, before the
 // backward reads Reshape(norm) for the gradient of w1. Add(ffn, norm) is the
 // same sum without the clobber.
-func clobberNet(natural bool) realProgram {
+func clobberNet(natural bool) realProgram { return clobberNetOf(natural, false) }
+
+// clobberNetOf is clobberNet; with deadEnd the residual sum is computed
+// and read by nothing (the cost is the feed-forward's alone), yet under
+// TapeMachine it still writes over norm.
+func clobberNetOf(natural, deadEnd bool) realProgram {
 	return realProgram{dts: bothDtypes, steps: 2, build: func(dt tensor.Dtype) *realRun {
 		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(19))}
 		x := c.leaf("x", 1, 2, 5, 8)
@@ -1296,6 +1301,9 @@ func clobberNet(natural bool) realProgram {
 		out := G.Must(G.Add(ffn, norm))
 		if natural {
 			out = G.Must(G.Add(norm, ffn))
+		}
+		if deadEnd {
+			out = ffn
 		}
 		cost := G.Must(G.Sum(G.Must(G.Sum(G.Must(G.Sum(G.Must(G.Square(out)), 2)), 1))))
 		learn := G.Nodes{x, w0, w1}
@@ -1309,8 +1317,10 @@ func clobberNet(natural bool) realProgram {
 // TestTapeMachineViewClobber: where TapeMachine reads memory an in-place op
 // wrote over through a Reshape's sharing (its gradient of w1 differs from
 // the same sum written the other way round), ooc reads what TapeMachine
-// reads, bit for bit, in core and at the least feasible budget. (ooc read
-// the values the graph means, and differed from TapeMachine.)
+// reads, bit for bit, in core and at the least feasible budget, also where
+// the op writing over it is one the cost does not need (ooc computes it
+// then). (ooc read the values the graph means, and differed from
+// TapeMachine.)
 func TestTapeMachineViewClobber(t *testing.T) {
 	for _, dt := range bothDtypes {
 		tapeOf := func(p realProgram) [][]uint64 {
@@ -1321,8 +1331,13 @@ func TestTapeMachineViewClobber(t *testing.T) {
 		}
 		require.NotEqual(t, tapeOf(clobberNet(true)), tapeOf(clobberNet(false)),
 			"%v: TapeMachine no longer reads the clobbered reshape; the test shows nothing", dt)
+		require.NotEqual(t, tapeOf(clobberNetOf(true, true)), tapeOf(clobberNetOf(false, true)),
+			"%v: TapeMachine's dead-end sum no longer writes over the reshaped node; the test shows nothing", dt)
 	}
-	checkRealPrograms(t, map[string]realProgram{"residual-add-over-reshaped": clobberNet(true), "residual-add-other-way": clobberNet(false)})
+	checkRealPrograms(t, map[string]realProgram{
+		"residual-add-over-reshaped": clobberNet(true), "residual-add-other-way": clobberNet(false),
+		"dead-end-add-over-reshaped": clobberNetOf(true, true),
+	})
 }
 
 // TestMachineLetSet: the machine's Let and Set (gorgonia's TapeMachine

@@ -2,7 +2,9 @@ package ooc
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 
 	"gorgonia.org/gorgonia"
 
@@ -202,8 +204,8 @@ func nodeBytes(n *gorgonia.Node) int64 {
 // readAsTapeMachine has each function read what TapeMachine reads in its
 // place (tapeClobbers): the operand becomes a view, in the operand's shape,
 // of the variable holding the node TapeMachine reads, which therefore
-// lives until then. A substitution that ooc's order cannot honour (the node
-// computed later, or not at all) is an error rather than a silent
+// lives until then (newTrace keeps it). A substitution that ooc's order
+// cannot honour (the node computed later) is an error rather than a silent
 // difference.
 func (t *Trace) readAsTapeMachine(subs map[*gorgonia.Node]map[int]*gorgonia.Node, index map[*gorgonia.Node]int) error {
 	for i := range t.Funcs {
@@ -215,7 +217,8 @@ func (t *Trace) readAsTapeMachine(subs map[*gorgonia.Node]map[int]*gorgonia.Node
 		if f.Args == nil {
 			f.Args = append([]int(nil), f.Inputs...)
 		}
-		for k, w := range sub {
+		for _, k := range slices.Sorted(maps.Keys(sub)) {
+			w := sub[k]
 			wi, ok := index[w]
 			if !ok || t.Vars[wi].View || t.Vars[wi].IsLeaf() || t.Vars[wi].Producer >= i {
 				return fmt.Errorf("ooc: %s reads %s under TapeMachine, whose register for %s holds %s by then "+
@@ -228,7 +231,7 @@ func (t *Trace) readAsTapeMachine(subs map[*gorgonia.Node]map[int]*gorgonia.Node
 				continue
 			}
 			v := vm.Var{
-				Node: op.Node, Name: op.Name + "@" + w.Name(), Shape: op.Shape, Dtype: op.Dtype,
+				Node: op.Node, Name: op.Name + "@" + w.Name(), Shape: op.Shape, Dtype: op.Dtype, Bytes: op.Bytes,
 				Producer: t.Vars[wi].Producer, Role: vm.Intermediate, View: true, Base: wi,
 			}
 			f.Args[k], f.Inputs[k] = len(t.Vars), wi

@@ -360,6 +360,24 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 			}
 		}
 	}
+	// What a kept function reads in TapeMachine's clobbered registers is
+	// computed too (readAsTapeMachine), except what only the backward
+	// computes when there is none.
+	clobbers := tapeClobbers(g, order)
+	for changed := true; changed; {
+		changed = false
+		for n, sub := range clobbers {
+			for k, w := range sub {
+				switch {
+				case backward[w]:
+					delete(sub, k)
+				case keep[n] && !keep[w]:
+					mark(w)
+					changed = true
+				}
+			}
+		}
+	}
 
 	t = &Trace{}
 	index := map[*gorgonia.Node]int{}
@@ -494,7 +512,7 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		return nil, errNoCost
 	}
 	t.Inference = cfg.inference
-	if err := t.readAsTapeMachine(tapeClobbers(g, order), index); err != nil {
+	if err := t.readAsTapeMachine(clobbers, index); err != nil {
 		return nil, err
 	}
 	t.index()
