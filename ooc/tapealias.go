@@ -161,7 +161,7 @@ func tapeClobbers(g *gorgonia.ExprGraph, nodes []*gorgonia.Node) (subs map[*gorg
 // anything (gorgonia.Compile takes several times as long as the trace): a
 // Reshape of a computed node, and an op that may write over that node or
 // one of its reshapes (an op overwriting its operand, with a result of the
-// operand's size) reading one of them.
+// operand's size, calling nothing external) reading one of them.
 func mayClobber(nodes []*gorgonia.Node) bool {
 	data := map[*gorgonia.Node]*gorgonia.Node{} // reshape -> the computed node whose memory it shares
 	viewed := map[*gorgonia.Node]bool{}
@@ -180,7 +180,9 @@ func mayClobber(nodes []*gorgonia.Node) bool {
 		return false
 	}
 	for _, n := range nodes {
-		if n.Op() == nil || isView(n.Op()) {
+		// TapeMachine lets an op write over its operand's register only if
+		// the op calls nothing external (regalloc.go).
+		if n.Op() == nil || isView(n.Op()) || n.Op().CallsExtern() {
 			continue
 		}
 		ops := operands(n)
