@@ -296,7 +296,11 @@
 //
 // Also exact, in whole programs (TestMoreUsersProgramsBitForBit,
 // TestSolversBitForBit, TestUsersProgramsEverySchedulerAndOption and their
-// neighbours in users_test.go, statements_test.go, customop_test.go):
+// neighbours in users_test.go, statements_test.go, customop_test.go; and
+// TestRealProgramsBitForBit: gorgonia's examples iris, logisticregression,
+// charRNN, convnet, resnet and stacked_autoencoder ported with their own
+// loops, and VAE, GAN, transformer, seq2seq, DQN, word2vec, REINFORCE,
+// FGSM and other patterns):
 // BatchNorm over a 2-D batch of features, a user's own op through ApplyOp
 // (run by Do, its result on the host heap counted in the budget),
 // gorgonia.Backpropagate from outputs of any shape, two Grad calls of two
