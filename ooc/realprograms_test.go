@@ -328,6 +328,7 @@ var realPrograms = map[string]realProgram{
 		embedding := w("embedding", 0.5, vocab, emb)
 		learn = append(learn, whd, biasD, embedding)
 		hidden, cell := zeros("prevHidden", hid), zeros("prevCell", hid)
+		zeros("inputVector_", emb) // the example makes it and never uses it
 		affine := func(k int, x, h *G.Node) *G.Node {
 			return G.Must(G.Add(G.Must(G.Add(G.Must(G.Mul(gates[k].wx, x)), G.Must(G.Mul(gates[k].wh, h)))), gates[k].b))
 		}
