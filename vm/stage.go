@@ -23,13 +23,18 @@ type Stager interface {
 }
 
 // staging is what StageNext keeps for one input: the value staged for a
-// coming run, in one of two host buffers that alternate, so that staging the
-// batch after next never writes the buffer a copy in flight reads.
+// coming run and the one whose copy the last run queued, each in one of two
+// host buffers, so that staging the batch after next never writes the
+// buffer a copy in flight reads.
 type staging struct {
 	node *gorgonia.Node
-	next *tensor.Dense // the staged value; nil when none is waiting for its run
-	buf  int           // which of bufs holds next's bytes
-	sent Waiter        // next's copy, queued at the input's last use in a run
+	// ahead's copy was queued in the last run, from bufs[aheadBuf].
+	ahead    *tensor.Dense
+	aheadW   Waiter
+	aheadBuf int
+	// next is staged in bufs[buf]; its copy is not queued yet.
+	next *tensor.Dense
+	buf  int
 	bufs [2][]byte
 	puts [2]func() error
 	// busy[k] is a copy that may still read bufs[k], free after the run
@@ -101,29 +106,37 @@ func (m *Machine) StageNext(n *gorgonia.Node, v gorgonia.Value) error {
 		s = &staging{node: n}
 		m.staged[i] = s
 	}
+	if d == s.ahead {
+		s.next = nil // its copy is on the way already
+		return nil
+	}
 	k, err := s.freeBuffer(st, pv.Bytes)
 	if err != nil {
 		return fmt.Errorf("vm: StageNext(%s): %w", pv.Name, err)
 	}
 	copy(s.bufs[k], d.Raw)
-	s.next, s.buf, s.sent = d, k, nil
+	s.next, s.buf = d, k
 	return nil
 }
 
-// freeBuffer returns a buffer no copy in flight reads, the one the staged
-// value is in if its copy is not queued yet, and allocates buffers as needed.
+// freeBuffer returns a buffer no copy in flight reads and the queued copy
+// does not come from (the staged value's own when there is one), and
+// allocates buffers as needed.
 func (s *staging) freeBuffer(st Stager, n int64) (int, error) {
-	if s.next != nil && s.sent == nil {
+	if s.next != nil {
 		return s.buf, nil
 	}
-	k := 0
-	if s.busy[0] != nil {
-		k = 1
+	k := -1
+	for j := range s.bufs {
+		if s.busy[j] == nil && (s.ahead == nil || j != s.aheadBuf) {
+			k = j
+			break
+		}
 	}
-	if s.busy[k] != nil {
-		// Both read by copies after a failed run: wait for the older.
+	if k < 0 {
+		// Only after a failed run: wait for the copy that is not ahead's.
 		k = 0
-		if s.freeAt[1] < s.freeAt[0] {
+		if s.ahead != nil && s.aheadBuf == 0 {
 			k = 1
 		}
 		_ = s.busy[k].Wait() // a failed copy shows at the step's end
@@ -214,40 +227,46 @@ func (m *Machine) lastReads() []int {
 	return last
 }
 
-// startStaged binds, at the start of a run, the staged inputs the script let:
-// their copy, queued in the previous run, is what compute waits for at the
-// first read (or it is queued now); they are not uploaded again. It returns
-// the leaves it took care of.
+// startStaged takes, at the start of a run, the staged inputs the script
+// let: compute waits for the copy queued in the last run at the input's
+// first read (or the copy is queued now, from the staged buffer), and the
+// input is not uploaded again. It returns the leaves it took care of.
 func (m *Machine) startStaged() (map[int]bool, error) {
 	if len(m.staged) == 0 {
 		return nil, nil
 	}
 	done := map[int]bool{}
 	for i, s := range m.staged {
-		if s.next == nil {
-			continue
-		}
-		if cur, ok := s.node.Value().(*tensor.Dense); !ok || cur != s.next {
-			s.sent = nil // a copy queued for it is stale now; the plain upload comes after it
-			continue
-		}
-		w := s.sent
-		if w == nil {
+		cur, _ := s.node.Value().(*tensor.Dense)
+		var w Waiter
+		switch {
+		case cur == nil:
+		case cur == s.ahead:
+			w = s.aheadW
+			m.stats.StagedAheadBytes += m.prog.Vars[i].Bytes
+		case cur == s.next:
 			var err error
 			if w, err = m.run.CopyIn(m.leafBlocks[i].Addr(), s.bufs[s.buf]); err != nil {
 				return nil, fmt.Errorf("vm: upload of %s: %w", m.prog.Vars[i].Name, err)
 			}
 			s.busy[s.buf], s.freeAt[s.buf] = w, m.runNo
+			s.next = nil
+		}
+		if s.ahead != nil && cur != s.ahead && s.next == nil {
+			// The script let another value: the copy queued for this one
+			// is stale (the upload comes after it on the stream), and it
+			// waits in its buffer for a later run.
+			s.next, s.buf = s.ahead, s.aheadBuf
+		}
+		s.ahead, s.aheadW = nil, nil
+		if w == nil {
+			continue
 		}
 		m.stats.StagedInputs++
-		if s.sent != nil {
-			m.stats.StagedAheadBytes += m.prog.Vars[i].Bytes
-		}
 		if m.leafIn == nil {
 			m.leafIn = map[int]Waiter{}
 		}
 		m.leafIn[i] = w
-		s.next, s.sent = nil, nil
 		done[i] = true
 	}
 	return done, nil
@@ -261,15 +280,16 @@ func (m *Machine) sendStaged(pc int) error {
 	}
 	last := m.lastReads()
 	for i, s := range m.staged {
-		if s.next == nil || s.sent != nil || last[i] != pc {
+		if s.next == nil || last[i] != pc {
 			continue
 		}
 		w, err := m.run.(Stager).CopyInNext(m.leafBlocks[i].Addr(), s.bufs[s.buf])
 		if err != nil {
 			return fmt.Errorf("vm: staging %s for the next run: %w", m.prog.Vars[i].Name, err)
 		}
-		s.sent = w
+		s.ahead, s.aheadW, s.aheadBuf = s.next, w, s.buf
 		s.busy[s.buf], s.freeAt[s.buf] = w, m.runNo+1
+		s.next = nil
 	}
 	return nil
 }
@@ -292,7 +312,10 @@ func (m *Machine) failStaged() {
 		delete(m.leafIn, i)
 	}
 	for _, s := range m.staged {
-		s.sent = nil
+		if s.ahead != nil && s.next == nil {
+			s.next, s.buf = s.ahead, s.aheadBuf
+		}
+		s.ahead, s.aheadW = nil, nil
 	}
 }
 
