@@ -228,6 +228,8 @@ func (r *Runner) CopyIn(dst uintptr, src []byte) (vm.Waiter, error) {
 	return ev, nil
 }
 
+var _ vm.Stager = (*Runner)(nil)
+
 // CopyInNext implements vm.Stager: a copy for the next step on the
 // host-to-device stream (cuda.Device.CopyInNext).
 func (r *Runner) CopyInNext(dst uintptr, src []byte) (vm.Waiter, error) {
