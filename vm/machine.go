@@ -344,11 +344,12 @@ func (m *Machine) Close() error {
 		return nil
 	}
 	m.releaseAll()
+	// Copies of staged inputs may still be writing into the leaves' blocks.
+	runErr := m.closeStaged()
 	for _, b := range m.persistent {
 		_ = m.al.Free(b)
 	}
 	m.persistent = nil
-	runErr := m.closeStaged()
 	if m.run != nil {
 		runErr = errors.Join(runErr, m.run.Close())
 	}

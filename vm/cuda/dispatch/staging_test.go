@@ -152,9 +152,9 @@ func TestStagedUploadBits(t *testing.T) {
 }
 
 // TestStagedUploadChanges: the script may let another batch than the one it
-// staged, stage late (after letting it, before the run), stage twice, or
-// stop staging; every sequence gives the plain machine's bits for the
-// batches it let.
+// staged, stage late (after letting it, before the run), stage twice, stop
+// staging, or close the machine with a copy for a run that never comes;
+// every sequence gives the plain machine's bits for the batches it let.
 func TestStagedUploadChanges(t *testing.T) {
 	d, _ := openFakeTraced(t)
 	type step struct{ let, stage int } // batch indices; stage -1: none
@@ -167,6 +167,7 @@ func TestStagedUploadChanges(t *testing.T) {
 		{"staged late", []step{{0, 0}, {1, 1}, {2, 2}}, false},
 		{"restaged", []step{{0, 1}, {1, 2}, {2, -1}}, true},
 		{"staging stops and resumes", []step{{0, 1}, {1, -1}, {2, 3}, {3, -1}}, false},
+		{"closed with a copy queued", []step{{0, 1}, {1, 2}}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plain, staged := newTrainee(t, d, stagingCase), newTrainee(t, d, stagingCase)
