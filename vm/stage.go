@@ -308,9 +308,7 @@ func (m *Machine) endStaged() {
 // failStaged forgets, after a failed run, which copies the device has: the
 // staged values are uploaded at the start of their run from their buffers.
 func (m *Machine) failStaged() {
-	for i := range m.leafIn {
-		delete(m.leafIn, i)
-	}
+	clear(m.leafIn)
 	for _, s := range m.staged {
 		if s.ahead != nil && s.next == nil {
 			s.next, s.buf = s.ahead, s.aheadBuf

@@ -92,7 +92,7 @@ func (d *Device) CopyIn(dst uintptr, src []byte) (*Event, error) {
 // stay unchanged until then: src should be pinned (PinnedPool), or the driver copies it
 // synchronously, and a caller staging one copy per step alternates two buffers.
 func (d *Device) CopyInNext(dst uintptr, src []byte) (*Event, error) {
-	return d.copyNext(HostToDevice, len(src), memcpyIn(dst, src), true)
+	return d.queueCopy(HostToDevice, len(src), memcpyIn(dst, src), true, true)
 }
 
 // memcpyOut and memcpyIn are the asynchronous copies each way, on a given stream.
@@ -128,11 +128,7 @@ func (d *Device) copy(k StreamKind, n int, memcpy func(*driver, *Stream) error, 
 	return d.queueCopy(k, n, memcpy, afterCompute, false)
 }
 
-// copyNext is copy for the next step (CopyInNext).
-func (d *Device) copyNext(k StreamKind, n int, memcpy func(*driver, *Stream) error, afterCompute bool) (*Event, error) {
-	return d.queueCopy(k, n, memcpy, afterCompute, true)
-}
-
+// queueCopy is copy, or with next CopyInNext's copy for the next step.
 func (d *Device) queueCopy(k StreamKind, n int, memcpy func(*driver, *Stream) error, afterCompute, next bool) (*Event, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("cuda: %s: empty %s copy", d.name, k)
