@@ -56,7 +56,7 @@ type cEntry struct {
 }
 
 // Trace returns the calls traced since the knob trace was last set to 1 (Set(t, "trace",
-// 1) starts a new log; 0 stops logging). Set watch_lo and watch_hi to a device range to
+// 1) starts a new log; 0 stops logging and drops the log). Set watch_lo and watch_hi to a device range to
 // mark the kernel launches that take a pointer into it.
 func (f *Fake) Trace(t testing.TB) []TraceEntry {
 	t.Helper()
