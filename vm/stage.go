@@ -35,6 +35,10 @@ type staging struct {
 	// next is staged in bufs[buf]; its copy is not queued yet.
 	next *tensor.Dense
 	buf  int
+	// taken is the staged value the current run took, from bufs[takenBuf]:
+	// staged again if the run fails.
+	taken    *tensor.Dense
+	takenBuf int
 	bufs [2][]byte
 	puts [2]func() error
 	// busy[k] is a copy that may still read bufs[k], free after the run
@@ -124,6 +128,11 @@ func (m *Machine) StageNext(n *gorgonia.Node, v gorgonia.Value) error {
 // allocates buffers as needed.
 func (s *staging) freeBuffer(st Stager, n int64) (int, error) {
 	if s.next != nil {
+		if s.busy[s.buf] != nil {
+			// Only after a failed run: its copy may still read the buffer.
+			_ = s.busy[s.buf].Wait() // a failed copy shows at the step's end
+			s.busy[s.buf] = nil
+		}
 		return s.buf, nil
 	}
 	k := -1
@@ -239,12 +248,15 @@ func (m *Machine) startStaged() (map[int]bool, error) {
 	for i, s := range m.staged {
 		cur, _ := s.node.Value().(*tensor.Dense)
 		var w Waiter
+		s.taken = nil
 		switch {
 		case cur == nil:
 		case cur == s.ahead:
 			w = s.aheadW
+			s.taken, s.takenBuf = s.ahead, s.aheadBuf
 			m.stats.StagedAheadBytes += m.prog.Vars[i].Bytes
 		case cur == s.next:
+			s.taken, s.takenBuf = s.next, s.buf
 			var err error
 			if w, err = m.run.CopyIn(m.leafBlocks[i].Addr(), s.bufs[s.buf]); err != nil {
 				return nil, fmt.Errorf("vm: upload of %s: %w", m.prog.Vars[i].Name, err)
@@ -297,6 +309,7 @@ func (m *Machine) sendStaged(pc int) error {
 // endStaged frees, after a run's end, the buffers no copy reads any more.
 func (m *Machine) endStaged() {
 	for _, s := range m.staged {
+		s.taken = nil
 		for k := range s.busy {
 			if s.busy[k] != nil && s.freeAt[k] <= m.runNo {
 				s.busy[k] = nil
@@ -305,15 +318,21 @@ func (m *Machine) endStaged() {
 	}
 }
 
-// failStaged forgets, after a failed run, which copies the device has: the
-// staged values are uploaded at the start of their run from their buffers.
+// failStaged forgets, after a failed run, which copies the device has. The
+// batch the run took (its retry's, most likely), or else the one queued for
+// the run after, stays staged, to be uploaded from its buffer at the start
+// of its run; a value staged since wins.
 func (m *Machine) failStaged() {
 	clear(m.leafIn)
 	for _, s := range m.staged {
-		if s.ahead != nil && s.next == nil {
+		switch {
+		case s.next != nil:
+		case s.taken != nil:
+			s.next, s.buf = s.taken, s.takenBuf
+		case s.ahead != nil:
 			s.next, s.buf = s.ahead, s.aheadBuf
 		}
-		s.ahead, s.aheadW = nil, nil
+		s.ahead, s.aheadW, s.taken = nil, nil, nil
 	}
 }
 

@@ -193,6 +193,42 @@ func TestStagedUploadChanges(t *testing.T) {
 	}
 }
 
+// TestStagedUploadAfterFailure: a run that fails at its start (an upload
+// the fake driver refuses) after taking its staged batch leaves the batch
+// staged: the retry uploads it from its pinned buffer, and the retry and the
+// run after give the plain machine's bits.
+func TestStagedUploadAfterFailure(t *testing.T) {
+	d, f := openFakeTraced(t)
+	plain, staged := newTrainee(t, d, stagingCase), newTrainee(t, d, stagingCase)
+	bs := batches(t, plain.m, 3)
+	plain.run(t, bs[0][0], bs[0][1], nil)
+	staged.run(t, bs[0][0], bs[0][1], &bs[1])
+	if err := G.Let(staged.m.Input, bs[1][0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := G.Let(staged.m.Labels, bs[1][1]); err != nil {
+		t.Fatal(err)
+	}
+	f.Fail("cuMemcpyHtoDAsync_v2", 1) // CUDA_ERROR_INVALID_VALUE, not sticky
+	if err := staged.mach.RunAll(); err == nil || !strings.Contains(err.Error(), "cuMemcpyHtoDAsync_v2") {
+		t.Fatalf("the run with a refused upload: %v", err)
+	}
+	staged.mach.Reset()
+	before := staged.mach.Stats().StagedInputs
+	for k := 1; k < len(bs); k++ {
+		plain.run(t, bs[k][0], bs[k][1], nil)
+		staged.run(t, bs[k][0], bs[k][1], nil) // the retry, then a plain run
+		if !bytes.Equal(plain.bits(t), staged.bits(t)) {
+			t.Fatalf("step %d after the failed run: the bits differ from the plain run's", k+1)
+		}
+		if k == 1 {
+			if got := staged.mach.Stats().StagedInputs - before; got != 2 {
+				t.Errorf("the retry took %d inputs from their staged buffers, want 2", got)
+			}
+		}
+	}
+}
+
 // TestStagedUploadOrder reads the fake driver's trace of two steps of a
 // staged run: in step N the next batch's copy into the input's device
 // memory is queued on the host-to-device stream behind a wait for an event
