@@ -39,8 +39,8 @@ type staging struct {
 	// staged again if the run fails.
 	taken    *tensor.Dense
 	takenBuf int
-	bufs [2][]byte
-	puts [2]func() error
+	bufs     [2][]byte
+	puts     [2]func() error
 	// busy[k] is a copy that may still read bufs[k], free after the run
 	// numbered freeAt[k] ends.
 	busy   [2]Waiter
