@@ -437,6 +437,23 @@ func (t *Trainer) runStep() error {
 	return nil
 }
 
+// stageNext takes the next batch from the loader and stages it on the
+// machine (vm.Machine.StageNext): the step about to run copies it to the
+// device after its last read of the input.
+func (t *Trainer) stageNext() (*datasets.Batch, error) {
+	b, err := t.loader.Next()
+	if err != nil {
+		return nil, fmt.Errorf("-data %s: %w", t.cfg.Data, err)
+	}
+	if err := t.machine.StageNext(t.model.Input, b.X); err != nil {
+		return nil, err
+	}
+	if err := t.machine.StageNext(t.model.Labels, b.Y); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 // stats are the training machine's, or the replicas' (parallelRun.stats).
 func (t *Trainer) stats() vm.Stats {
 	if t.par != nil {
@@ -670,13 +687,23 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 
 	start := time.Now()
 	newEpoch := true
+	// On a device with copy streams the loader hands each step's batch over
+	// before the step before it runs, so the machine copies it in while that
+	// step's tail (the rest of the backward, the update) runs.
+	_, stage := t.machine.Runner().(vm.Stager)
+	stage = stage && t.par == nil
+	var ahead *datasets.Batch
 	for t.step < lastStep {
 		if err := ctx.Err(); err != nil {
 			res.elapsed = time.Since(start)
 			return res, &InterruptedError{Step: t.step, Checkpoint: cfg.Checkpoint, Err: err, SaveErr: t.Save()}
 		}
 		t0 := time.Now()
-		b, err := t.loader.Next()
+		b, err := ahead, error(nil)
+		if b == nil {
+			b, err = t.loader.Next()
+		}
+		ahead = nil
 		res.dataWait += time.Since(t0)
 		if err != nil {
 			return res, fmt.Errorf("-data %s: %w", cfg.Data, err)
@@ -694,6 +721,13 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 		}
 		if err := G.Let(m.Labels, b.Y); err != nil {
 			return res, err
+		}
+		if stage && t.step+1 < lastStep {
+			t0 := time.Now()
+			if ahead, err = t.stageNext(); err != nil {
+				return res, err
+			}
+			res.dataWait += time.Since(t0)
 		}
 		if err := t.runStep(); err != nil {
 			return res, fmt.Errorf("step %d: %w", t.step+1, err)
@@ -837,6 +871,10 @@ func (t *Trainer) Summary(out io.Writer, res *Result) {
 	}
 	fmt.Fprintf(out, "  swap bytes  in %d (%s), out %d (%s); %d swap-ins, %d swap-outs\n",
 		st.SwapInBytes, FormatBytes(st.SwapInBytes), st.SwapOutBytes, FormatBytes(st.SwapOutBytes), st.SwapIns, st.SwapOuts)
+	if st.StagedInputs > 0 {
+		fmt.Fprintf(out, "  inputs      %d staged (vm.Machine.StageNext), %s of them copied to the device during the step before, after its last read of them\n",
+			st.StagedInputs, FormatBytes(st.StagedAheadBytes))
+	}
 	if cfg.Checkpoint != "" {
 		fmt.Fprintf(out, "  checkpoint  %s (step %d)\n", cfg.Checkpoint, t.saved)
 	}

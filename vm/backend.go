@@ -144,11 +144,12 @@ func (m *Machine) bindBackend() error {
 	return nil
 }
 
-// uploadLeaves copies every leaf's host value into its device block; compute
-// waits for the copies on the device.
-func (m *Machine) uploadLeaves() error {
+// uploadLeaves copies every leaf's host value into its device block, but
+// for the staged inputs in skip (StageNext); compute waits for the copies on
+// the device.
+func (m *Machine) uploadLeaves(skip map[int]bool) error {
 	for i, blk := range m.leafBlocks {
-		if blk == nil {
+		if blk == nil || skip[i] {
 			continue
 		}
 		if up, kept := m.kept[i]; kept {
@@ -180,6 +181,13 @@ func (m *Machine) addr(i int) (uintptr, error) {
 		b = v.Base
 	}
 	if m.prog.Vars[b].IsLeaf() {
+		if w, ok := m.leafIn[b]; ok {
+			// A staged input: compute waits for its copy at its first read.
+			delete(m.leafIn, b)
+			if err := m.run.WaitFor(w); err != nil {
+				return 0, err
+			}
+		}
 		if blk := m.leafBlocks[b]; blk != nil {
 			return blk.Addr(), nil
 		}

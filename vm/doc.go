@@ -25,4 +25,12 @@
 // the device's copy streams, leaves live in device blocks outside the budget
 // (uploaded each run, or kept there for an optimizer on the device, see
 // KeepOnDevice and GradientSink), and what the user reads is downloaded.
+//
+// A script that knows the next input batch hands it over early with
+// Machine.StageNext: on a backend with copy streams (a Stager) the batch is
+// then copied in during the run before, right after that run's last read of
+// the input, and the run it is for does not upload it at its start. On the
+// CPU device and simulated devices StageNext changes nothing (leaves are
+// read where the script keeps them; the simulator does not model their
+// upload).
 package vm

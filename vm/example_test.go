@@ -54,3 +54,42 @@ func ExampleMachine() {
 	fmt.Println("steps:", st.Steps, "device peak (bytes):", st.PeakDeviceBytes)
 	// Output: steps: 1 device peak (bytes): 262152
 }
+
+// A training loop hands each next batch over before the step that precedes
+// it: on a CUDA device the machine then copies it in (from pinned memory, on
+// the host-to-device stream) right after that step's last read of x, beside
+// the rest of its work. The script still lets each batch before its step.
+// On the CPU device, as here, leaves are read where the script keeps them,
+// so StageNext only checks its arguments and the results are the same.
+func ExampleMachine_StageNext() {
+	g := gorgonia.NewGraph()
+	x := gorgonia.NewMatrix(g, tensor.Float64, gorgonia.WithShape(2, 2), gorgonia.WithName("x"))
+	cost := gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.Mul(x, x))))
+	m, err := ooc.Compile(g, ooc.WithOutputs(cost))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	batches := make([]*tensor.Dense, 3)
+	for i := range batches {
+		batches[i] = tensor.New(tensor.WithShape(2, 2), tensor.WithBacking([]float64{1, 2, 3, float64(i)}))
+	}
+	for i, b := range batches {
+		if err := gorgonia.Let(x, b); err != nil {
+			log.Fatal(err)
+		}
+		if i+1 < len(batches) {
+			if err := m.StageNext(x, batches[i+1]); err != nil {
+				log.Fatal(err)
+			}
+		}
+		if err := m.RunAll(); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("step", i+1, "cost", cost.Value())
+	}
+	// Output:
+	// step 1 cost 18
+	// step 2 cost 24
+	// step 3 cost 32
+}

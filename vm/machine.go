@@ -64,6 +64,11 @@ type Stats struct {
 	// part of ComputeTime they took.
 	Recomputes    int
 	RecomputeTime time.Duration
+	// StagedInputs counts inputs a run took from StageNext's copies instead
+	// of uploading them at its start; StagedAheadBytes are the bytes of
+	// those copied during the run before, beside its tail (Machine.StageNext).
+	StagedInputs     int
+	StagedAheadBytes int64
 
 	Allocator alloc.Stats
 }
@@ -152,6 +157,15 @@ type Machine struct {
 	addrs      []uintptr // operand addresses, reused
 	sink       GradientSink
 	kept       map[int]bool // leaves the device's copy of counts: uploaded yet?
+
+	// staged are the inputs StageNext moves early, by variable; leafIn their
+	// copies compute has not waited for yet in this run. runNo counts runs
+	// on a backend; lastRead caches lastReads for the program lastReadOf.
+	staged     map[int]*staging
+	leafIn     map[int]Waiter
+	runNo      int
+	lastRead   []int
+	lastReadOf *Program
 }
 
 type varState struct {
@@ -330,13 +344,14 @@ func (m *Machine) Close() error {
 		return nil
 	}
 	m.releaseAll()
+	// Copies of staged inputs may still be writing into the leaves' blocks.
+	runErr := m.closeStaged()
 	for _, b := range m.persistent {
 		_ = m.al.Free(b)
 	}
 	m.persistent = nil
-	var runErr error
 	if m.run != nil {
-		runErr = m.run.Close()
+		runErr = errors.Join(runErr, m.run.Close())
 	}
 	m.closed = true
 	m.d2h.stop()
@@ -363,6 +378,7 @@ func (m *Machine) RunAll() (err error) {
 			err = fmt.Errorf("vm: panic at %s: %v\n%s", m.where(pc), r, debug.Stack())
 		}
 		if err != nil {
+			m.failStaged()
 			m.releaseAll()
 		}
 	}()
@@ -372,7 +388,12 @@ func (m *Machine) RunAll() (err error) {
 	} else if err = m.loadLeaves(); err != nil {
 		return err
 	} else if m.run != nil {
-		if err = m.uploadLeaves(); err != nil {
+		m.runNo++
+		staged, err := m.startStaged()
+		if err != nil {
+			return err
+		}
+		if err = m.uploadLeaves(staged); err != nil {
 			return err
 		}
 	}
@@ -386,6 +407,9 @@ func (m *Machine) RunAll() (err error) {
 			err = m.simStep(m.prog.Instrs[pc])
 		} else {
 			err = m.step(m.prog.Instrs[pc])
+		}
+		if err == nil && m.run != nil {
+			err = m.sendStaged(pc)
 		}
 		if err != nil {
 			return fmt.Errorf("vm: %s: %w", m.where(pc), err)
@@ -405,6 +429,7 @@ func (m *Machine) RunAll() (err error) {
 	if err = m.endStep(); err != nil {
 		return err
 	}
+	m.endStaged()
 	m.stats.Steps++
 	m.stats.StepTime += time.Since(start)
 	if m.replan != nil {

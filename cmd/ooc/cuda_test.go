@@ -35,6 +35,13 @@ func TestTrainOnFakeCUDA(t *testing.T) {
 		if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
 			t.Fatalf("ooc %s: exit %d\n%s\n%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
 		}
+		// On the CUDA device every step after the run's first takes its
+		// batch (input and labels) from the copy staged during the step
+		// before (the resumed run has one step: nothing to stage).
+		want := strings.HasPrefix(name, "cuda") && name != "cuda-resumed"
+		if staged := strings.Contains(stdout.String(), " staged (vm.Machine.StageNext)"); staged != want {
+			t.Errorf("ooc %s: staged inputs reported: %v\n%s", strings.Join(args, " "), staged, stdout.String())
+		}
 		b, err := os.ReadFile(hist)
 		if err != nil {
 			t.Fatal(err)

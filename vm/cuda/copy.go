@@ -23,6 +23,13 @@ import (
 //     with events and reported as stall time.
 //   - EndStep() ends the step with one host synchronization, after compute has waited for
 //     the last copy on each copy stream, and reads the step's times from events.
+//   - CopyInNext(dst, src) is a swap-in for the next step (its input batch): on the
+//     host-to-device stream, after the compute work issued so far (the last kernel that
+//     reads what dst holds), but the step's EndStep does not wait for it, so the copy runs
+//     on past the step's end, beside what the host queues next (an optimizer update on the
+//     device). Its event stays valid through the next step, whose compute waits for it
+//     (WaitFor) at the first kernel that reads dst, and whose EndStep waits for it in any
+//     case, so that src is free again after that step.
 
 // Step is what one step cost, measured with events on the device's clock.
 type Step struct {
@@ -33,6 +40,11 @@ type Step struct {
 	// Copies and bytes each way.
 	CopiesIn, CopiesOut int
 	BytesIn, BytesOut   int64
+	// BytesAhead are the bytes of BytesIn copied for the next step (CopyInNext), and
+	// AheadTail the time from the first such copy's start on compute (after the work
+	// queued before it) to the step's end: the part of the step it may overlap.
+	BytesAhead int64
+	AheadTail  time.Duration
 }
 
 // Stats add up the steps a device has ended.
@@ -41,6 +53,7 @@ type Stats struct {
 	// StallTime is the sum of the steps' Stall, Elapsed of their Elapsed.
 	StallTime, Elapsed time.Duration
 	BytesIn, BytesOut  int64
+	BytesAhead         int64
 }
 
 type stepState struct {
@@ -49,8 +62,11 @@ type stepState struct {
 	stalls  [][2]*event
 	lastIn  *event // the last copy recorded on each copy stream
 	lastOut *event
-	cur     Step
-	total   Stats
+	// ahead are the events of this step's CopyInNext copies, carried are the
+	// previous step's: EndStep waits for carried and then recycles them.
+	ahead, carried []*event
+	cur            Step
+	total          Stats
 }
 
 // CopyOut starts copying len(dst) bytes from device address src into dst, on the
@@ -66,6 +82,17 @@ func (d *Device) CopyOut(dst []byte, src uintptr) (*Event, error) {
 // must stay unchanged until then.
 func (d *Device) CopyIn(dst uintptr, src []byte) (*Event, error) {
 	return d.copy(HostToDevice, len(src), memcpyIn(dst, src), true)
+}
+
+// CopyInNext starts copying src into device memory at dst for the next step: on the
+// host-to-device stream, after all compute work issued so far, like CopyIn, but this
+// step's EndStep does not wait for it, and the event it returns stays valid until the end
+// of the next step, whose EndStep waits for it (see the swap protocol above); after that it
+// counts as complete (another machine's step on the device may come in between). src must
+// stay unchanged until then: src should be pinned (PinnedPool), or the driver copies it
+// synchronously, and a caller staging one copy per step alternates two buffers.
+func (d *Device) CopyInNext(dst uintptr, src []byte) (*Event, error) {
+	return d.queueCopy(HostToDevice, len(src), memcpyIn(dst, src), true, true)
 }
 
 // memcpyOut and memcpyIn are the asynchronous copies each way, on a given stream.
@@ -98,6 +125,11 @@ func (d *Device) readSync(dst []byte, src uintptr) error {
 // copy queues a copy of n bytes on stream k, after compute's work so far if afterCompute
 // (tests leave that wait out to see it matter), and records the event that ends it.
 func (d *Device) copy(k StreamKind, n int, memcpy func(*driver, *Stream) error, afterCompute bool) (*Event, error) {
+	return d.queueCopy(k, n, memcpy, afterCompute, false)
+}
+
+// queueCopy is copy, or with next CopyInNext's copy for the next step.
+func (d *Device) queueCopy(k StreamKind, n int, memcpy func(*driver, *Stream) error, afterCompute, next bool) (*Event, error) {
 	if n == 0 {
 		return nil, fmt.Errorf("cuda: %s: empty %s copy", d.name, k)
 	}
@@ -107,7 +139,7 @@ func (d *Device) copy(k StreamKind, n int, memcpy func(*driver, *Stream) error, 
 	if err := d.begin(); err != nil {
 		return nil, err
 	}
-	mark, err := d.events.get(false)
+	mark, err := d.events.get(next) // timed for the next step's copies: Step.AheadTail
 	if err != nil {
 		return nil, err
 	}
@@ -133,8 +165,16 @@ func (d *Device) copy(k StreamKind, n int, memcpy func(*driver, *Stream) error, 
 	if err != nil {
 		return nil, err
 	}
+	if next {
+		// Not the step's: its events outlive this step's recycling.
+		d.events.hold(mark, done)
+		st.ahead = append(st.ahead, mark, done)
+		st.cur.BytesAhead += int64(n)
+	}
 	if k == HostToDevice {
-		st.lastIn = done
+		if !next {
+			st.lastIn = done
+		}
 		st.cur.CopiesIn++
 		st.cur.BytesIn += int64(n)
 	} else {
@@ -142,7 +182,9 @@ func (d *Device) copy(k StreamKind, n int, memcpy func(*driver, *Stream) error, 
 		st.cur.CopiesOut++
 		st.cur.BytesOut += int64(n)
 	}
-	return done.handle(), nil
+	h := done.handle()
+	h.ahead = next
+	return h, nil
 }
 
 // begin records the step's start on compute before its first work; st.mu is held.
@@ -166,6 +208,9 @@ func (d *Device) begin() error {
 // queued on compute afterwards runs only then. The host does not block. Timing events on
 // either side of the wait measure how long compute stalled.
 func (d *Device) WaitFor(ev *Event) error {
+	if ev.landed() {
+		return nil
+	}
 	if err := ev.valid(); err != nil {
 		return err
 	}
@@ -213,7 +258,7 @@ func (d *Device) EndStep() (Step, error) {
 	compute := d.streams[Compute]
 	step := st.cur
 	err = d.do(func(drv *driver) error {
-		for _, last := range []*event{st.lastIn, st.lastOut} {
+		for _, last := range append([]*event{st.lastIn, st.lastOut}, st.carried...) {
 			if last != nil {
 				if err := waitOn(drv, compute, last); err != nil {
 					return err
@@ -230,6 +275,11 @@ func (d *Device) EndStep() (Step, error) {
 		if step.Elapsed, err = elapsed(drv, st.start, end); err != nil {
 			return err
 		}
+		if len(st.ahead) > 0 {
+			if step.AheadTail, err = elapsed(drv, st.ahead[0], end); err != nil {
+				return err
+			}
+		}
 		for _, p := range st.stalls {
 			t, err := elapsed(drv, p[0], p[1])
 			if err != nil {
@@ -239,7 +289,9 @@ func (d *Device) EndStep() (Step, error) {
 		}
 		return nil
 	})
+	d.events.unhold(st.carried...)
 	st.start, st.stalls, st.lastIn, st.lastOut, st.cur = nil, nil, nil, nil, Step{}
+	st.carried, st.ahead = st.ahead, nil
 	if err != nil {
 		return Step{}, err
 	}
@@ -248,6 +300,7 @@ func (d *Device) EndStep() (Step, error) {
 	st.total.StallTime += step.Stall
 	st.total.BytesIn += step.BytesIn
 	st.total.BytesOut += step.BytesOut
+	st.total.BytesAhead += step.BytesAhead
 	return step, nil
 }
 

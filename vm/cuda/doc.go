@@ -25,6 +25,24 @@
 // only after its copy's event completed; compute waits on a swap-in's event only at the
 // instruction that reads it; a step ends with one synchronization.
 //
+// # The next input batch
+//
+// A training step's input batch is copied in during the step before it, by
+// vm.Machine.StageNext (train's trainer hands each batch over one step early). The batch
+// goes into one of two pinned buffers per input, alternating, so that staging batch N+2
+// never writes the buffer batch N+1's copy may still be reading. In step N, right after
+// the last instruction that reads the input (in a training step usually the first
+// convolution's weight gradient; for the labels, the loss), the machine calls
+// CopyInNext: compute records an event, the host-to-device stream waits for it and copies
+// batch N+1 into the input's device memory, and records a second event. Step N's EndStep
+// does not wait for that copy, so it runs beside the rest of the backward and whatever is
+// queued after the step (the optimizer update on the device); step N+1 uploads nothing at
+// its start, and compute waits on the second event just before step N+1's first
+// instruction that reads the input. Ordering is by events alone; the host never waits for
+// the copy. The fake driver's trace (Trace; dispatch's TestStagedUploadOrder) shows that
+// order, and staged and plain uploads train smallcnn to the same bits on it. How much time
+// this hides on a GPU is not measured: no GPU has run it.
+//
 // # Compute
 //
 // The device only moves and launches; package vm/cuda/dispatch makes a machine compute on

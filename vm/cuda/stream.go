@@ -100,10 +100,12 @@ func waitOn(drv *driver, s *Stream, e *event) error {
 }
 
 // Event is a CUDA event recorded on a stream. Events come from a pool: one handed out is
-// valid until the device's next EndStep, which recycles it; using it later is an error.
+// valid until the device's next EndStep, which recycles it; using it later is an error,
+// except for CopyInNext's, which count as complete once recycled.
 type Event struct {
-	ev  *event
-	gen uint64 // the event's generation when handed out
+	ev    *event
+	gen   uint64 // the event's generation when handed out
+	ahead bool   // a CopyInNext's: once recycled, its copy has landed
 }
 
 type event struct {
@@ -114,6 +116,12 @@ type event struct {
 }
 
 func (e *event) handle() *Event { return &Event{ev: e, gen: e.gen} }
+
+// landed reports whether e is a CopyInNext event that an EndStep has recycled. Such an
+// event may be waited for by a machine whose next step comes after another machine's step
+// on the device: the EndStep that recycled it waited for its copy, so it has landed, and
+// waiting for it returns at once.
+func (e *Event) landed() bool { return e != nil && e.ev != nil && e.ahead && e.gen != e.ev.gen }
 
 func (e *Event) valid() error {
 	if e == nil || e.ev == nil {
@@ -127,6 +135,9 @@ func (e *Event) valid() error {
 
 // Done reports whether the event has completed, without waiting (cuEventQuery).
 func (e *Event) Done() (bool, error) {
+	if e.landed() {
+		return true, nil
+	}
 	if err := e.valid(); err != nil {
 		return false, err
 	}
@@ -145,6 +156,9 @@ func (e *Event) Done() (bool, error) {
 // Wait makes the host wait until the event has completed (cuEventSynchronize). With the
 // context's blocking synchronization the thread sleeps meanwhile.
 func (e *Event) Wait() error {
+	if e.landed() {
+		return nil
+	}
 	if err := e.valid(); err != nil {
 		return err
 	}
@@ -160,6 +174,7 @@ type eventPool struct {
 	free   [2][]*event // by timing
 	all    []*event
 	lent   []*event // handed out since the last recycle
+	held   []*event // lent, but kept past the next recycle (hold)
 }
 
 func (p *eventPool) get(timing bool) (*event, error) {
@@ -203,6 +218,31 @@ func (p *eventPool) recycle() {
 	p.lent = p.lent[:0]
 }
 
+// hold keeps lent events out of the next recycle: they order a copy that runs on past
+// the step's end (CopyInNext). unhold gives them back to the pool once that copy has
+// been waited for.
+func (p *eventPool) hold(es ...*event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range es {
+		if i := slices.Index(p.lent, e); i >= 0 {
+			p.lent = slices.Delete(p.lent, i, i+1)
+			p.held = append(p.held, e)
+		}
+	}
+}
+
+func (p *eventPool) unhold(es ...*event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range es {
+		if i := slices.Index(p.held, e); i >= 0 {
+			p.held = slices.Delete(p.held, i, i+1)
+			p.putLocked(e)
+		}
+	}
+}
+
 // put takes back events whose work the caller has waited for, ahead of the step's end.
 func (p *eventPool) put(es ...*event) {
 	p.mu.Lock()
@@ -241,6 +281,6 @@ func (p *eventPool) close() error {
 		}
 		return errors.Join(errs...)
 	})
-	p.all, p.free, p.lent = nil, [2][]*event{}, nil
+	p.all, p.free, p.lent, p.held = nil, [2][]*event{}, nil, nil
 	return closeError(err)
 }

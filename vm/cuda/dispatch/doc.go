@@ -64,7 +64,9 @@
 // # State on the device
 //
 // The machine keeps the leaves (input batch, learnables, constants) in device
-// blocks for its lifetime, uploaded at each run; batch norm's running
+// blocks for its lifetime, uploaded at each run (an input batch handed over
+// with vm.Machine.StageNext is copied in during the run before instead, from
+// pinned memory: Runner implements vm.Stager); batch norm's running
 // statistics go up with the first forward of a step and come back at its end
 // into the op (gorgonia's API reads them there). Solver moves the optimizer to
 // the device: weights are uploaded once and stay, gradients are added into

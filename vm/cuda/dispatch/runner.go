@@ -228,6 +228,28 @@ func (r *Runner) CopyIn(dst uintptr, src []byte) (vm.Waiter, error) {
 	return ev, nil
 }
 
+var _ vm.Stager = (*Runner)(nil)
+
+// CopyInNext implements vm.Stager: a copy for the next step on the
+// host-to-device stream (cuda.Device.CopyInNext).
+func (r *Runner) CopyInNext(dst uintptr, src []byte) (vm.Waiter, error) {
+	ev, err := r.d.CopyInNext(dst, src)
+	if err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// HostBuffer implements vm.Stager: pinned host memory from the device's
+// PinnedPool, which its copies read by DMA while compute runs.
+func (r *Runner) HostBuffer(n int64) ([]byte, func() error, error) {
+	b, err := r.d.Pinned().Get(n)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b.Bytes, func() error { return r.d.Pinned().Put(b) }, nil
+}
+
 // WaitFor implements vm.Runner.
 func (r *Runner) WaitFor(w vm.Waiter) error {
 	ev, ok := w.(*cuda.Event)

@@ -9,7 +9,7 @@ import (
 
 // Fake controls one instance of the fake driver, the one loaded from a given path.
 type Fake struct {
-	set, get, fail, layout uintptr
+	set, get, fail, layout, trace uintptr
 }
 
 // Open loads the fake driver at lib (the same instance package cuda loads from that path)
@@ -38,6 +38,7 @@ func open(t testing.TB, lib, prefix string, layout bool) *Fake {
 	syms := map[string]*uintptr{"_set": &f.set, "_get": &f.get, "_fail": &f.fail}
 	if layout {
 		syms["_layout"] = &f.layout
+		syms["_trace"] = &f.trace
 	}
 	for name, p := range syms {
 		if *p, err = purego.Dlsym(h, prefix+name); err != nil {
@@ -51,7 +52,8 @@ func cstring(s string) []byte { return append([]byte(s), 0) }
 
 // Set sets a knob of the fake (csrc/state.c): devices, driver_version, memory, vmm, granularity,
 // pinned, pinned_limit, copy_delay_us, kernel_delay_us, ctx_overhead, cc_major, cc_minor,
-// hold (a stream's handle: its worker runs nothing until hold changes); or "lose", which
+// hold (a stream's handle: its worker runs nothing until hold changes), trace, watch_lo and
+// watch_hi (see Trace); or "lose", which
 // loses every context with the given sticky result.
 func (f *Fake) Set(t testing.TB, key string, v int64) {
 	t.Helper()

@@ -227,6 +227,7 @@ extern struct knobs {
 	long long devices, driver_version, memory, vmm, granularity, pinned, pinned_limit;
 	long long copy_delay_us, kernel_delay_us, ctx_overhead, cc_major, cc_minor;
 	long long hold; /* a stream (its handle) whose worker runs nothing until this changes */
+	long long trace, watch_lo, watch_hi; /* trace.c */
 } knob;
 
 extern int initialized;
@@ -252,6 +253,21 @@ size_t round_up(size_t n, size_t to);
  * calling thread's current context; ENTER returns its error from the calling function. */
 CUresult enter(const char *name, int needctx);
 CUresult leave(CUresult r);
+
+/* ---- The trace of queued work (trace.c) ---- */
+
+enum { TRACE_RECORD = 1, TRACE_WAIT, TRACE_HTOD, TRACE_DTOH, TRACE_KERNEL, TRACE_HOST_WAIT };
+
+typedef struct {
+	long long kind;
+	unsigned long long stream, event, seq, addr;
+	long long n, watched;
+} trace_entry;
+
+void trace_reset(void);
+void trace_op(long long kind, uintptr_t stream, const event_t *e, unsigned long long seq, uintptr_t addr, size_t n,
+              int watched);
+int trace_watched(const unsigned long long *slot);
 
 #define ENTER(name, needctx)                                                                                           \
 	pthread_mutex_lock(&mu);                                                                                           \

@@ -91,6 +91,7 @@ static long long *knob_named(const char *key) {
 		{"pinned_limit", &knob.pinned_limit}, {"copy_delay_us", &knob.copy_delay_us},
 		{"kernel_delay_us", &knob.kernel_delay_us}, {"ctx_overhead", &knob.ctx_overhead},
 		{"cc_major", &knob.cc_major}, {"cc_minor", &knob.cc_minor}, {"hold", &knob.hold},
+		{"trace", &knob.trace}, {"watch_lo", &knob.watch_lo}, {"watch_hi", &knob.watch_hi},
 	};
 	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
 		if (strcmp(all[i].name, key) == 0)
@@ -106,9 +107,11 @@ int fakecuda_set(const char *key, long long v) {
 	long long *p = knob_named(key);
 	if (p)
 		*p = v;
-	else if (strcmp(key, "lose") == 0)
+	if (p == &knob.trace)
+		trace_reset(); /* each start of a trace begins a new log */
+	else if (!p && strcmp(key, "lose") == 0)
 		lose_all((CUresult)v);
-	else
+	else if (!p)
 		ret = -1;
 	pthread_cond_broadcast(&cv);
 	pthread_mutex_unlock(&mu);

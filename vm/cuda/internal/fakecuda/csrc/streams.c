@@ -152,6 +152,7 @@ static CUresult copy_async(void *dst, const void *src, size_t n, uintptr_t dev, 
 	o->dst = dst;
 	o->src = src;
 	o->n = n;
+	trace_op(to_device ? TRACE_HTOD : TRACE_DTOH, hs, NULL, 0, dev, n, 0);
 	int pageable = !region_at(&pinned, (uintptr_t)(to_device ? src : dst), n);
 	if (pageable && to_device) {
 		o->staging = malloc(n ? n : 1);
@@ -206,6 +207,7 @@ CUresult cuStreamSynchronize(uintptr_t h) {
 	stream_t *s = stream_of(h);
 	if (h && !s)
 		return leave(CUDA_ERROR_INVALID_HANDLE);
+	trace_op(TRACE_HOST_WAIT, 0, NULL, 0, 0, 0, 0);
 	if (s)
 		wait_ticket(s, s->enq);
 	return leave(current->lost);
@@ -263,6 +265,7 @@ static CUresult event_op(int kind, uintptr_t he, uintptr_t hs) {
 	op_t *o = new_op(kind);
 	o->ev = e;
 	o->seq = kind == OP_RECORD ? ++e->recorded : e->recorded;
+	trace_op(kind == OP_RECORD ? TRACE_RECORD : TRACE_WAIT, hs, e, o->seq, 0, 0, 0);
 	enqueue(s, o);
 	return CUDA_SUCCESS;
 }
@@ -292,6 +295,7 @@ CUresult cuEventSynchronize(uintptr_t h) {
 	if (!e)
 		return leave(CUDA_ERROR_INVALID_HANDLE);
 	unsigned long long target = e->recorded;
+	trace_op(TRACE_HOST_WAIT, 0, e, target, 0, 0, 0);
 	ctx_t *c = current;
 	while (e->completed < target && !c->lost)
 		pthread_cond_wait(&cv, &mu);
@@ -421,6 +425,11 @@ CUresult cuLaunchKernel(function_t *f, unsigned gx, unsigned gy, unsigned gz, un
 		}
 	}
 	launches++;
+	int watched = 0;
+	for (int i = 0; i < 64 && o->params[i]; i++)
+		if (!f->sizes || f->sizes[i] == 8)
+			watched |= trace_watched(o->params[i]);
+	trace_op(TRACE_KERNEL, hs, NULL, 0, 0, 0, watched);
 	enqueue(s, o);
 	return leave(CUDA_SUCCESS);
 }
