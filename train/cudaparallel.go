@@ -14,6 +14,12 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch"
 )
 
+// openError is a device that did not open: explaining the budget would
+// mislead.
+type openError struct{ error }
+
+func (e *openError) Unwrap() error { return e.error }
+
 // openParallel opens a data-parallel run's devices: CPU devices of the
 // memory plan's capacity, or CUDA devices (each its whole memory; the
 // budget bounds what the machine allocates), each with a backend.
@@ -22,24 +28,24 @@ func openParallel(cfg *Config, mem memoryPlan) ([]vm.Device, error) {
 	if !cfg.parallelOnCUDA() {
 		devs, err := vm.NewDevices(spec, mem.device)
 		if err != nil {
-			return nil, configErrorf("-device %s: %v", spec, err)
+			return nil, &openError{configErrorf("-device %s: %v", spec, err)}
 		}
 		return devs, nil
 	}
 	list, err := cudaList(spec)
 	if err != nil {
-		return nil, configErrorf("-device %s: %v", spec, err)
+		return nil, &openError{configErrorf("-device %s: %v", spec, err)}
 	}
 	devs, err := vm.NewDevices(list, 0)
 	if err != nil {
-		return nil, fmt.Errorf("-device %s: %w", spec, err)
+		return nil, &openError{fmt.Errorf("-device %s: %w", spec, err)}
 	}
 	for _, d := range devs {
 		if _, ok := vm.BackendFor(d); !ok {
 			for _, d := range devs {
 				_ = d.Close()
 			}
-			return nil, fmt.Errorf("-device %s: %s opened, but no backend runs ops on it", spec, d.Name())
+			return nil, &openError{fmt.Errorf("-device %s: %s opened, but no backend runs ops on it", spec, d.Name())}
 		}
 	}
 	return devs, nil
