@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch/dispatchtest"
 )
@@ -53,6 +56,19 @@ func trainFake(t *testing.T, cfg Config, resume bool) cudaRun {
 	res, err := tr.Fit(context.Background())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tr.upd != nil && tr.upd.rep != nil {
+		// Every replica's weights on its device are replica 0's, bit for bit.
+		for i, ds := range tr.upd.rep.solvers {
+			if err := ds.SyncToHost(); err != nil {
+				t.Fatal(err)
+			}
+			for k, l := range tr.par.learnables[i] {
+				if !bytes.Equal(rawBits(t, l.Value()), rawBits(t, tr.par.learnables[0][k].Value())) {
+					t.Errorf("replica %d's %s differs from replica 0's", i, l.Name())
+				}
+			}
+		}
 	}
 	var out bytes.Buffer
 	tr.Describe(&out)
@@ -229,4 +245,13 @@ func closeTo(t *testing.T, what string, got, want cudaRun) {
 		}
 	}
 	t.Logf("%s: largest difference %.3g at %s", what, worst, at)
+}
+
+func rawBits(t *testing.T, v G.Value) []byte {
+	t.Helper()
+	d, ok := v.(*tensor.Dense)
+	if !ok {
+		t.Fatalf("a learnable holds a %T", v)
+	}
+	return encodeBits(t, NamedTensor{T: d})
 }
