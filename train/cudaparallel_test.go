@@ -125,6 +125,8 @@ func sameRun(t *testing.T, what string, got, want cudaRun) {
 //     compares with one device where it is): the CUDA run matches them
 //     within float32's 1e-5 relative, as one fake CUDA device matches the
 //     CPU device (TestTrainOnFakeCUDA).
+//   - -host-update (gorgonia's solver on the host, weights up and gradients
+//     down every step) matches them too.
 //   - A run stopped after step 2 and resumed from its checkpoint continues
 //     bit for bit: the checkpoint holds replica 0's weights, statistics and
 //     Adam's state, and every device starts from them.
@@ -166,6 +168,14 @@ func TestDataParallelOnFakeCUDA(t *testing.T) {
 
 	cpu := trainFake(t, cfg("cpu", "cpu*2", 3), false)
 	closeTo(t, "two CUDA devices against two CPU devices", host, cpu)
+	// -host-update: gorgonia's solver on the host, on the averaged gradients.
+	hc := cfg("hostupdate", "cuda*2", 3)
+	hc.HostUpdate = true
+	hostUpdate := trainFake(t, hc, false)
+	if !strings.Contains(hostUpdate.out, "on the host (-host-update") {
+		t.Errorf("-host-update: the summary says\n%s", hostUpdate.out)
+	}
+	closeTo(t, "two CUDA devices, -host-update, against two CPU devices", hostUpdate, cpu)
 
 	// The LSTM has no batch norm and a loss that is the mean over every
 	// token of the batch, so the mean of two replicas' losses and gradients
