@@ -890,7 +890,7 @@ func (t *Trainer) deviceLine() string {
 func (t *Trainer) measuredOn() string {
 	switch {
 	case t.par != nil && t.cfg.parallelOnCUDA():
-		return fmt.Sprintf("%d CUDA devices (-device %s), %s first", len(t.par.devs), t.cfg.deviceName(), cudaName(t.par.devs[0]))
+		return fmt.Sprintf("%d CUDA devices (-device %s), the first %s", len(t.par.devs), t.cfg.deviceName(), cudaName(t.par.devs[0]))
 	case t.par != nil:
 		return fmt.Sprintf("%d CPU devices (-device %s)", len(t.par.devs), t.cfg.deviceName())
 	case t.cfg.onCUDA():
