@@ -66,7 +66,12 @@
 //
 // On two or more CUDA devices the default AllReducer is NCCL
 // (cuda.NewNCCL) when libnccl.so.2 loads; otherwise CompileParallel says
-// so once (WithLog) and averages on the host. While CPU replicas run,
+// so once (WithLog) and averages on the host. An optimizer that updates
+// each replica on its device (package train's, with vm/cuda/dispatch's
+// Solver on every machine) calls GradientsOnDevices: RunAll then leaves
+// the gradients in the devices' buffers for the caller to average there
+// (cuda.NCCL.AllReduceMeanDevice) and counts that time with
+// CountAllReduce. While CPU replicas run,
 // their GEMMs and convolutions split GOMAXPROCS among them
 // (WithReplicaWorkers).
 //

@@ -186,6 +186,7 @@ type Parallel struct {
 	grads    []gorgonia.Value // the script's gradient values, by learnable
 	loss     gorgonia.Value
 	sim      bool
+	onDevice bool // GradientsOnDevices
 	stats    ParallelStats
 	closed   bool
 }
@@ -437,6 +438,24 @@ func (p *Parallel) Stats() ParallelStats {
 	return s
 }
 
+// GradientsOnDevices is for an optimizer that updates each replica's
+// weights on its own device (vm/cuda/dispatch.Solver, a vm.GradientSink on
+// every machine): from now on RunAll sets the script's loss but does not
+// average the gradients into the script's learnables, as the machines no
+// longer download them; the caller averages the sinks' device buffers
+// (AllReducer, or cuda.NCCL.AllReduceMeanDevice) before each replica's
+// update. The script's learnables are still copied to the replicas before
+// each run, which a machine that keeps them on its device uploads once.
+func (p *Parallel) GradientsOnDevices() { p.onDevice = true }
+
+// CountAllReduce adds d, time the caller spent averaging the gradients
+// outside RunAll (after GradientsOnDevices), to Stats' all-reduce and step
+// times.
+func (p *Parallel) CountAllReduce(d time.Duration) {
+	p.stats.AllReduceTime += d
+	p.stats.StepTime += d
+}
+
 // Reset implements gorgonia.VM.
 func (p *Parallel) Reset() {
 	for _, r := range p.replicas {
@@ -500,7 +519,11 @@ func (p *Parallel) RunAll() (err error) {
 		return err
 	}
 	reduce := time.Now()
-	if err := p.gather(); err != nil {
+	if p.onDevice {
+		if err := p.meanLoss(); err != nil {
+			return err
+		}
+	} else if err := p.gather(); err != nil {
 		return err
 	}
 	p.stats.AllReduceTime += time.Since(reduce)

@@ -273,6 +273,10 @@ func (c *Config) compileOptionsFor(p memoryPlan) []ooc.Option {
 // it also finds, by bisection over ooc.Plan, about the least budget that
 // plans, so the user knows what to ask for.
 func (c *Config) budgetError(err error, plan func(budget int64) error, budget, inCore int64) error {
+	var open *openError
+	if errors.As(err, &open) {
+		return open.error // not the budget's doing
+	}
 	msg := fmt.Sprintf("-budget %s (%d bytes; in-core peak %d bytes): %v", c.Budget, budget, inCore, err)
 	if c.Scheduler != "window" || !strings.Contains(err.Error(), "infeasible") || budget >= inCore || plan(inCore) != nil {
 		return errors.New(msg)

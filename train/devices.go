@@ -61,6 +61,59 @@ func (c *Config) deviceCountOrOne() int {
 	return max(c.deviceCount(), 1)
 }
 
+// parallelOnCUDA reports whether a data-parallel run's devices are CUDA
+// devices (Check refuses a list that mixes them with CPU devices).
+func (c *Config) parallelOnCUDA() bool {
+	spec := c.parallelSpec()
+	if spec == "" {
+		return false
+	}
+	name, _, _ := strings.Cut(strings.TrimSpace(strings.Split(spec, ",")[0]), "*")
+	return isCUDA(name)
+}
+
+// usesCUDA reports whether the steps compute on one or several CUDA devices.
+func (c *Config) usesCUDA() bool { return c.onCUDA() || c.parallelOnCUDA() }
+
+// cudaList spells a data-parallel list of CUDA devices out one device each:
+// cuda is cuda:0 and cuda*N is cuda:0 to cuda:N-1, as each replica needs a
+// device of its own.
+func cudaList(spec string) (string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, part := range strings.Split(spec, ",") {
+		name, count, counted := strings.Cut(strings.TrimSpace(part), "*")
+		var names []string
+		switch {
+		case counted && name != "cuda":
+			return "", fmt.Errorf("%q: a count goes with cuda (cuda*2 is cuda:0,cuda:1), not with one device", part)
+		case counted:
+			k, err := strconv.Atoi(strings.TrimSpace(count))
+			if err != nil || k < 1 {
+				return "", fmt.Errorf("%q: want cuda*N with N a positive count", part)
+			}
+			for i := range k {
+				names = append(names, fmt.Sprintf("cuda:%d", i))
+			}
+		case name == "cuda":
+			names = []string{"cuda:0"}
+		default:
+			if i, err := strconv.Atoi(strings.TrimPrefix(name, "cuda:")); err != nil || i < 0 {
+				return "", fmt.Errorf("%q: want cuda:N with N a device index", part)
+			}
+			names = []string{name}
+		}
+		for _, n := range names {
+			if seen[n] {
+				return "", fmt.Errorf("%s is listed twice: each replica needs a CUDA device of its own", n)
+			}
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ","), nil
+}
+
 // checkDevice checks Device, Devices and the options that need a CUDA device.
 func (c *Config) checkDevice() error {
 	spec := c.parallelSpec()
@@ -69,26 +122,39 @@ func (c *Config) checkDevice() error {
 		case strings.HasPrefix(c.Device, "sim:"):
 			return configErrorf("-device %s: training runs real steps: use cpu or cuda (sweep, plan and compare take sim:PROFILE)", c.Device)
 		case c.Device != "cpu" && !isCUDA(c.Device):
-			return configErrorf("-device %s: unknown device (want cpu, cuda or cuda:N; or several CPU devices: cpu,cpu or cpu*N)", c.Device)
+			return configErrorf("-device %s: unknown device (want cpu, cuda or cuda:N; or several devices: cpu,cpu, cpu*N, cuda:0,cuda:1 or cuda*N)", c.Device)
 		}
 	} else {
+		var cpus, cudas int
 		for _, part := range strings.Split(spec, ",") {
 			name, count, counted := strings.Cut(strings.TrimSpace(part), "*")
-			if strings.HasPrefix(name, "sim:") {
+			switch {
+			case strings.HasPrefix(name, "sim:"):
 				return configErrorf("-device %s: training runs real steps; ooc multigpu simulates data-parallel steps on sim:PROFILE*N", spec)
+			case name == "cpu":
+				cpus++
+			case isCUDA(name):
+				cudas++
+			default:
+				return configErrorf("-device %s: data-parallel training runs on CPU devices (cpu,cpu or cpu*N) or CUDA devices (cuda:0,cuda:1 or cuda*N), not %q", spec, name)
 			}
-			if name != "cpu" {
-				return configErrorf("-device %s: data-parallel training runs on CPU devices only (cpu,cpu or cpu*N), not %q", spec, name)
-			}
-			if k, err := strconv.Atoi(strings.TrimSpace(count)); counted && (err != nil || k < 1) {
+			if k, err := strconv.Atoi(strings.TrimSpace(count)); name == "cpu" && counted && (err != nil || k < 1) {
 				return configErrorf("-device %s: %q: want cpu*N with N a positive count", spec, part)
+			}
+		}
+		if cpus > 0 && cudas > 0 {
+			return configErrorf("-device %s: one data-parallel run trains on CPU devices or on CUDA devices, not both", spec)
+		}
+		if cudas > 0 {
+			if _, err := cudaList(spec); err != nil {
+				return configErrorf("-device %s: %v", spec, err)
 			}
 		}
 	}
 	switch {
-	case c.HostUpdate && !c.onCUDA():
+	case c.HostUpdate && !c.usesCUDA():
 		return configErrorf("-host-update: the update runs on the host already: it moves it off a CUDA device (-device cuda), and -device is %s", c.deviceName())
-	case c.LaunchTable != "" && !c.onCUDA():
+	case c.LaunchTable != "" && !c.usesCUDA():
 		return configErrorf("-launch-table %s: launches are a CUDA device's (-device cuda), and -device is %s", c.LaunchTable, c.deviceName())
 	}
 	return nil
@@ -135,6 +201,9 @@ type deviceUpdate struct {
 	ds *dispatch.Solver
 	gs G.Solver
 	ls G.Nodes
+	// rep, in a data-parallel run on CUDA devices, is every replica's
+	// update (ds is replica 0's) and the gradients' all-reduce.
+	rep *replicaUpdates
 }
 
 // newDeviceUpdate moves the update to the device the machine computes on,
@@ -163,6 +232,9 @@ func (u *deviceUpdate) step(gs G.Solver, ls G.Nodes) error {
 	if u == nil {
 		return gs.Step(G.NodesToValueGrads(ls))
 	}
+	if u.rep != nil {
+		return u.rep.step()
+	}
 	return u.ds.Step()
 }
 
@@ -172,7 +244,10 @@ func (u *deviceUpdate) weightsToHost() error {
 	if u == nil {
 		return nil
 	}
-	return u.ds.SyncToHost()
+	if err := u.ds.SyncToHost(); err != nil {
+		return err
+	}
+	return u.rep.toScript(u.ls)
 }
 
 // toHost brings weights and optimizer state to the host (before a checkpoint).
@@ -180,7 +255,7 @@ func (u *deviceUpdate) toHost() error {
 	if u == nil {
 		return nil
 	}
-	if err := u.ds.SyncToHost(); err != nil {
+	if err := u.weightsToHost(); err != nil {
 		return err
 	}
 	iter, slots, err := u.ds.State()
@@ -196,6 +271,9 @@ func (u *deviceUpdate) toHost() error {
 func (u *deviceUpdate) close() error {
 	if u == nil {
 		return nil
+	}
+	if u.rep != nil {
+		return u.rep.close()
 	}
 	return u.ds.Close()
 }
@@ -233,6 +311,11 @@ type parallelRun struct {
 	bns     [][]batchNorm // per replica
 	eval    *models.Model
 	evalBNs []batchNorm
+	// learnables are each replica's, in replica order.
+	learnables []G.Nodes
+	// reserve is what each CUDA device's backend holds beside the program
+	// (cuBLAS's workspace), added to a percentage budget.
+	reserve int64
 }
 
 // replicaModel rebuilds m for a share of its batch (models.Build with m's
@@ -247,12 +330,20 @@ func replicaModel(m *models.Model, batch int) (*models.Model, error) {
 // with its share of the batch, every device of the plan's capacity.
 // eval is a model of one replica's batch that no replica uses.
 func compileParallel(cfg *Config, m, eval *models.Model, mem memoryPlan, opts []ooc.Option) (*parallelRun, error) {
-	spec := cfg.parallelSpec()
-	devs, err := vm.NewDevices(spec, mem.device)
+	devs, err := openParallel(cfg, mem)
 	if err != nil {
-		return nil, configErrorf("-device %s: %v", spec, err)
+		return nil, err
 	}
 	pr := &parallelRun{devs: devs, eval: eval, evalBNs: modelBatchNorms(eval)}
+	if cfg.parallelOnCUDA() {
+		if r := vm.BackendReserve(devs[0]); r > 0 && cfg.Budget.Percent > 0 && cfg.Scheduler != "baseline" {
+			// As on one CUDA device: a percentage is of the replica's
+			// in-core peak, and each device's budget also holds the
+			// backend's reserve.
+			pr.reserve = r
+			opts = append(opts, ooc.WithBudget(mem.planned+r))
+		}
+	}
 	built := 0
 	build := func(batch int) (ooc.Replica, error) {
 		r := m // the first call is the script's graph: the Trainer's model
@@ -262,6 +353,7 @@ func compileParallel(cfg *Config, m, eval *models.Model, mem memoryPlan, opts []
 				return ooc.Replica{}, err
 			}
 			pr.bns = append(pr.bns, modelBatchNorms(r))
+			pr.learnables = append(pr.learnables, r.Learnables)
 		}
 		return ooc.Replica{Graph: r.Graph, Inputs: G.Nodes{r.Input, r.Labels}, Learnables: r.Learnables, Loss: r.Loss}, nil
 	}

@@ -75,9 +75,17 @@
 // Trainer's model is the whole-batch script graph, each device runs a
 // replica with its share of the batch under the budget, and batch-norm
 // statistics are replica 0's (evaluated on a replica-sized model of their
-// own). The checkpoint records all of these, so a resume restores them;
-// CUDA and several devices compute the CPU device's values up to float
-// rounding, and "cpu*1" exactly.
+// own). Several CUDA devices ("cuda:0,cuda:1", "cuda*N", or "cuda" with
+// Config.Devices N; each device once, never mixed with cpu) train the
+// same way with the update on every device, as on one: each replica has a
+// dispatch.Solver, its weights and optimizer state on its device, and
+// between a step and the update the replicas' gradient buffers are
+// averaged in place, by NCCL on the devices when it loads (ncclAvg),
+// otherwise through the host (ooc.CompileParallel says so once); replica
+// 0's weights and state are the run's (evaluated on its device,
+// checkpointed). The checkpoint records all of these, so a resume restores
+// them; CUDA and several devices compute the CPU device's values up to
+// float rounding, and "cpu*1" exactly.
 //
 // # Solvers
 //

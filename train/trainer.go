@@ -290,7 +290,7 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 			return err
 		}, t.budget, t.inCore)
 	}
-	if cfg.onCUDA() {
+	if cfg.usesCUDA() {
 		// The CUDA device's own memory bounds the allocator: no CPU
 		// device stands in for it.
 		t.mem = memoryPlan{planned: t.budget, chunk: cfg.Chunk}
@@ -314,6 +314,10 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 			return t, explain(err)
 		}
 		t.machine = t.par.p.Machines()[0]
+		if t.par.reserve > 0 {
+			t.budget += t.par.reserve
+			t.mem.planned = t.budget
+		}
 	case cfg.onCUDA():
 		if t.dev, err = openCUDA(cfg.Device); err != nil {
 			return t, err
@@ -347,8 +351,8 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 		}
 		if t.ev, err = newEvaluator(em, ebns); err == nil {
 			evOpts := t.compileOptions()
-			if cfg.onCUDA() {
-				evOpts = append(evOpts, ooc.WithDevice(t.dev)) // the forward pass computes there too
+			if d := t.evalDevice(); d != nil {
+				evOpts = append(evOpts, ooc.WithDevice(d)) // the forward pass computes there too
 			}
 			err = t.ev.compile(evOpts...)
 		}
@@ -357,7 +361,7 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 		}
 	}
 	impl := cfg.Solver
-	if isCUDA(cfg.Device) && !cfg.HostUpdate {
+	if cfg.usesCUDA() && !cfg.HostUpdate {
 		// The update runs on the device with the settings of a gorgonia
 		// solver (vm/cuda/dispatch.NewSolver); the host solver never steps.
 		impl = GorgoniaSolver
@@ -661,11 +665,11 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 	if t.step >= lastStep {
 		return res, nil
 	}
-	if t.cfg.onCUDA() && !t.cfg.HostUpdate && t.upd == nil {
+	if t.cfg.usesCUDA() && !t.cfg.HostUpdate && t.upd == nil {
 		// After any Restore: the device solver starts from the state the
 		// gorgonia solver holds.
 		var err error
-		if t.upd, err = newDeviceUpdate(t.machine, t.solver, m.Learnables); err != nil {
+		if t.upd, err = t.newUpdate(); err != nil {
 			return res, err
 		}
 	}
@@ -923,6 +927,8 @@ func (t *Trainer) deviceLine() string {
 // measuredOn names what computed the steps, for the summary.
 func (t *Trainer) measuredOn() string {
 	switch {
+	case t.par != nil && t.cfg.parallelOnCUDA():
+		return fmt.Sprintf("%d CUDA devices (-device %s), the first %s", len(t.par.devs), t.cfg.deviceName(), cudaName(t.par.devs[0]))
 	case t.par != nil:
 		return fmt.Sprintf("%d CPU devices (-device %s)", len(t.par.devs), t.cfg.deviceName())
 	case t.cfg.onCUDA():
@@ -935,9 +941,7 @@ func (t *Trainer) measuredOn() string {
 func (t *Trainer) computeLine() string {
 	switch {
 	case t.par != nil:
-		n := len(t.par.devs)
-		return fmt.Sprintf("data parallel on %d CPU devices (-device %s): batch %d split %d per device, gradients averaged (%s all-reduce) before each update",
-			n, t.cfg.deviceName(), t.cfg.Batch, t.cfg.Batch/n, t.par.p.AllReducer().Name())
+		return t.parallelLine()
 	case t.cfg.onCUDA():
 		upd := "the update on the device (dispatch.Solver; -host-update runs it on the host)"
 		if t.cfg.HostUpdate {

@@ -105,7 +105,9 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: ooc train [flags]\n       ooc train -checkpoint FILE -resume [flags to change]\n\n"+
 			"Trains a model with ooc.Compile under a device-memory budget, evaluating on the test split after each epoch:\n"+
-			"on the CPU device, on a GPU (-device cuda), or data parallel on several CPU devices (-devices N).\n"+
+			"on the CPU device, on a GPU (-device cuda), or data parallel on several devices (-devices N, -device cpu,cpu,\n"+
+			"-device cuda:0,cuda:1: each device a replica with its share of the batch and its own -budget; on CUDA devices\n"+
+			"the update runs on each, gradients averaged by NCCL, or on the host without it; proven on a fake driver only).\n"+
 			"-resume continues the run the checkpoint holds with its whole configuration; -epochs, -steps, the memory\n"+
 			"flags and the output files given again override it.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -127,8 +129,8 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.Int64Var(&o.Seed, "seed", 1, "seed of the weights, the data order and synthetic data")
 	fs.BoolVar(&o.Augment, "augment", false, "augment the training data: random crop (4-pixel padding) and horizontal flip")
 	o.memoryOptions.define(fs, "60%", "the in-core peak (ooc.Plan with ooc.Baseline)")
-	fs.Lookup("device").Usage = deviceHelp + "; or several CPU devices, cpu,cpu or cpu*N, to train data parallel"
-	fs.IntVar(&o.Devices, "devices", 0, "train data parallel on N copies of -device (CPU devices; the same as -device cpu*N or cpu,cpu): the batch split among them, gradients averaged")
+	fs.Lookup("device").Usage = deviceHelp + "; or several devices to train data parallel: CPU devices (cpu,cpu or cpu*N) or CUDA devices (cuda:0,cuda:1 or cuda*N, which is cuda:0 to cuda:N-1)"
+	fs.IntVar(&o.Devices, "devices", 0, "train data parallel on N devices of -device's kind (the same as -device cpu*N or cuda*N): the batch split evenly among them, gradients averaged")
 	fs.BoolVar(&o.HostUpdate, "host-update", false, "-device cuda: run the optimizer on the host (gradients down, weights up each step) instead of on the device")
 	fs.StringVar(&o.LaunchTable, "launch-table", "", "-device cuda: write each kernel's launch configuration, launches per step, bytes moved and FLOPs to this file")
 	fs.StringVar(&o.Checkpoint, "checkpoint", "", "checkpoint file, written atomically after each epoch, every -save-every steps, at the end and on an interrupt")

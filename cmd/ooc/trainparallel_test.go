@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gorgonia-ooc/outofcore/train"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch/dispatchtest"
 )
 
 // TestTrainOnTwoDevices: -devices 2 and -device cpu,cpu are the same run,
@@ -95,4 +96,43 @@ func TestResumeDevices(t *testing.T) {
 		}
 		require.Empty(t, notes)
 	}
+}
+
+// TestTrainOnTwoFakeCUDADevices: ooc train -device cuda:0,cuda:1 trains
+// data parallel on two fake CUDA devices (the fake NCCL averaging on
+// them), writes its history and checkpoint, resumes on the same two
+// devices from the checkpoint alone, and ooc eval evaluates it at one
+// device's share; a device the machine does not have is refused at once.
+// train's TestDataParallelOnFakeCUDA checks the numbers.
+func TestTrainOnTwoFakeCUDADevices(t *testing.T) {
+	driver := dispatchtest.Setenv(t)
+	dispatchtest.SetDevices(t, driver, 2)
+	dispatchtest.SetenvNCCL(t, driver)
+	dir := t.TempDir()
+	ck, hist := filepath.Join(dir, "run.ckpt"), filepath.Join(dir, "history.json")
+	ooc := func(args ...string) string {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
+			t.Fatalf("ooc %s: exit %d\n%s\n%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+		}
+		return stdout.String() + stderr.String()
+	}
+	out := ooc(append([]string{"train"}, tiny("-device", "cuda:0,cuda:1", "-budget", "60%", "-steps", "2", "-checkpoint", ck, "-history", hist)...)...)
+	for _, want := range []string{"data parallel on 2 CUDA devices (-device cuda:0,cuda:1): batch 4 split 2 per device",
+		"(nccl all-reduce)", "gradients averaged there by NCCL", "measured on 2 CUDA devices"} {
+		require.Contains(t, out, want)
+	}
+	out = ooc("train", "-checkpoint", ck, "-resume", "-steps", "3", "-progress", "plain")
+	require.Contains(t, out, "data parallel on 2 CUDA devices", "the checkpoint's run trains on the two devices again")
+	c, err := train.Load(ck)
+	require.NoError(t, err)
+	require.Len(t, c.Losses, 3)
+	_, out = mustEval(t, "-checkpoint", ck)
+	require.Contains(t, out, "batch 2")
+
+	_, _, err = trainArgs(t, tiny("-device", "cuda:0,cuda:2")...)
+	require.ErrorContains(t, err, "cuda:2 asked for, but this machine has 2")
+	_, _, err = trainArgs(t, tiny("-device", "cpu,cuda:1")...)
+	require.ErrorContains(t, err, "not both")
 }

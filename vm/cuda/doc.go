@@ -66,7 +66,9 @@
 // communicator spanning processes or machines, its UniqueID (ncclGetUniqueId) handed from rank
 // 0 by file (WriteFile, ReadUniqueID) or environment ($OOC_NCCL_ID, UniqueIDFromEnv).
 // AllReduceMean stages each rank's host buffer on its device and runs ncclAllReduce with ncclAvg
-// (before NCCL 2.10, a sum divided on the host) on the device's compute stream. Each rank's
+// (before NCCL 2.10, a sum divided on the host) on the device's compute stream;
+// AllReduceMeanDevice averages buffers already on the devices in place (ncclAvg only), as
+// ooc train does with each replica's gradients before its update on the device. Each rank's
 // calls run on a goroutine of their own with the device's context current and outside
 // ncclGroupStart/End, because NCCL uses the context current when a communicator was made and
 // switches to the primary context inside groups (NVIDIA/nccl#565), while this package's

@@ -383,6 +383,56 @@ func (c *NCCL) AllReduceMean(dt tensor.Dtype, bufs [][]byte) error {
 	return nil
 }
 
+// AllReduceMeanDevice averages, in place, buffers already in device memory: addrs holds one
+// address per local rank, in rank order, each count elements of dt on its rank's device (a
+// device-side optimizer's gradient). The all-reduce runs on each device's compute stream
+// (ncclAvg) and is not waited for: work queued after it on that stream sees the mean. NCCL
+// before 2.10 has no ncclAvg; there it returns an error and the caller averages on the host.
+func (c *NCCL) AllReduceMeanDevice(dt tensor.Dtype, addrs []uintptr, count int) error {
+	if len(addrs) != len(c.ranks) {
+		return fmt.Errorf("cuda: NCCL all-reduce of %d buffers on %d local ranks", len(addrs), len(c.ranks))
+	}
+	var ty int
+	switch dt {
+	case tensor.Float32:
+		ty = ncclFloat32
+	case tensor.Float64:
+		ty = ncclFloat64
+	default:
+		return fmt.Errorf("cuda: NCCL all-reduce of %v gradients is not supported (float32 and float64 are)", dt)
+	}
+	if !c.AveragesOnDevice() {
+		return fmt.Errorf("cuda: NCCL %s has no ncclAvg (2.10 and later): average device buffers on the host", c.Version())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	if count == 0 {
+		return nil
+	}
+	index := map[*ncclRank]int{}
+	for i, r := range c.ranks {
+		index[r] = i
+	}
+	err := c.each(func(r *ncclRank, drv *driver) error {
+		a := addrs[index[r]]
+		if err := c.lib.check("ncclAllReduce", ncclCall(c.lib.allReduce, a, a, uintptr(count), uintptr(ty), uintptr(ncclAvg), r.comm, r.d.streams[Compute].h)); err != nil {
+			return fmt.Errorf("rank %d of %d: %w", r.rank, c.nranks, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cuda: NCCL: %w", err)
+	}
+	return nil
+}
+
+// AveragesOnDevice reports whether the loaded NCCL averages on the devices (ncclAvg, NCCL
+// 2.10 and later), which AllReduceMeanDevice needs.
+func (c *NCCL) AveragesOnDevice() bool { return c.lib.version >= ncclAvgVersion }
+
 // divide divides a buffer of floats by n in place.
 func divide(dt tensor.Dtype, b []byte, n int) {
 	switch dt {

@@ -251,3 +251,53 @@ func TestNCCLErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestNCCLAllReduceMeanDevice averages buffers already on two devices in place (as ooc train
+// does with each replica's gradients before its update there): the host mean's bits on the
+// fake, which sums in rank order; NCCL before 2.10 has no ncclAvg and is refused, saying so.
+func TestNCCLAllReduceMeanDevice(t *testing.T) {
+	for _, version := range []int64{22304, 20903} {
+		ds, nf := fakeNCCL(t, 2, version)
+		c, err := NewNCCL(ds)
+		must(t, err)
+		const n = 300
+		xs := randoms[float32](rand.New(rand.NewPCG(2, n)), 2, n)
+		want := hostMean(xs)
+		addrs := make([]uintptr, len(ds))
+		for i, d := range ds {
+			seg, err := d.Memory().AllocSegment(4 * n)
+			must(t, err)
+			t.Cleanup(func() { must(t, d.Memory().FreeSegment(seg)) })
+			addrs[i] = seg.Addr
+			src := raw(xs[i])
+			must(t, d.do(func(drv *driver) error {
+				return drv.check(fnMemcpyHtoD, drv.call(fnMemcpyHtoD, seg.Addr, uintptr(unsafe.Pointer(&src[0])), 4*n))
+			}))
+		}
+		err = c.AllReduceMeanDevice(tensor.Float32, addrs, n)
+		if version < ncclAvgVersion {
+			if err == nil || !strings.Contains(err.Error(), "no ncclAvg") || c.AveragesOnDevice() {
+				t.Errorf("NCCL %d: %v, AveragesOnDevice %v", version, err, c.AveragesOnDevice())
+			}
+			must(t, c.Close())
+			continue
+		}
+		must(t, err)
+		for i, d := range ds {
+			got := make([]float32, n)
+			dst := raw(got)
+			must(t, d.do(func(drv *driver) error {
+				return drv.check(fnMemcpyDtoH, drv.call(fnMemcpyDtoH, uintptr(unsafe.Pointer(&dst[0])), addrs[i], 4*n))
+			}))
+			for k := range got {
+				if got[k] != want[k] {
+					t.Fatalf("rank %d element %d: %v, want %v", i, k, got[k], want[k])
+				}
+			}
+		}
+		if got := nf.Get(t, "allreduces"); got != 1 {
+			t.Errorf("%d all-reduce rounds, want 1", got)
+		}
+		must(t, c.Close())
+	}
+}

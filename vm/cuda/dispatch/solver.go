@@ -117,6 +117,12 @@ func (s *Solver) slot(i, k int) uintptr {
 	return s.bufs[i].Addr + uintptr(int64(k)*s.n[i]*int64(s.dt.Size()))
 }
 
+// Gradient is the device address and element count of learnable i's
+// gradient buffer (in NewSolver's order), where RunAll accumulates it and
+// Step reads and zeroes it: data-parallel training averages it across the
+// replicas' devices in place between the two.
+func (s *Solver) Gradient(i int) (addr uintptr, n int64) { return s.slot(i, 0), s.n[i] }
+
 // TakeGradient implements vm.GradientSink: the gradient is added into the
 // learnable's device buffer.
 func (s *Solver) TakeGradient(l *G.Node, addr uintptr) (bool, error) {
