@@ -130,9 +130,10 @@
 // Where the machine differs from TapeMachine on purpose:
 //
 //   - What a node holds after RunAll: the cost, Read nodes, WithOutputs
-//     nodes, the gradients (bound to the learnables) and every float scalar
-//     of the forward (the terms of a cost a script prints, and a metric
-//     nothing reads, which is computed for it) are bound to their values,
+//     nodes, the gradients (bound to the learnables) and every scalar of
+//     the forward, float, Int or Bool (the terms of a cost a script prints,
+//     and a metric nothing reads, which is computed for it) are bound to
+//     their values,
 //     as TapeMachine binds every node, and overwritten in place by the next
 //     run. The forward's other intermediates (a SoftMax
 //     prediction a script reads for its accuracy) are bound when their
@@ -149,8 +150,13 @@
 //     took 2-3% of its forward and backward in core and under 1% at 60%
 //     of the in-core peak (BenchmarkNodeValues, docs/results.md). Above the limit only the scalars are bound: a
 //     script that reads a prediction with node.Value() names it with
-//     gorgonia.Read or WithOutputs. A non-scalar node the cost does not
-//     read is not computed at all, and nothing of the backward but the
+//     gorgonia.Read or WithOutputs. The forward's non-scalar nodes that
+//     the cost does not read (a second head nobody differentiates, a
+//     thresholded Bool prediction, an Int class vector: dead ends) are
+//     computed and bound like the other intermediates, counted in the same
+//     limit (TestDeadEndsComputed); when they do not fit with the others
+//     they are not computed at all, and the others are bound if they fit
+//     alone (TestDeadEndsUnderTheLimit). Nothing of the backward but the
 //     gradients is bound. On a device that computes on itself (CUDA) none
 //     of the intermediates, scalars included, is bound: each would cost a
 //     download.

@@ -38,8 +38,8 @@ func softmaxMLP(dt tensor.Dtype, seed int64) *net {
 
 // forwardNodes are the nodes of the forward that an op computes for the
 // cost, in the order the graph holds them (the same in two builds of one
-// program). (A non-scalar node the cost does not read is not computed by
-// ooc: see ooc's doc.)
+// program). (Dead ends, which the cost does not read, are
+// TestDeadEndsComputed's.)
 func forwardNodes(t *testing.T, g *G.ExprGraph, cost *G.Node) []*G.Node {
 	t.Helper()
 	forCost := map[*G.Node]bool{}
