@@ -136,7 +136,11 @@ type Machine struct {
 	peak      int64
 	stats     Stats
 	closed    bool
-	scratch   []gorgonia.Value
+	// ran: a run finished and Reset has not been called since; RunAll
+	// then does nothing, as TapeMachine's (its program counter stays at
+	// the end of the tape until Reset).
+	ran     bool
+	scratch []gorgonia.Value
 
 	replan     func(map[string]time.Duration) (*Program, error)
 	runs       []prealloc.Func // per function: how it writes into device memory (nil: Do and a copy)
@@ -318,10 +322,13 @@ func (m *Machine) Stats() Stats {
 	return s
 }
 
-// Reset implements gorgonia.VM. Every run starts from a clean device, so
-// there is nothing to reset between runs; Reset drops whatever a failed run
-// left behind.
-func (m *Machine) Reset() { m.releaseAll() }
+// Reset implements gorgonia.VM: the next RunAll runs the tape again, as
+// TapeMachine's Reset rewinds its program counter. It also drops whatever a
+// failed run left behind on the device.
+func (m *Machine) Reset() {
+	m.ran = false
+	m.releaseAll()
+}
 
 // Close implements gorgonia.VM: it stops the copy engines and returns all
 // device memory.
@@ -350,12 +357,22 @@ func (m *Machine) Close() error {
 
 // RunAll implements gorgonia.VM: it runs the tape once (one training step).
 // Afterwards the outputs' nodes hold their values and each learnable's Grad()
-// its gradient. No panic escapes: a panic inside an op comes back as an error
-// naming the node.
+// its gradient. As under gorgonia's TapeMachine, a RunAll after a run that
+// finished does nothing and returns nil until Reset is called: a training
+// loop calls Reset after each step. A failed run leaves nothing to resume
+// (TapeMachine would resume at the failed instruction): the next RunAll
+// runs the whole tape. No panic escapes: a panic inside an op comes back as
+// an error naming the node.
 func (m *Machine) RunAll() (err error) {
 	if m.closed {
 		return errors.New("vm: RunAll on a closed machine")
 	}
+	if m.ran {
+		return nil
+	}
+	defer func() {
+		m.ran = err == nil
+	}()
 	start := time.Now()
 	pc := -1
 	defer func() {

@@ -1,0 +1,94 @@
+package ooc_test
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/ooc"
+)
+
+// Running again: gorgonia's TapeMachine keeps a program counter that
+// RunAll leaves at the end of the tape, so a second RunAll without Reset
+// runs nothing and returns nil, leaving every value as it was
+// (vm_tape.go: runall loops from m.pc; only Reset sets it to 0). A loop
+// that forgets Reset trains one step and then only lets the solver move
+// the weights with the gradients it zeroed (Adam's momentum still moves
+// them). ooc's machine does the same, so such a loop gives the same
+// numbers under both.
+
+// loopSteps runs a training loop of RunAll and an Adam step, with or
+// without Reset, feeding a new batch with gorgonia.Let before each run, and
+// returns per step the loss, a Read of the logits, every gradient, and
+// every weight.
+func loopSteps(t *testing.T, n *net, read *G.Value, m G.VM, steps int, reset bool) [][]uint64 {
+	t.Helper()
+	rng := rand.New(rand.NewSource(5))
+	dt := n.x.Dtype()
+	solver := G.NewAdamSolver(G.WithLearnRate(0.01))
+	var out [][]uint64
+	for s := 0; s < steps; s++ {
+		require.NoError(t, G.Let(n.x, randT(rng, dt, 1, n.x.Shape()...)))
+		require.NoError(t, m.RunAll())
+		out = append(out, bits(t, n.cost.Value()), bits(t, *read))
+		for _, p := range n.params {
+			g, err := p.Grad()
+			require.NoError(t, err)
+			out = append(out, bits(t, g))
+		}
+		require.NoError(t, solver.Step(G.NodesToValueGrads(n.params)))
+		for _, p := range n.params {
+			out = append(out, bits(t, p.Value()))
+		}
+		if reset {
+			m.Reset()
+		}
+	}
+	return out
+}
+
+// TestRunAllWithoutReset: a loop of RunAll and solver.Step without Reset,
+// and one with Reset, give what they give under TapeMachine bit for bit,
+// float32 and float64, in core and at the least feasible budget.
+func TestRunAllWithoutReset(t *testing.T) {
+	build := func(dt tensor.Dtype, seed int64) (*net, *G.Value) {
+		n := mlp(dt, seed)
+		read := new(G.Value)
+		G.Read(n.out, read)
+		return n, read
+	}
+	asBuilder := func(dt tensor.Dtype, seed int64) *net { n, _ := build(dt, seed); return n }
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		peak, err := ooc.InCorePeak(asBuilder(dt, 1).g)
+		require.NoError(t, err)
+		least := minFeasible(t, asBuilder, dt, peak)
+		for _, reset := range []bool{false, true} {
+			ref, read := build(dt, 1)
+			tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
+			want := loopSteps(t, ref, read, tm, 3, reset)
+			require.NoError(t, tm.Close())
+			for _, budget := range []int64{0, least} {
+				t.Run(fmt.Sprintf("%v/reset-%v/budget-%d", dt, reset, budget), func(t *testing.T) {
+					n, read := build(dt, 1)
+					opts := []ooc.Option{ooc.BindDualValues(n.params...), ooc.WithPoison(), ooc.Baseline()}
+					if budget > 0 {
+						opts = []ooc.Option{ooc.BindDualValues(n.params...), ooc.WithPoison(), ooc.WithBudget(budget)}
+					}
+					m, err := ooc.Compile(n.g, opts...)
+					require.NoError(t, err)
+					defer m.Close()
+					require.Equal(t, want, loopSteps(t, n, read, m, 3, reset))
+					steps := 3
+					if !reset {
+						steps = 1
+					}
+					require.Equal(t, steps, m.Stats().Steps, "steps run")
+				})
+			}
+		}
+	}
+}
