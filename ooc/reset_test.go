@@ -92,3 +92,39 @@ func TestRunAllWithoutReset(t *testing.T) {
 		}
 	}
 }
+
+// TestScalarValuesHeldAcrossSteps: a script that keeps each step's loss
+// Value() (losses = append(losses, cost.Value())) finds every step's loss
+// in it afterwards, as under TapeMachine, which makes a new value at each
+// run after Reset: a scalar is not overwritten by the next run.
+func TestScalarValuesHeldAcrossSteps(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		run := func(n *net, m G.VM) (atTheTime, heldAfter [][]uint64) {
+			solver := G.NewAdamSolver(G.WithLearnRate(0.01))
+			var held []G.Value
+			for s := 0; s < 3; s++ {
+				require.NoError(t, m.RunAll())
+				held = append(held, n.cost.Value())
+				atTheTime = append(atTheTime, bits(t, n.cost.Value()))
+				require.NoError(t, solver.Step(G.NodesToValueGrads(n.params)))
+				m.Reset()
+			}
+			for _, v := range held {
+				heldAfter = append(heldAfter, bits(t, v))
+			}
+			return atTheTime, heldAfter
+		}
+		ref := mlp(dt, 1)
+		tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
+		want, wantHeld := run(ref, tm)
+		require.NoError(t, tm.Close())
+		require.Equal(t, want, wantHeld, "TapeMachine's held losses")
+		n := mlp(dt, 1)
+		m, err := ooc.Compile(n.g, ooc.BindDualValues(n.params...))
+		require.NoError(t, err)
+		got, gotHeld := run(n, m)
+		require.NoError(t, m.Close())
+		require.Equal(t, want, got, "%v: losses", dt)
+		require.Equal(t, wantHeld, gotHeld, "%v: the losses held", dt)
+	}
+}

@@ -841,6 +841,13 @@ func (m *Machine) publish(i int) error {
 	// would take the node's value away from the script.
 	if (v.Role != Intermediate || v.Bind) && (v.View || !v.IsLeaf() || v.Role == Gradient) {
 		host, ok := m.results[i]
+		if ok && isScalarNode(v) && v.Role != Gradient {
+			// TapeMachine makes a new value at each run after Reset, so a
+			// loss a script keeps (append(losses, cost.Value())) is not
+			// overwritten by the next run. A scalar costs nothing to make;
+			// tensors stay reused (ooc's doc).
+			host, ok = nil, false
+		}
 		if !ok {
 			if v.Role == Gradient && m.accum[v.Learnable] {
 				// A TapeMachine that ran on the graph bound the learnable
