@@ -348,7 +348,9 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 	// always, costing nothing to keep; the others while the forward's
 	// values fit the node-value limit (below), as computing one that is
 	// not bound would only cost time. What the backward leaves dangling is
-	// not computed.
+	// not computed: gorgonia.Grad leaves such nodes (products of a
+	// gradient with an operand nothing differentiates), which TapeMachine
+	// computes but no script reads, and each would take device memory.
 	fromGrad := map[*gorgonia.Node]bool{}
 	for _, n := range order {
 		for _, c := range operands(n) {
@@ -471,12 +473,20 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 	// (cfg.nodeValues): each is copied out right after its op, before an
 	// in-place op can write over its memory. Not on a device that computes
 	// on itself, where each copy would be a download (as for scalars).
+	// The backward's intermediates (a gradient of the logits a script
+	// inspects) are bound after the forward's, when both fit.
 	if !onBackend && cfg.nodeValues > 0 {
-		var total int64
-		var bind []int
+		var total, backTotal int64
+		var bind, backBind []int
 		for i := range t.Vars {
 			v := &t.Vars[i]
-			if v.Role == vm.Intermediate && !v.Bind && (v.View || !v.IsLeaf()) && !fromGrad[v.Node] {
+			if v.Role != vm.Intermediate || v.Bind || (!v.View && v.IsLeaf()) {
+				continue
+			}
+			if fromGrad[v.Node] {
+				backTotal += v.Bytes
+				backBind = append(backBind, i)
+			} else {
 				total += v.Bytes
 				bind = append(bind, i)
 			}
@@ -488,6 +498,9 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 			return newTrace(g, cfg)
 		}
 		if total <= cfg.nodeValues {
+			if total+backTotal <= cfg.nodeValues {
+				bind = append(bind, backBind...)
+			}
 			for _, i := range bind {
 				t.Vars[i].Bind = true
 			}
