@@ -161,7 +161,8 @@
 //     peak is the same with and without them, dead ends aside); the
 //     forward's copies (12.3 MB a step for the float32 small CNN at batch
 //     16) took 2-3% of its forward and backward in core and under 1% at
-//     60% of the in-core peak (BenchmarkNodeValues, docs/results.md).
+//     60% of the in-core peak (BenchmarkNodeValues, docs/results.md;
+//     with the backward's, 25.2 MB a step, measured too loaded to tell).
 //     Above the limit only the scalars are bound: a script that reads a
 //     prediction with node.Value() names it with gorgonia.Read or
 //     WithOutputs. The forward's non-scalar nodes that the cost does not
@@ -170,8 +171,9 @@
 //     like the other intermediates, counted in the same limit, and take
 //     device memory like any activation while they are made
 //     (TestDeadEndsComputed); when they do not fit with the others they
-//     are not computed at all, and the others are bound if they fit alone
-//     (TestDeadEndsUnderTheLimit). What gorgonia.Grad builds and leaves
+//     are not computed at all (nor do their ops' states advance: a
+//     BatchNorm's running statistics, a Dropout's generator), and the
+//     others are bound if they fit alone (TestDeadEndsUnderTheLimit). What gorgonia.Grad builds and leaves
 //     unread (a gradient times an operand nothing differentiates, which
 //     only a walk of g.AllNodes() finds) is not computed. On a device that
 //     computes on itself (CUDA) none of the intermediates, scalars

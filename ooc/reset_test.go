@@ -128,3 +128,51 @@ func TestScalarValuesHeldAcrossSteps(t *testing.T) {
 		require.Equal(t, wantHeld, gotHeld, "%v: the losses held", dt)
 	}
 }
+
+// TestTwoMachinesTwoGraphs: two scripts' machines on two graphs, their
+// steps interleaved, each at its least feasible budget, train as two
+// TapeMachines do, bit for bit: nothing one machine does reaches the
+// other's values.
+func TestTwoMachinesTwoGraphs(t *testing.T) {
+	builds := []builder{mlp, logReg}
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		run := func(nets []*net, vms []G.VM) [][]uint64 {
+			solvers := []G.Solver{G.NewAdamSolver(G.WithLearnRate(0.01)), G.NewAdamSolver(G.WithLearnRate(0.01))}
+			var out [][]uint64
+			for s := 0; s < 3; s++ {
+				for k, n := range nets {
+					require.NoError(t, vms[k].RunAll())
+					out = append(out, bits(t, n.cost.Value()))
+					require.NoError(t, solvers[k].Step(G.NodesToValueGrads(n.params)))
+					vms[k].Reset()
+				}
+			}
+			for _, n := range nets {
+				for _, p := range n.params {
+					out = append(out, bits(t, p.Value()))
+				}
+			}
+			return out
+		}
+		var refs, nets []*net
+		var tms, ms []G.VM
+		for _, b := range builds {
+			ref := b(dt, 1)
+			refs = append(refs, ref)
+			tms = append(tms, G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...)))
+			peak, err := ooc.InCorePeak(b(dt, 1).g)
+			require.NoError(t, err)
+			n := b(dt, 1)
+			m, err := ooc.Compile(n.g, ooc.BindDualValues(n.params...), ooc.WithPoison(), ooc.WithBudget(minFeasible(t, b, dt, peak)))
+			require.NoError(t, err)
+			nets, ms = append(nets, n), append(ms, m)
+		}
+		want := run(refs, tms)
+		got := run(nets, ms)
+		for k := range ms {
+			require.NoError(t, tms[k].Close())
+			require.NoError(t, ms[k].Close())
+		}
+		require.Equal(t, want, got, "%v", dt)
+	}
+}
