@@ -135,7 +135,11 @@
 // Parallel's RunAll likewise). A scalar a run binds (the loss) is a new
 // value at each run, as TapeMachine's after Reset, so a script that keeps
 // each step's cost.Value() keeps each step's loss
-// (TestScalarValuesHeldAcrossSteps).
+// (TestScalarValuesHeldAcrossSteps). The machine has TapeMachine's Let and
+// Set methods: Set(a, b) binds a to b's value as it is then (a copy, as
+// the machine reuses what it binds), and both refuse a node of another
+// graph, which TapeMachine, looking nodes up by id, may take
+// (TestMachineLetAndSet).
 //
 // Where the machine differs from TapeMachine on purpose:
 //

@@ -176,3 +176,51 @@ func TestTwoMachinesTwoGraphs(t *testing.T) {
 		require.Equal(t, want, got, "%v", dt)
 	}
 }
+
+// TestMachineLetAndSet: TapeMachine's own Let and Set methods, which a
+// script holding the machine may call, do on ooc's machine what they do on
+// TapeMachine, bit for bit: Let binds an input, and Set binds a node to
+// another node's value as it is then.
+func TestMachineLetAndSet(t *testing.T) {
+	type letSetter interface {
+		G.VM
+		Let(n *G.Node, be interface{}) error
+		Set(a, b *G.Node) error
+	}
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		run := func(n *net, m letSetter) [][]uint64 {
+			rng := rand.New(rand.NewSource(9))
+			var out [][]uint64
+			for s := 0; s < 2; s++ {
+				require.NoError(t, m.Let(n.x, randT(rng, dt, 1, n.x.Shape()...)))
+				require.NoError(t, m.RunAll())
+				out = append(out, bits(t, n.cost.Value()))
+				m.Reset()
+			}
+			// The targets become the last run's logits, then runs on new
+			// batches (new logits) see them.
+			require.NoError(t, m.Set(n.y, n.out))
+			require.NoError(t, m.Let(n.x, randT(rng, dt, 1, n.x.Shape()...)))
+			require.NoError(t, m.RunAll())
+			out = append(out, bits(t, n.y.Value()), bits(t, n.cost.Value()))
+			m.Reset()
+			require.NoError(t, m.Let(n.x, randT(rng, dt, 1, n.x.Shape()...)))
+			require.NoError(t, m.RunAll())
+			return append(out, bits(t, n.y.Value()), bits(t, n.cost.Value()))
+		}
+		ref := mlp(dt, 1)
+		tm := G.NewTapeMachine(ref.g)
+		want := run(ref, tm)
+		require.NoError(t, tm.Close())
+		n := mlp(dt, 1)
+		m, err := ooc.Compile(n.g)
+		require.NoError(t, err)
+		require.Equal(t, want, run(n, m), "%v", dt)
+		// TapeMachine looks the node up by id, so a node of another graph
+		// with an id of this one passes; ooc refuses it.
+		other := mlp(dt, 2)
+		require.ErrorContains(t, m.Let(other.x, other.x.Value()), "does not exist in this graph")
+		require.ErrorContains(t, m.Set(n.y, other.out), "does not exist in this graph")
+		require.NoError(t, m.Close())
+	}
+}

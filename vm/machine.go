@@ -330,6 +330,48 @@ func (m *Machine) Reset() {
 	m.releaseAll()
 }
 
+// Let is TapeMachine's Let: gorgonia.Let, for a node of the machine's graph.
+func (m *Machine) Let(n *gorgonia.Node, be interface{}) error {
+	if err := m.ownNode(n); err != nil {
+		return err
+	}
+	return gorgonia.Let(n, be)
+}
+
+// Set is TapeMachine's Set: a takes b's value as it is now (b computed by
+// the last run, or a leaf). TapeMachine binds b's own value, which its next
+// run after Reset leaves alone, making new ones; this machine reuses the
+// values it binds, so a takes a copy.
+func (m *Machine) Set(a, b *gorgonia.Node) error {
+	if err := errors.Join(m.ownNode(a), m.ownNode(b)); err != nil {
+		return err
+	}
+	if b.Value() == nil {
+		return fmt.Errorf("vm: Set(%s, %s): %s has no value: run the machine first, or bind it with WithOutputs", a.Name(), b.Name(), b.Name())
+	}
+	v, err := gorgonia.CloneValue(b.Value())
+	if err != nil {
+		return fmt.Errorf("vm: Set(%s, %s): %w", a.Name(), b.Name(), err)
+	}
+	return gorgonia.UnsafeLet(a, v)
+}
+
+// ownNode refuses a node of another graph, as TapeMachine's Let and Set do.
+func (m *Machine) ownNode(n *gorgonia.Node) error {
+	if n == nil {
+		return errors.New("vm: nil node")
+	}
+	for i := range m.prog.Vars {
+		if x := m.prog.Vars[i].Node; x != nil {
+			if x.Graph() != n.Graph() {
+				return fmt.Errorf("vm: node %s does not exist in this graph", n.Name())
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
 // Close implements gorgonia.VM: it stops the copy engines and returns all
 // device memory.
 func (m *Machine) Close() error {
