@@ -177,9 +177,10 @@
 //     (TestDeadEndsComputed); when they do not fit with the others they
 //     are not computed at all (nor do their ops' states advance: a
 //     BatchNorm's running statistics, a Dropout's generator), and the
-//     others are bound if they fit alone (TestDeadEndsUnderTheLimit). What gorgonia.Grad builds and leaves
-//     unread (a gradient times an operand nothing differentiates, which
-//     only a walk of g.AllNodes() finds) is not computed. On a device that
+//     others are bound if they fit alone (TestDeadEndsUnderTheLimit).
+//     What gorgonia.Grad builds and leaves unread (a gradient times an
+//     operand nothing differentiates, which only a walk of g.AllNodes()
+//     finds) is not computed. On a device that
 //     computes on itself (CUDA) none of the intermediates, scalars
 //     included, is bound: each would cost a download.
 //   - A run that fails leaves nothing to resume: the next RunAll runs the
