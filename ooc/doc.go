@@ -132,44 +132,73 @@
 // that leaf sees the old value, one after it the new, as under
 // TapeMachine.
 //
-// The machine has TapeMachine's Let and Set methods too, so a script
-// calling machine.Let(w, v) or machine.Set(w, wUpd) after RunAll (gorgonia's
-// logistic regression example, which updates its weights in the graph)
-// runs unchanged; Set gives w a copy of wUpd's value, which wUpd must have
-// (an output named by WithOutputs, as the example names it to
-// gorgonia.CompileFunction).
+// Running again is TapeMachine's: RunAll after a run that finished does
+// nothing and returns nil until Reset is called (TapeMachine's program
+// counter stays at the end of its tape), leaving every value as it was, so
+// a loop that forgets Reset trains one step under both, and a solver then
+// moves the weights with the gradients it zeroed (TestRunAllWithoutReset;
+// Parallel's RunAll likewise). A scalar a run binds (the loss) is a new
+// value at each run, as TapeMachine's after Reset, so a script that keeps
+// each step's cost.Value() keeps each step's loss
+// (TestScalarValuesHeldAcrossSteps). The machine has TapeMachine's Let and
+// Set methods: Set(a, b) binds a to b's value as it is then (a copy, as
+// the machine reuses what it binds), and both refuse a node of another
+// graph, which TapeMachine, looking nodes up by id, may take
+// (TestMachineLetAndSet).
 //
 // Where the machine differs from TapeMachine on purpose:
 //
 //   - What a node holds after RunAll: the cost, Read nodes, WithOutputs
-//     nodes, the gradients (bound to the learnables) and every float scalar
-//     of the forward (the terms of a cost a script prints, and a metric
-//     nothing reads, which is computed for it) are bound to their values,
-//     as TapeMachine binds every node, and overwritten in place by the next
-//     run. The forward's other intermediates (a SoftMax
-//     prediction a script reads for its accuracy) are bound when their
-//     host copies take at most DefaultNodeValueLimit (64 MiB) together;
+//     nodes, the gradients (bound to the learnables) and every scalar of
+//     the forward, float, Int or Bool (the terms of a cost a script prints,
+//     and a metric nothing reads, which is computed for it) are bound to
+//     their values, as TapeMachine binds every node. The forward's other
+//     intermediates (a SoftMax prediction a script reads for its
+//     accuracy) are bound when their host copies take at most
+//     DefaultNodeValueLimit (64 MiB) together, and the backward's (the
+//     gradient of the logits, logits.Deriv().Value()) when the forward's
+//     and the backward's fit together (TestBackwardNodesBound);
 //     WithNodeValues sets that limit (0: none). Each gets a host tensor,
-//     made on the first run and reused (not one per step), filled
-//     with a copy of its op's result as the op produces it, so a later
-//     in-place op cannot change it: where TapeMachine's value of a node
-//     was overwritten by an op that wrote in place over it, TapeMachine
-//     shows that op's result and ooc shows the node's own. The copies are
-//     host memory, as TapeMachine's values are, and are not counted in the
-//     device budget (the device peak is the same with and without them);
-//     the copies (12.3 MB a step for the float32 small CNN at batch 16)
-//     took 2-3% of its forward and backward in core and under 1% at 60%
-//     of the in-core peak (BenchmarkNodeValues, docs/results.md). Above the limit only the scalars are bound: a
-//     script that reads a prediction with node.Value() names it with
-//     gorgonia.Read or WithOutputs. A non-scalar node the cost does not
-//     read is not computed at all, and nothing of the backward but the
-//     gradients is bound. On a device that computes on itself (CUDA) none
-//     of the intermediates, scalars included, is bound: each would cost a
-//     download.
-//   - RunAll runs a step every time. TapeMachine's RunAll does nothing
-//     after the first until Reset is called (its program counter stays at
-//     the end), so a loop that forgets Reset trains under ooc and not under
-//     TapeMachine.
+//     made on the first run and reused (not one per step: TapeMachine
+//     makes new ones after each Reset, so a script that keeps a tensor
+//     value across steps clones it), filled with a copy of its op's result
+//     as the op produces it, so a later in-place op cannot change it:
+//     where TapeMachine's value of a node was overwritten by an op that
+//     wrote in place over it, TapeMachine shows that op's result and ooc
+//     shows the node's own. The copies are host memory, as TapeMachine's
+//     values are, and are not counted in the device budget (the device
+//     peak is the same with and without them, dead ends aside); the
+//     forward's copies (12.3 MB a step for the float32 small CNN at batch
+//     16) took 2-3% of its forward and backward in core and under 1% at
+//     60% of the in-core peak (BenchmarkNodeValues, docs/results.md;
+//     with the backward's, 25.2 MB a step, measured too loaded to tell).
+//     Above the limit only the scalars are bound: a script that reads a
+//     prediction with node.Value() names it with gorgonia.Read or
+//     WithOutputs. The forward's non-scalar nodes that the cost does not
+//     read (a second head nobody differentiates, a thresholded Bool
+//     prediction, an Int class vector: dead ends) are computed and bound
+//     like the other intermediates, counted in the same limit, and take
+//     device memory like any activation while they are made
+//     (TestDeadEndsComputed); when they do not fit with the others they
+//     are not computed at all (nor do their ops' states advance: a
+//     BatchNorm's running statistics, a Dropout's generator), and the
+//     others are bound if they fit alone (TestDeadEndsUnderTheLimit).
+//     What gorgonia.Grad builds and leaves unread (a gradient times an
+//     operand nothing differentiates, which only a walk of g.AllNodes()
+//     finds) is not computed. On a device that
+//     computes on itself (CUDA) none of the intermediates, scalars
+//     included, is bound: each would cost a download.
+//   - A run that fails leaves nothing to resume: the next RunAll runs the
+//     whole step. TapeMachine resumes at the instruction that failed.
+//   - Close returns the device memory, and a RunAll after it is an error;
+//     TapeMachine's Close does nothing on the CPU and it runs on.
+//   - gorgonia's VMOpts are not ooc Options (Compile does not take them:
+//     Go refuses the program). BindDualValues and EvalMode have ooc's
+//     BindDualValues and Inference(); WithLogger, WithValueFmt,
+//     WithWatchlist, WithNaNWatch, WithInfWatch, WithPointerWatch,
+//     TraceExec, LogFwd, LogBwd, ExecuteFwdOnly, ExecuteBwdOnly,
+//     WithManualGradient, WithEngine and WithPrecompiled have no
+//     counterpart: the machine neither logs nor watches its ops.
 //
 // Hidden state and randomness: ops keep theirs in the op, which the
 // machine runs exactly once per step (never recomputed), so BatchNorm's

@@ -38,8 +38,8 @@ func softmaxMLP(dt tensor.Dtype, seed int64) *net {
 
 // forwardNodes are the nodes of the forward that an op computes for the
 // cost, in the order the graph holds them (the same in two builds of one
-// program). (A non-scalar node the cost does not read is not computed by
-// ooc: see ooc's doc.)
+// program). (Dead ends, which the cost does not read, are
+// TestDeadEndsComputed's.)
 func forwardNodes(t *testing.T, g *G.ExprGraph, cost *G.Node) []*G.Node {
 	t.Helper()
 	forCost := map[*G.Node]bool{}
@@ -129,32 +129,41 @@ func TestForwardNodesBound(t *testing.T) {
 				require.NoError(t, err)
 				require.NoError(t, m.RunAll())
 				nodes := forwardNodes(t, n.g, n.cost)
-				require.Len(t, nodes, len(refNodes))
-				same, redone := 0, 0
-				for i, node := range nodes {
-					require.NotNil(t, node.Value(), "%s budget %d: %s", p.name, budget, node.Name())
-					if !clobbered[refNodes[i]] {
-						require.Equal(t, bits(t, refNodes[i].Value()), bits(t, node.Value()), "%s budget %d: %s", p.name, budget, node.Name())
-						same++
-						continue
-					}
-					var ins []G.Value
-					for _, c := range ooc.Operands(node) {
-						require.NotNil(t, c.Value(), "%s: operand %s of %s", p.name, c.Name(), node.Name())
-						ins = append(ins, c.Value())
-					}
-					again, err := node.Op().Do(ins...)
-					require.NoError(t, err, "%s: %s", p.name, node.Name())
-					require.Equal(t, bits(t, again), bits(t, node.Value()), "%s budget %d: %s (op run again)", p.name, budget, node.Name())
-					redone++
-				}
-				require.Positive(t, same, "%s: nothing compared with TapeMachine", p.name)
-				t.Logf("%s budget %d: %d nodes equal TapeMachine's, %d equal their op run again", p.name, budget, same, redone)
+				checkNodeValues(t, fmt.Sprintf("%s budget %d", p.name, budget), refNodes, nodes, clobbered)
 				require.NoError(t, m.Close())
 			}
 			require.NoError(t, tm.Close())
 		})
 	}
+}
+
+// checkNodeValues requires each node to hold TapeMachine's value of its
+// counterpart in refNodes, bit for bit, or, where TapeMachine's value
+// shares its memory with another node's (clobbered), its op's result run
+// again on the values of its operands, which is what ooc promises to show.
+func checkNodeValues(t *testing.T, what string, refNodes, nodes []*G.Node, clobbered map[*G.Node]bool) {
+	t.Helper()
+	require.Len(t, nodes, len(refNodes))
+	same, redone := 0, 0
+	for i, node := range nodes {
+		require.NotNil(t, node.Value(), "%s: %s", what, node.Name())
+		if !clobbered[refNodes[i]] {
+			require.Equal(t, valueBits(t, refNodes[i].Value()), valueBits(t, node.Value()), "%s: %s", what, node.Name())
+			same++
+			continue
+		}
+		var ins []G.Value
+		for _, c := range ooc.Operands(node) {
+			require.NotNil(t, c.Value(), "%s: operand %s of %s", what, c.Name(), node.Name())
+			ins = append(ins, c.Value())
+		}
+		again, err := node.Op().Do(ins...)
+		require.NoError(t, err, "%s: %s", what, node.Name())
+		require.Equal(t, valueBits(t, again), valueBits(t, node.Value()), "%s: %s (op run again)", what, node.Name())
+		redone++
+	}
+	require.Positive(t, same, "%s: nothing compared with TapeMachine", what)
+	t.Logf("%s: %d nodes equal TapeMachine's, %d equal their op run again", what, same, redone)
 }
 
 // TestNodeValuesAboveLimit: when the forward's intermediates take more than

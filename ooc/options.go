@@ -123,9 +123,11 @@ const DefaultNodeValueLimit = 64 << 20
 // binds every node. Each gets a host tensor, made on the first run and
 // reused, holding a copy of its op's result taken as the op produced it.
 // The copies are host memory, as TapeMachine's own values are, and do not
-// count in the device budget. When the forward needs more than limit none
-// is bound: name the nodes a script reads with WithOutputs or gorgonia.Read.
-// 0 binds none; the default is DefaultNodeValueLimit. Never on a device
+// count in the device budget. The forward's nodes the cost does not read
+// (dead ends: a second head, an accuracy's Bool mask) count too, and are
+// computed only while they fit with the rest. When the forward needs more
+// than limit none is bound: name the nodes a script reads with WithOutputs
+// or gorgonia.Read. 0 binds none; the default is DefaultNodeValueLimit. Never on a device
 // that computes on itself (CUDA), where each would be a download.
 func WithNodeValues(limit int64) Option {
 	return func(s *settings) {

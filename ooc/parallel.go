@@ -189,6 +189,7 @@ type Parallel struct {
 	onDevice bool // GradientsOnDevices
 	stats    ParallelStats
 	closed   bool
+	ran      bool // a step finished and Reset has not been called: RunAll does nothing, as TapeMachine's
 }
 
 type replica struct {
@@ -456,8 +457,9 @@ func (p *Parallel) CountAllReduce(d time.Duration) {
 	p.stats.StepTime += d
 }
 
-// Reset implements gorgonia.VM.
+// Reset implements gorgonia.VM: the next RunAll runs a step.
 func (p *Parallel) Reset() {
+	p.ran = false
 	for _, r := range p.replicas {
 		r.m.Reset()
 	}
@@ -482,10 +484,15 @@ func (p *Parallel) Close() error {
 // RunAll implements gorgonia.VM: one data-parallel step. A replica that
 // fails (out of device memory, say) fails the step with its index and
 // device named; the script's gradients and loss are then left as they
-// were, and the Parallel can run again.
+// were, and the Parallel can run again. As TapeMachine's RunAll, and
+// Compile's machine's, a RunAll after a step that finished does nothing
+// until Reset is called.
 func (p *Parallel) RunAll() (err error) {
 	if p.closed {
 		return errors.New("ooc: RunAll on a closed Parallel")
+	}
+	if p.ran {
+		return nil
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -494,7 +501,11 @@ func (p *Parallel) RunAll() (err error) {
 		if err != nil {
 			p.Reset()
 		}
+		p.ran = err == nil
 	}()
+	for _, r := range p.replicas {
+		r.m.Reset()
+	}
 	if p.sim {
 		return p.simulate()
 	}

@@ -175,6 +175,9 @@ type traceConfig struct {
 	// nodeValues is the most host memory the forward's intermediates may
 	// take to be bound after a run (0: none beyond the scalars).
 	nodeValues int64
+	// noDeadEnds leaves out the forward's non-scalar dead ends (their
+	// values did not fit nodeValues).
+	noDeadEnds bool
 }
 
 // NewTrace walks a graph into a trace, pruned to what the cost, the
@@ -338,25 +341,36 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 	for _, n := range roots {
 		mark(n)
 	}
-	// A float scalar of the forward that nothing reads (an accuracy, a
-	// loss term the cost leaves out) is a metric the script reads with
-	// Value(): TapeMachine computes every node, so it is computed and bound
-	// too (see Var.Bind). What the backward leaves dangling is not.
-	isRead, fromGrad := map[*gorgonia.Node]bool{}, map[*gorgonia.Node]bool{}
+	// TapeMachine computes and binds every node of its graph, so the
+	// forward's nodes the cost does not read (an accuracy, a loss term the
+	// cost leaves out, a second head, a thresholded prediction, an Int
+	// class vector) are computed and bound too (see Var.Bind): a scalar
+	// always, costing nothing to keep; the others while the forward's
+	// values fit the node-value limit (below), as computing one that is
+	// not bound would only cost time. What the backward leaves dangling is
+	// not computed: gorgonia.Grad leaves such nodes (products of a
+	// gradient with an operand nothing differentiates), which TapeMachine
+	// computes but no script reads, and each would take device memory.
+	fromGrad := map[*gorgonia.Node]bool{}
 	for _, n := range order {
 		for _, c := range operands(n) {
-			isRead[c] = true
 			fromGrad[n] = fromGrad[n] || fromGrad[c]
 		}
 		if len(n.DerivOf()) > 0 && n.Op() != nil {
 			fromGrad[n] = true
 		}
 	}
+	deadEnds := false
 	if _, onBackend := vm.BackendFor(cfg.device); !onBackend {
 		for _, n := range order {
-			if !isRead[n] && !statement[n] && !isLeaf(n) && !backward[n] && !fromGrad[n] && n.IsScalar() &&
-				(n.Dtype() == tensor.Float64 || n.Dtype() == tensor.Float32) {
+			if keep[n] || statement[n] || isLeaf(n) || backward[n] || fromGrad[n] {
+				continue
+			}
+			if n.IsScalar() && bindableScalar(n.Dtype()) {
 				mark(n)
+			} else if cfg.nodeValues > 0 && !cfg.noDeadEnds {
+				mark(n)
+				deadEnds = true
 			}
 		}
 	}
@@ -417,8 +431,7 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		// TapeMachine leaves every node bound; a scalar costs nothing to
 		// keep, and scripts print theirs (the terms of a cost). On a device
 		// that computes on itself each would cost a download: not there.
-		v.Bind = v.Role == vm.Intermediate && n.IsScalar() && !isLeaf(n) && !onBackend &&
-			(v.Dtype == tensor.Float64 || v.Dtype == tensor.Float32)
+		v.Bind = v.Role == vm.Intermediate && n.IsScalar() && !isLeaf(n) && !onBackend && bindableScalar(v.Dtype)
 		size := int64(v.Dtype.Size())
 		if !n.IsScalar() {
 			size *= int64(v.Shape.TotalSize())
@@ -478,17 +491,34 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 	// (cfg.nodeValues): each is copied out right after its op, before an
 	// in-place op can write over its memory. Not on a device that computes
 	// on itself, where each copy would be a download (as for scalars).
+	// The backward's intermediates (a gradient of the logits a script
+	// inspects) are bound after the forward's, when both fit.
 	if !onBackend && cfg.nodeValues > 0 {
-		var total int64
-		var bind []int
+		var total, backTotal int64
+		var bind, backBind []int
 		for i := range t.Vars {
 			v := &t.Vars[i]
-			if v.Role == vm.Intermediate && !v.Bind && (v.View || !v.IsLeaf()) && !fromGrad[v.Node] {
+			if v.Role != vm.Intermediate || v.Bind || (!v.View && v.IsLeaf()) {
+				continue
+			}
+			if fromGrad[v.Node] {
+				backTotal += v.Bytes
+				backBind = append(backBind, i)
+			} else {
 				total += v.Bytes
 				bind = append(bind, i)
 			}
 		}
+		if total > cfg.nodeValues && deadEnds {
+			// Too much with the dead ends: trace again without them, and
+			// bind the rest if it fits alone.
+			cfg.noDeadEnds = true
+			return newTrace(g, cfg)
+		}
 		if total <= cfg.nodeValues {
+			if total+backTotal <= cfg.nodeValues {
+				bind = append(bind, backBind...)
+			}
 			for _, i := range bind {
 				t.Vars[i].Bind = true
 			}
@@ -586,6 +616,16 @@ func recomputable(op gorgonia.Op) bool {
 		return restorable
 	}
 	return true
+}
+
+// bindableScalar tells the dtypes of the scalars bound after a run (those
+// the machine can hold as a gorgonia scalar value).
+func bindableScalar(dt tensor.Dtype) bool {
+	switch dt {
+	case tensor.Float64, tensor.Float32, tensor.Int, tensor.Int64, tensor.Int32, tensor.Uint8, tensor.Bool:
+		return true
+	}
+	return false
 }
 
 // isAt recognises gorgonia.At's op.

@@ -293,6 +293,7 @@ func (c *MultiGPUConfig) point(cache *graphCache, s MultiScheme, n, batch int) M
 		// the first left cached, and may run out of memory where it did not.
 		for k := 0; k < 2 && err == nil; k++ {
 			first = par.Stats()
+			par.Reset() // as TapeMachine's, RunAll runs again only after Reset
 			err = par.RunAll()
 		}
 		if err == nil || s.Scheduler == nil {

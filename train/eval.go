@@ -204,6 +204,8 @@ func (ev *evaluator) evaluate(ds datasets.Dataset, opt datasets.Options) (res Ev
 				return res, err
 			}
 		}
+		// Like TapeMachine's, the machine runs again only after Reset.
+		ev.machine.Reset()
 		if err := ev.machine.RunAll(); err != nil {
 			ev.machine.Reset()
 			return res, err

@@ -430,10 +430,14 @@ func (t *Trainer) Model() *models.Model { return t.model }
 func (t *Trainer) Machine() *vm.Machine { return t.machine }
 
 // runStep runs one training step's graph: the machine, or every replica.
+// Each step is Reset first: like TapeMachine's, a machine's RunAll does
+// nothing after a finished run until Reset.
 func (t *Trainer) runStep() error {
 	if t.par != nil {
+		t.par.p.Reset()
 		return t.par.p.RunAll() // a failed step resets the replicas
 	}
+	t.machine.Reset()
 	if err := t.machine.RunAll(); err != nil {
 		t.machine.Reset()
 		return err

@@ -235,6 +235,7 @@ func CoSimulate(ms []*Machine) ([]time.Duration, error) {
 		settled := pass > 0
 		for i, m := range ms {
 			before[i] = m.stats
+			m.Reset()
 			if err := m.RunAll(); err != nil {
 				return nil, &ReplicaError{i, err}
 			}

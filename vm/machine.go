@@ -141,7 +141,11 @@ type Machine struct {
 	peak      int64
 	stats     Stats
 	closed    bool
-	scratch   []gorgonia.Value
+	// ran: a run finished and Reset has not been called since; RunAll
+	// then does nothing, as TapeMachine's (its program counter stays at
+	// the end of the tape until Reset).
+	ran     bool
+	scratch []gorgonia.Value
 
 	replan     func(map[string]time.Duration) (*Program, error)
 	runs       []prealloc.Func // per function: how it writes into device memory (nil: Do and a copy)
@@ -332,10 +336,55 @@ func (m *Machine) Stats() Stats {
 	return s
 }
 
-// Reset implements gorgonia.VM. Every run starts from a clean device, so
-// there is nothing to reset between runs; Reset drops whatever a failed run
-// left behind.
-func (m *Machine) Reset() { m.releaseAll() }
+// Reset implements gorgonia.VM: the next RunAll runs the tape again, as
+// TapeMachine's Reset rewinds its program counter. It also drops whatever a
+// failed run left behind on the device.
+func (m *Machine) Reset() {
+	m.ran = false
+	m.releaseAll()
+}
+
+// Let is TapeMachine's Let: gorgonia.Let, for a node of the machine's graph.
+func (m *Machine) Let(n *gorgonia.Node, be interface{}) error {
+	if err := m.ownNode(n); err != nil {
+		return err
+	}
+	return gorgonia.Let(n, be)
+}
+
+// Set is TapeMachine's Set: a takes b's value as it is now (b computed by
+// the last run, or a leaf). TapeMachine binds b's own value, which its next
+// run after Reset leaves alone, making new ones; this machine reuses the
+// values it binds, so a takes a copy.
+func (m *Machine) Set(a, b *gorgonia.Node) error {
+	if err := errors.Join(m.ownNode(a), m.ownNode(b)); err != nil {
+		return err
+	}
+	if b.Value() == nil {
+		return fmt.Errorf("vm: Set(%s, %s): %s has no value: run the machine first, or name it with ooc.WithOutputs", a.Name(), b.Name(), b.Name())
+	}
+	v, err := gorgonia.CloneValue(b.Value())
+	if err != nil {
+		return fmt.Errorf("vm: Set(%s, %s): %w", a.Name(), b.Name(), err)
+	}
+	return gorgonia.UnsafeLet(a, v)
+}
+
+// ownNode refuses a node of another graph, as TapeMachine's Let and Set do.
+func (m *Machine) ownNode(n *gorgonia.Node) error {
+	if n == nil {
+		return errors.New("vm: nil node")
+	}
+	for i := range m.prog.Vars {
+		if x := m.prog.Vars[i].Node; x != nil {
+			if x.Graph() != n.Graph() {
+				return fmt.Errorf("vm: node %s is not in this machine's graph", n.Name())
+			}
+			return nil
+		}
+	}
+	return nil
+}
 
 // Close implements gorgonia.VM: it stops the copy engines and returns all
 // device memory.
@@ -365,12 +414,22 @@ func (m *Machine) Close() error {
 
 // RunAll implements gorgonia.VM: it runs the tape once (one training step).
 // Afterwards the outputs' nodes hold their values and each learnable's Grad()
-// its gradient. No panic escapes: a panic inside an op comes back as an error
-// naming the node.
+// its gradient. As under gorgonia's TapeMachine, a RunAll after a run that
+// finished does nothing and returns nil until Reset is called: a training
+// loop calls Reset after each step. A failed run leaves nothing to resume
+// (TapeMachine would resume at the failed instruction): the next RunAll
+// runs the whole tape. No panic escapes: a panic inside an op comes back as
+// an error naming the node.
 func (m *Machine) RunAll() (err error) {
 	if m.closed {
 		return errors.New("vm: RunAll on a closed machine")
 	}
+	if m.ran {
+		return nil
+	}
+	defer func() {
+		m.ran = err == nil
+	}()
 	start := time.Now()
 	pc := -1
 	defer func() {
@@ -849,6 +908,13 @@ func (m *Machine) publish(i int) error {
 	// would take the node's value away from the script.
 	if (v.Role != Intermediate || v.Bind) && (v.View || !v.IsLeaf() || v.Role == Gradient) {
 		host, ok := m.results[i]
+		if ok && isScalarNode(v) && v.Role != Gradient {
+			// TapeMachine makes a new value at each run after Reset, so a
+			// loss a script keeps (append(losses, cost.Value())) is not
+			// overwritten by the next run. A scalar costs nothing to make;
+			// tensors stay reused (ooc's doc).
+			host, ok = nil, false
+		}
 		if !ok {
 			if v.Role == Gradient && m.accum[v.Learnable] {
 				// A TapeMachine that ran on the graph bound the learnable
