@@ -87,6 +87,7 @@ func ExampleMachine_StageNext() {
 			log.Fatal(err)
 		}
 		fmt.Println("step", i+1, "cost", cost.Value())
+		m.Reset() // as with TapeMachine, the next RunAll runs only after Reset
 	}
 	// Output:
 	// step 1 cost 18

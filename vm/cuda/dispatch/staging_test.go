@@ -474,6 +474,7 @@ func BenchmarkStagedUploadFakeCUDA(b *testing.B) {
 		if err := ds.Step(); err != nil {
 			b.Fatal(err)
 		}
+		tr.mach.Reset()
 		if !trace {
 			return
 		}
