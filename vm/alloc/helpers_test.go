@@ -39,6 +39,18 @@ var memKinds = []memKind{
 		t.Cleanup(func() { _ = m.Close() })
 		return m
 	}},
+	{"recycled", func(t testing.TB, capacity int64) Memory {
+		t.Helper()
+		m, err := NewRecycledHostMemory(capacity)
+		if err != nil && runtime.GOOS != "linux" {
+			t.Skipf("no host memory here: %v", err)
+		}
+		if err != nil {
+			t.Fatalf("NewRecycledHostMemory: %v", err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	}},
 }
 
 // allocKind makes an allocator over a Memory.
@@ -146,7 +158,7 @@ type checker struct {
 func newChecker(t testing.TB, ak allocKind, mk memKind, capacity int64) *checker {
 	t.Helper()
 	mem := &countingMemory{Memory: mk.new(t, capacity)}
-	return &checker{t: t, a: ak.new(t, mem), mem: mem, chunk: ak.chunk, real: mk.name == "host", live: map[int]*Block{}, dead: map[int]*Block{}}
+	return &checker{t: t, a: ak.new(t, mem), mem: mem, chunk: ak.chunk, real: mk.name == "host" || mk.name == "recycled", live: map[int]*Block{}, dead: map[int]*Block{}}
 }
 
 // do runs one step; it returns false if an allocation ran out of memory.
