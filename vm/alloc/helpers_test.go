@@ -272,6 +272,20 @@ func (c *checker) verifyAll() {
 	}
 }
 
+// freeAll checks and frees every live block, in the order of their ids.
+func (c *checker) freeAll() {
+	c.t.Helper()
+	c.verifyAll()
+	ids := make([]int, 0, len(c.live))
+	for id := range c.live {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		c.do(op{id: id})
+	}
+}
+
 func (c *checker) checkStats() {
 	c.t.Helper()
 	s := c.a.Stats()
@@ -336,15 +350,7 @@ func (c *checker) checkOOM(size int64, err error) {
 // checks the Memory got every byte back.
 func (c *checker) finish() {
 	c.t.Helper()
-	c.verifyAll()
-	ids := make([]int, 0, len(c.live))
-	for id := range c.live {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		c.do(op{id: id})
-	}
+	c.freeAll()
 	s := c.a.Stats()
 	if s.Requested != 0 || s.Mapped != 0 {
 		c.t.Fatalf("after freeing all: Requested %d, Mapped %d", s.Requested, s.Mapped)

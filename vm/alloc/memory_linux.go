@@ -1,7 +1,6 @@
 package alloc
 
 import (
-	"errors"
 	"fmt"
 	"unsafe"
 
@@ -151,47 +150,41 @@ func (h *hostBackend) close() error {
 // device uses it.
 //
 // Chunks are bookkeeping, charged to the capacity as on NewHostMemory; the bytes belong to the
-// ranges. A range is anonymous read-write memory, and a released range is kept, mapped and
-// with its pages, for the next range of the same size (the most recently released first), so
-// Map, Unmap, ReleaseRange and ReserveRange make no system call once a training step repeats.
-// On NewHostMemory each of them changes page tables: releasing a range's pages costs a TLB
-// flush on every core the process runs on, and every page of a new mapping faults when first
-// touched, which made up most of the system time of a swapping step.
+// ranges. Ranges are carved best-fit out of one arena of read-write memory twice the capacity,
+// mapped once, whose pages stay once touched; a released range goes back to the arena. So
+// ReserveRange, Map, Unmap and ReleaseRange make no system call, and a training step that
+// repeats touches the pages it touched before. On NewHostMemory each of them changes page
+// tables: unmapping a range's pages costs a TLB flush on every core the process runs on, and
+// every page of a new mapping faults when first touched, which made up most of the system
+// time of a swapping step.
 //
-// The price: a range shows whatever its address space last held rather than its chunks'
-// bytes (TestHostMemoryRemap's promise does not hold), parts of a range with no chunk mapped
-// do not fault, and the host memory held is up to the capacity in ranges in use plus at most
-// twice the capacity in kept ranges; beyond that the least recently released are unmapped.
-// Close unmaps everything.
+// The price: a range shows whatever its stretch of the arena last held rather than its
+// chunks' bytes (TestHostMemoryRemap's promise does not hold), parts of a range with no chunk
+// mapped do not fault, and the pages of the arena the device ever touched, up to twice its
+// capacity, stay resident until Close. A range the arena cannot fit (its free space in
+// pieces) is mapped by itself and unmapped on release. Close unmaps everything.
 func NewRecycledHostMemory(capacity int64) (Memory, error) {
 	if capacity <= 0 {
 		return nil, fmt.Errorf("%w: host memory capacity %d", ErrInvalidSize, capacity)
 	}
 	page := HostGranularity()
-	m := newLedger("recycled host", capacity, page, &recycledBackend{
-		segments: segments{page}, kept: map[int64][]keptRange{}, keptMax: keptFactor * min(capacity, maxCapacity/keptFactor)})
-	return m, nil
+	size := roundUp(arenaFactor*min(capacity, maxCapacity/arenaFactor), page)
+	return newLedger("recycled host", capacity, page, &recycledBackend{
+		segments: segments{page}, arenaSize: size, arena: pool{splitMin: page}, pieces: map[uintptr]*piece{}}), nil
 }
 
-// keptFactor bounds the released ranges a recycled host memory keeps, as a multiple of its
-// capacity. A training step's ranges repeat, but the VA allocator releases ranges of other
-// sizes than it reserves next: the small CNN of ooc train at 31% of its peak (64 KiB chunks)
-// still unmapped and mapped 4 ranges a step with 1x, none after its first step with 1.5x.
-const keptFactor = 2
+// arenaFactor sizes a recycled host memory's arena: twice the capacity, so ranges in use,
+// which hold at most the capacity in chunks, fill at most half of it and best-fit finds room.
+const arenaFactor = 2
 
 type recycledBackend struct {
 	segments
 	next      int64 // chunk tokens, unique but backing nothing
-	kept      map[int64][]keptRange
-	keptBytes int64
-	keptMax   int64
-	seq       uint64
-	fresh     int64 // ranges mapped anew, for tests: the rest came from kept
-}
-
-type keptRange struct {
-	data []byte
-	seq  uint64 // when it was released: the oldest goes first when keptMax is passed
+	arenaSize int64
+	arenaData []byte // mapped at the first ReserveRange
+	arena     pool
+	pieces    map[uintptr]*piece // ranges in use, by address; nil piece: mapped outside the arena
+	outside   int64              // ranges mapped outside the arena, for tests
 }
 
 func (h *recycledBackend) createChunk(size int64) (int64, error) {
@@ -203,46 +196,38 @@ func (h *recycledBackend) createChunk(size int64) (int64, error) {
 func (h *recycledBackend) releaseChunk(int64, int64) error { return nil }
 
 func (h *recycledBackend) reserve(size int64) (uintptr, []byte, error) {
-	if l := h.kept[size]; len(l) > 0 {
-		k := l[len(l)-1]
-		h.kept[size] = l[:len(l)-1]
-		h.keptBytes -= size
-		return uintptr(base(k.data)), k.data, nil
+	if h.arenaData == nil {
+		p, err := mmap(-1, 0, nil, h.arenaSize, unix.PROT_READ|unix.PROT_WRITE, reserveFlags)
+		if err != nil {
+			return 0, nil, err
+		}
+		h.arenaData = unsafe.Slice((*byte)(p), h.arenaSize)
+		h.arena.insert(h.arena.newRegion(uintptr(p), h.arenaData, h.arenaSize))
+	}
+	if x := h.arena.bestFit(size); x != nil {
+		h.arena.split(x, size)
+		h.pieces[x.addr()] = x
+		return x.addr(), x.reg.data[x.off : x.off+size : x.off+size], nil
 	}
 	p, err := mmap(-1, 0, nil, size, unix.PROT_READ|unix.PROT_WRITE, reserveFlags)
 	if err != nil {
 		return 0, nil, err
 	}
-	h.fresh++
+	h.outside++
+	h.pieces[uintptr(p)] = nil
 	return uintptr(p), unsafe.Slice((*byte)(p), size), nil
 }
 
 func (h *recycledBackend) release(r Range) error {
-	h.seq++
-	h.kept[r.Size] = append(h.kept[r.Size], keptRange{data: r.Data, seq: h.seq})
-	h.keptBytes += r.Size
-	for h.keptBytes > h.keptMax {
-		if err := h.dropOldest(); err != nil {
-			return err
+	x, ok := h.pieces[r.Addr]
+	delete(h.pieces, r.Addr)
+	if !ok || x == nil {
+		if err := unix.MunmapPtr(base(r.Data), uintptr(r.Size)); err != nil {
+			return fmt.Errorf("alloc: munmap range: %w", err)
 		}
+		return nil
 	}
-	return nil
-}
-
-// dropOldest unmaps the least recently released kept range.
-func (h *recycledBackend) dropOldest() error {
-	size := int64(-1)
-	for s, l := range h.kept {
-		if len(l) > 0 && (size < 0 || l[0].seq < h.kept[size][0].seq) {
-			size = s
-		}
-	}
-	k := h.kept[size][0]
-	h.kept[size] = h.kept[size][1:]
-	h.keptBytes -= size
-	if err := unix.MunmapPtr(base(k.data), uintptr(size)); err != nil {
-		return fmt.Errorf("alloc: munmap range: %w", err)
-	}
+	h.arena.release(x)
 	return nil
 }
 
@@ -250,11 +235,15 @@ func (h *recycledBackend) dropOldest() error {
 func (h *recycledBackend) mapChunks(Range, int64, []*chunkState) error { return nil }
 func (h *recycledBackend) unmap(Range, int64, int64) error             { return nil }
 
+// close unmaps the arena; the ledger has released every range before.
 func (h *recycledBackend) close() error {
-	var errs []error
-	for len(h.kept) > 0 && h.keptBytes > 0 {
-		errs = append(errs, h.dropOldest())
+	if h.arenaData == nil {
+		return nil
 	}
-	h.kept = nil
-	return errors.Join(errs...)
+	err := unix.MunmapPtr(base(h.arenaData), uintptr(h.arenaSize))
+	h.arenaData, h.arena.free = nil, nil
+	if err != nil {
+		return fmt.Errorf("alloc: munmap arena: %w", err)
+	}
+	return nil
 }
