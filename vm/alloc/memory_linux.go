@@ -196,13 +196,14 @@ func (h *recycledBackend) createChunk(size int64) (int64, error) {
 func (h *recycledBackend) releaseChunk(int64, int64) error { return nil }
 
 func (h *recycledBackend) reserve(size int64) (uintptr, []byte, error) {
-	if h.arenaData == nil {
-		p, err := mmap(-1, 0, nil, h.arenaSize, unix.PROT_READ|unix.PROT_WRITE, reserveFlags)
-		if err != nil {
-			return 0, nil, err
+	if h.arenaData == nil && h.arenaSize > 0 {
+		// Where the system refuses it (strict overcommit), every range is mapped by itself.
+		if p, err := mmap(-1, 0, nil, h.arenaSize, unix.PROT_READ|unix.PROT_WRITE, reserveFlags); err != nil {
+			h.arenaSize = 0
+		} else {
+			h.arenaData = unsafe.Slice((*byte)(p), h.arenaSize)
+			h.arena.insert(h.arena.newRegion(uintptr(p), h.arenaData, h.arenaSize))
 		}
-		h.arenaData = unsafe.Slice((*byte)(p), h.arenaSize)
-		h.arena.insert(h.arena.newRegion(uintptr(p), h.arenaData, h.arenaSize))
 	}
 	if x := h.arena.bestFit(size); x != nil {
 		h.arena.split(x, size)

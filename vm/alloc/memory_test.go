@@ -216,6 +216,19 @@ func TestRecycledHostMemoryArena(t *testing.T) {
 	}
 }
 
+// TestRecycledHostMemoryNoArena: an arena the system will not map (here 2^62 bytes, beyond any
+// address space) leaves every range mapped by itself, working as before.
+func TestRecycledHostMemoryNoArena(t *testing.T) {
+	mem := memKinds[2].new(t, 1<<61)
+	r, err := mem.ReserveRange(2 * HostGranularity())
+	must(t, err)
+	r.Data[len(r.Data)-1] = 1
+	if h := mem.(*ledger).be.(*recycledBackend); h.arenaData != nil || h.outside != 1 {
+		t.Fatalf("arena mapped %v, %d ranges outside it; want no arena and the range outside", h.arenaData != nil, h.outside)
+	}
+	must(t, mem.ReleaseRange(r))
+}
+
 func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
