@@ -1,6 +1,7 @@
 package ooc_test
 
 import (
+	"errors"
 	"math"
 	"syscall"
 	"testing"
@@ -99,24 +100,11 @@ func BenchmarkStep(b *testing.B) {
 func BenchmarkResNetStep(b *testing.B) {
 	const batch = 32
 	build := func(b *testing.B) *models.Model {
-		cfg := models.Config{Batch: batch, Channels: 3, Height: 32, Width: 32, Classes: 10, Dtype: tensor.Float32, Seed: 1}
-		m, err := models.Build("resnet18", cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		x := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch, 3, 32, 32))
-		y := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch, 10))
-		for i := 0; i < batch; i++ {
-			x.Data().([]float32)[i*3*32*32+i] = 1
-			y.Data().([]float32)[i*10+i%10] = 1
-		}
-		if err := G.Let(m.Input, x); err != nil {
-			b.Fatal(err)
-		}
-		if err := G.Let(m.Labels, y); err != nil {
-			b.Fatal(err)
-		}
-		return m
+		return boundModel(b, "resnet18", batch, 3, 32, func(x []float32) {
+			for i := 0; i < batch; i++ {
+				x[i*3*32*32+i] = 1
+			}
+		})
 	}
 	probe := build(b)
 	inCore, err := ooc.Plan(probe.Graph, ooc.Baseline())
@@ -168,7 +156,7 @@ type memfdCPU struct {
 }
 
 func (d memfdCPU) Memory() alloc.Memory { return d.mem }
-func (d memfdCPU) Close() error         { return d.mem.Close() }
+func (d memfdCPU) Close() error         { return errors.Join(d.mem.Close(), d.CPU.Close()) }
 
 // BenchmarkSwapStepMemory times the step of ooc train's Fashion-MNIST run
 // (smallcnn, 1x28x28, batch 64, a CPU device of 33% of the in-core peak, VA
@@ -257,19 +245,17 @@ func BenchmarkSwapStepMemory(b *testing.B) {
 	b.ReportMetric(float64(runs[0].sys)/float64(max(runs[1].sys, 1)), "sys-before/after")
 }
 
-// fashionModel is smallcnn on Fashion-MNIST's shape, with one batch of
-// synthetic data bound.
-func fashionModel(b *testing.B, batch int) *models.Model {
-	cfg := models.Config{Batch: batch, Channels: 1, Height: 28, Width: 28, Classes: 10, Dtype: tensor.Float32, Seed: 1}
-	m, err := models.Build("smallcnn", cfg)
+// boundModel builds a float32 model of 10 classes on square images, with
+// one batch bound: the input as fill sets it, image i labelled i%10.
+func boundModel(b *testing.B, name string, batch, channels, size int, fill func(x []float32)) *models.Model {
+	cfg := models.Config{Batch: batch, Channels: channels, Height: size, Width: size, Classes: 10, Dtype: tensor.Float32, Seed: 1}
+	m, err := models.Build(name, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	x := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch, 1, 28, 28))
+	x := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch, channels, size, size))
 	y := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch, 10))
-	for i, xs := 0, x.Data().([]float32); i < len(xs); i++ {
-		xs[i] = float32(i%251) / 251
-	}
+	fill(x.Data().([]float32))
 	for i := 0; i < batch; i++ {
 		y.Data().([]float32)[i*10+i%10] = 1
 	}
@@ -280,4 +266,14 @@ func fashionModel(b *testing.B, batch int) *models.Model {
 		b.Fatal(err)
 	}
 	return m
+}
+
+// fashionModel is smallcnn on Fashion-MNIST's shape, with one batch of
+// synthetic data bound.
+func fashionModel(b *testing.B, batch int) *models.Model {
+	return boundModel(b, "smallcnn", batch, 1, 28, func(x []float32) {
+		for i := range x {
+			x[i] = float32(i%251) / 251
+		}
+	})
 }

@@ -21,36 +21,32 @@ type memKind struct {
 	new  func(t testing.TB, capacity int64) Memory
 }
 
+// memKinds are host memory (the memfd), accounting memory and recycled host memory, at
+// these indices.
 var memKinds = []memKind{
-	{"host", func(t testing.TB, capacity int64) Memory {
-		t.Helper()
-		m, err := NewHostMemory(capacity)
-		if err != nil && runtime.GOOS != "linux" {
-			t.Skipf("no host memory here: %v", err)
-		}
-		if err != nil {
-			t.Fatalf("NewHostMemory: %v", err)
-		}
-		t.Cleanup(func() { _ = m.Close() })
-		return m
-	}},
+	hostKind("host", NewHostMemory),
 	{"accounting", func(t testing.TB, capacity int64) Memory {
 		m := NewAccountingMemory(capacity)
 		t.Cleanup(func() { _ = m.Close() })
 		return m
 	}},
-	{"recycled", func(t testing.TB, capacity int64) Memory {
+	hostKind("recycled", NewRecycledHostMemory),
+}
+
+// hostKind is a kind of real host memory, which exists on Linux only.
+func hostKind(name string, open func(capacity int64) (Memory, error)) memKind {
+	return memKind{name, func(t testing.TB, capacity int64) Memory {
 		t.Helper()
-		m, err := NewRecycledHostMemory(capacity)
+		m, err := open(capacity)
 		if err != nil && runtime.GOOS != "linux" {
 			t.Skipf("no host memory here: %v", err)
 		}
 		if err != nil {
-			t.Fatalf("NewRecycledHostMemory: %v", err)
+			t.Fatalf("%s memory: %v", name, err)
 		}
 		t.Cleanup(func() { _ = m.Close() })
 		return m
-	}},
+	}}
 }
 
 // allocKind makes an allocator over a Memory.
