@@ -32,7 +32,7 @@
 // device each unmap of touched pages costs a TLB flush on every core the process runs on and
 // each page of a new mapping a fault; those were most of a swapping step's system time.
 // NewAccountingMemory has no bytes at all, only bookkeeping and made-up addresses, so the
-// simulated device can model a 16 or 64 GiB GPU at no cost. Both enforce a hard capacity.
+// simulated device can model a 16 or 64 GiB GPU at no cost. All three enforce a hard capacity.
 //
 // Each Memory has its own granularity, the unit in which chunks, ranges and map offsets come
 // (Memory.Granularity): the page (HostGranularity, 4 KiB) for host memory, since mmap maps
