@@ -1,7 +1,11 @@
 package ooc_test
 
 import (
+	"errors"
+	"math"
+	"syscall"
 	"testing"
+	"time"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -9,6 +13,8 @@ import (
 	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/solvers"
+	"github.com/gorgonia-ooc/outofcore/vm"
+	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
 
 // benchModel is the small CNN of the main job, with its data bound.
@@ -94,24 +100,11 @@ func BenchmarkStep(b *testing.B) {
 func BenchmarkResNetStep(b *testing.B) {
 	const batch = 32
 	build := func(b *testing.B) *models.Model {
-		cfg := models.Config{Batch: batch, Channels: 3, Height: 32, Width: 32, Classes: 10, Dtype: tensor.Float32, Seed: 1}
-		m, err := models.Build("resnet18", cfg)
-		if err != nil {
-			b.Fatal(err)
-		}
-		x := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch, 3, 32, 32))
-		y := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch, 10))
-		for i := 0; i < batch; i++ {
-			x.Data().([]float32)[i*3*32*32+i] = 1
-			y.Data().([]float32)[i*10+i%10] = 1
-		}
-		if err := G.Let(m.Input, x); err != nil {
-			b.Fatal(err)
-		}
-		if err := G.Let(m.Labels, y); err != nil {
-			b.Fatal(err)
-		}
-		return m
+		return boundModel(b, "resnet18", batch, 3, 32, func(x []float32) {
+			for i := 0; i < batch; i++ {
+				x[i*3*32*32+i] = 1
+			}
+		})
 	}
 	probe := build(b)
 	inCore, err := ooc.Plan(probe.Graph, ooc.Baseline())
@@ -152,4 +145,135 @@ func BenchmarkResNetStep(b *testing.B) {
 			b.ReportMetric(st.StallTime.Seconds()/float64(st.Steps)*1e3, "stall-ms/step")
 		})
 	}
+}
+
+// memfdCPU is the CPU device as it was before alloc.NewRecycledHostMemory:
+// VA chunks are pieces of a memfd mapped into fresh ranges, so each range
+// the allocator maps or unmaps changes page tables.
+type memfdCPU struct {
+	*vm.CPU
+	mem alloc.Memory
+}
+
+func (d memfdCPU) Memory() alloc.Memory { return d.mem }
+func (d memfdCPU) Close() error         { return errors.Join(d.mem.Close(), d.CPU.Close()) }
+
+// BenchmarkSwapStepMemory times the step of ooc train's Fashion-MNIST run
+// (smallcnn, 1x28x28, batch 64, a CPU device of 33% of the in-core peak, VA
+// chunks of 64 KiB, 31 MiB swapped in and 26 MiB out a step) on the CPU
+// device's memory before and after alloc.NewRecycledHostMemory, one step of
+// each in turn so both see the same load, and checks that both give the same
+// loss bits. It reports each one's wall and system (kernel) milliseconds a
+// step, and before/after as ratios:
+// go test -run XXX -bench SwapStepMemory -benchtime 20x ./ooc/
+func BenchmarkSwapStepMemory(b *testing.B) {
+	const batch = 64
+	type run struct {
+		m         *models.Model
+		vm        *vm.Machine
+		solver    *solvers.Solver
+		wall, sys time.Duration
+	}
+	probe := fashionModel(b, batch)
+	peak, err := ooc.InCorePeak(probe.Graph)
+	if err != nil {
+		b.Fatal(err)
+	}
+	capacity := peak * 33 / 100
+	var runs [2]*run
+	for i := range runs {
+		cpu, err := vm.NewCPU(capacity)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var dev vm.Device = cpu
+		if i == 0 {
+			mem, err := alloc.NewHostMemory(capacity)
+			if err != nil {
+				b.Fatal(err)
+			}
+			dev = memfdCPU{CPU: cpu, mem: mem}
+		}
+		defer dev.Close()
+		m := fashionModel(b, batch)
+		// 95% of the device: the budget ooc train finds the allocator serves.
+		machine, err := ooc.Compile(m.Graph, ooc.BindDualValues(m.Learnables...), ooc.WithDevice(dev),
+			ooc.WithBudget(capacity*95/100), ooc.WithChunkSize(64<<10))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer machine.Close()
+		runs[i] = &run{m: m, vm: machine, solver: solvers.NewAdam(G.WithLearnRate(3e-3))}
+	}
+	sysTime := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Stime.Nano())
+	}
+	step := func(r *run) float32 {
+		t, s := time.Now(), sysTime()
+		if err := r.vm.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		if err := r.solver.Step(G.NodesToValueGrads(r.m.Learnables)); err != nil {
+			b.Fatal(err)
+		}
+		r.wall += time.Since(t)
+		r.sys += sysTime() - s
+		loss := r.m.Loss.Value().Data().(float32)
+		r.vm.Reset()
+		return loss
+	}
+	for _, r := range runs { // the first step maps every range: not the steady state
+		step(r)
+		r.wall, r.sys = 0, 0
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if before, after := step(runs[0]), step(runs[1]); math.Float32bits(before) != math.Float32bits(after) {
+			b.Fatalf("step %d: loss %v on memfd memory, %v on recycled memory", i+2, before, after)
+		}
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(b.N) / 1e6 }
+	b.ReportMetric(ms(runs[0].wall), "memfd-ms/step")
+	b.ReportMetric(ms(runs[1].wall), "recycled-ms/step")
+	b.ReportMetric(ms(runs[0].sys), "memfd-sys-ms/step")
+	b.ReportMetric(ms(runs[1].sys), "recycled-sys-ms/step")
+	b.ReportMetric(float64(runs[0].wall)/float64(runs[1].wall), "wall-before/after")
+	b.ReportMetric(float64(runs[0].sys)/float64(max(runs[1].sys, 1)), "sys-before/after")
+}
+
+// boundModel builds a float32 model of 10 classes on square images, with
+// one batch bound: the input as fill sets it, image i labelled i%10.
+func boundModel(b *testing.B, name string, batch, channels, size int, fill func(x []float32)) *models.Model {
+	cfg := models.Config{Batch: batch, Channels: channels, Height: size, Width: size, Classes: 10, Dtype: tensor.Float32, Seed: 1}
+	m, err := models.Build(name, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	x := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch, channels, size, size))
+	y := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(batch, 10))
+	fill(x.Data().([]float32))
+	for i := 0; i < batch; i++ {
+		y.Data().([]float32)[i*10+i%10] = 1
+	}
+	if err := G.Let(m.Input, x); err != nil {
+		b.Fatal(err)
+	}
+	if err := G.Let(m.Labels, y); err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// fashionModel is smallcnn on Fashion-MNIST's shape, with one batch of
+// synthetic data bound.
+func fashionModel(b *testing.B, batch int) *models.Model {
+	return boundModel(b, "smallcnn", batch, 1, 28, func(x []float32) {
+		for i := range x {
+			x[i] = float32(i%251) / 251
+		}
+	})
 }

@@ -40,9 +40,11 @@ func DefaultCPUCapacity() int64 {
 }
 
 // CPU is a device whose memory is real host memory and whose ops are
-// gorgonia's CPU ops. Its "device memory" is mapped by package alloc
-// (mmap'ed segments, or memfd chunks mapped into reserved address ranges), so
-// swapping copies real bytes and a budget is enforced on real allocations.
+// gorgonia's CPU ops. Its "device memory" is package alloc's recycled host
+// memory (alloc.NewRecycledHostMemory: mmap'ed segments, and chunks charged
+// to the capacity whose ranges keep their pages from one step to the next),
+// so swapping copies real bytes and a budget is enforced on real
+// allocations, without a page-table change per swap.
 type CPU struct {
 	mem      alloc.Memory
 	capacity int64
@@ -57,7 +59,7 @@ func NewCPU(capacity int64) (*CPU, error) {
 	if capacity == 0 {
 		capacity = DefaultCPUCapacity()
 	}
-	mem, err := alloc.NewHostMemory(capacity)
+	mem, err := alloc.NewRecycledHostMemory(capacity)
 	if err != nil {
 		return nil, fmt.Errorf("vm: CPU device: %w", err)
 	}

@@ -94,6 +94,8 @@ type trainOptions struct {
 	RecordProfile string
 	// History and Plot receive the per-epoch train loss and test accuracy.
 	History, Plot string
+	// CPUProfile is where to write a pprof CPU profile of the run (go tool pprof reads it).
+	CPUProfile string
 
 	set map[string]bool // flags given on the command line
 }
@@ -141,6 +143,7 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.StringVar(&o.History, "history", "", "write per-epoch train loss and test accuracy, and per-step losses of the whole run, as JSON to this file")
 	fs.StringVar(&o.Plot, "plot", "", "draw per-epoch train loss and test accuracy of the whole run to this file (.svg, .png, .pdf)")
 	fs.StringVar(&o.RecordProfile, "record-profile", "", "write the per-op times measured here as a device profile for -device sim:measured:FILE")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file, for go tool pprof")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err

@@ -301,3 +301,21 @@ func TestPlotWithoutEpoch(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 }
+
+// -cpuprofile writes a pprof profile of the run (gzipped protobuf), and a
+// file it cannot create is an error naming the flag.
+func TestCPUProfile(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "cpu.prof")
+	var out bytes.Buffer
+	if err := runTrain(context.Background(), tiny("-steps", "2", "-cpuprofile", prof), &out, io.Discard); err != nil {
+		t.Fatalf("train -cpuprofile: %v\n%s", err, out.String())
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Fatalf("profile %s: %d bytes, err %v; want a gzipped pprof profile", prof, len(b), err)
+	}
+	err = runTrain(context.Background(), tiny("-steps", "1", "-cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "p")), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "-cpuprofile") {
+		t.Errorf("an uncreatable profile file: err = %v, want one naming -cpuprofile", err)
+	}
+}

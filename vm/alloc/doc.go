@@ -22,11 +22,17 @@
 //
 // Both run over a Memory, the device's physical memory, modelled on the CUDA driver:
 // segments (cudaMalloc), chunks (cuMemCreate), reserved ranges (cuMemAddressReserve) and maps
-// (cuMemMap). NewHostMemory is real host memory, used by the CPU device: segments are
-// anonymous mmaps, chunks are pieces of a memfd mapped with MAP_FIXED into PROT_NONE
-// reservations, so a VA block is a []byte whose pages come from scattered chunks.
+// (cuMemMap). NewHostMemory is real host memory as a GPU's behaves: segments are anonymous
+// mmaps, chunks are pieces of a memfd mapped with MAP_FIXED into PROT_NONE reservations, so a
+// VA block is a []byte whose pages come from scattered chunks and a chunk carries its bytes
+// from one range to the next. NewRecycledHostMemory, used by the CPU device, drops that last
+// promise, which no allocator here needs: chunks are only charged to the capacity, and ranges
+// are carved out of one read-write arena mapped once, so mapping and unmapping change no page
+// table. Under swapping the VA allocator maps and unmaps ranges every step, and on the CPU
+// device each unmap of touched pages costs a TLB flush on every core the process runs on and
+// each page of a new mapping a fault; those were most of a swapping step's system time.
 // NewAccountingMemory has no bytes at all, only bookkeeping and made-up addresses, so the
-// simulated device can model a 16 or 64 GiB GPU at no cost. Both enforce a hard capacity.
+// simulated device can model a 16 or 64 GiB GPU at no cost. All three enforce a hard capacity.
 //
 // Each Memory has its own granularity, the unit in which chunks, ranges and map offsets come
 // (Memory.Granularity): the page (HostGranularity, 4 KiB) for host memory, since mmap maps

@@ -21,24 +21,32 @@ type memKind struct {
 	new  func(t testing.TB, capacity int64) Memory
 }
 
+// memKinds are host memory (the memfd), accounting memory and recycled host memory, at
+// these indices.
 var memKinds = []memKind{
-	{"host", func(t testing.TB, capacity int64) Memory {
-		t.Helper()
-		m, err := NewHostMemory(capacity)
-		if err != nil && runtime.GOOS != "linux" {
-			t.Skipf("no host memory here: %v", err)
-		}
-		if err != nil {
-			t.Fatalf("NewHostMemory: %v", err)
-		}
-		t.Cleanup(func() { _ = m.Close() })
-		return m
-	}},
+	hostKind("host", NewHostMemory),
 	{"accounting", func(t testing.TB, capacity int64) Memory {
 		m := NewAccountingMemory(capacity)
 		t.Cleanup(func() { _ = m.Close() })
 		return m
 	}},
+	hostKind("recycled", NewRecycledHostMemory),
+}
+
+// hostKind is a kind of real host memory, which exists on Linux only.
+func hostKind(name string, open func(capacity int64) (Memory, error)) memKind {
+	return memKind{name, func(t testing.TB, capacity int64) Memory {
+		t.Helper()
+		m, err := open(capacity)
+		if err != nil && runtime.GOOS != "linux" {
+			t.Skipf("no host memory here: %v", err)
+		}
+		if err != nil {
+			t.Fatalf("%s memory: %v", name, err)
+		}
+		t.Cleanup(func() { _ = m.Close() })
+		return m
+	}}
 }
 
 // allocKind makes an allocator over a Memory.
@@ -146,7 +154,7 @@ type checker struct {
 func newChecker(t testing.TB, ak allocKind, mk memKind, capacity int64) *checker {
 	t.Helper()
 	mem := &countingMemory{Memory: mk.new(t, capacity)}
-	return &checker{t: t, a: ak.new(t, mem), mem: mem, chunk: ak.chunk, real: mk.name == "host", live: map[int]*Block{}, dead: map[int]*Block{}}
+	return &checker{t: t, a: ak.new(t, mem), mem: mem, chunk: ak.chunk, real: mk.name == "host" || mk.name == "recycled", live: map[int]*Block{}, dead: map[int]*Block{}}
 }
 
 // do runs one step; it returns false if an allocation ran out of memory.
@@ -260,6 +268,20 @@ func (c *checker) verifyAll() {
 	}
 }
 
+// freeAll checks and frees every live block, in the order of their ids.
+func (c *checker) freeAll() {
+	c.t.Helper()
+	c.verifyAll()
+	ids := make([]int, 0, len(c.live))
+	for id := range c.live {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		c.do(op{id: id})
+	}
+}
+
 func (c *checker) checkStats() {
 	c.t.Helper()
 	s := c.a.Stats()
@@ -324,15 +346,7 @@ func (c *checker) checkOOM(size int64, err error) {
 // checks the Memory got every byte back.
 func (c *checker) finish() {
 	c.t.Helper()
-	c.verifyAll()
-	ids := make([]int, 0, len(c.live))
-	for id := range c.live {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		c.do(op{id: id})
-	}
+	c.freeAll()
 	s := c.a.Stats()
 	if s.Requested != 0 || s.Mapped != 0 {
 		c.t.Fatalf("after freeing all: Requested %d, Mapped %d", s.Requested, s.Mapped)

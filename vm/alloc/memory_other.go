@@ -8,3 +8,8 @@ import "errors"
 func NewHostMemory(capacity int64) (Memory, error) {
 	return nil, errors.New("alloc: host memory is only implemented on Linux")
 }
+
+// NewRecycledHostMemory is only implemented on Linux, as NewHostMemory is.
+func NewRecycledHostMemory(capacity int64) (Memory, error) {
+	return nil, errors.New("alloc: host memory is only implemented on Linux")
+}

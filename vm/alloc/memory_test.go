@@ -126,8 +126,8 @@ func TestHostMemoryNoLeaks(t *testing.T) {
 		return bytes.Count(b, []byte{'\n'})
 	}
 	fds, vmas := count("/proc/self/fd"), maps()
-	for range 20 {
-		mem, err := NewHostMemory(64 * mib)
+	for i := range 20 {
+		mem, err := []func(int64) (Memory, error){NewHostMemory, NewRecycledHostMemory}[i%2](64 * mib)
 		must(t, err)
 		for _, ak := range allocKinds {
 			a := ak.new(t, mem)
@@ -155,6 +155,78 @@ func TestHostMemoryNoLeaks(t *testing.T) {
 	if got := maps(); got > vmas+10 {
 		t.Errorf("%d mappings, %d before", got, vmas)
 	}
+}
+
+// TestRecycledHostMemoryRepeats runs the same swapping step again and again through the VA
+// allocator on recycled host memory, as a training loop does. The step evicts cached ranges to
+// map their chunks into ranges of other sizes (on NewHostMemory an mmap and an munmap each);
+// on recycled memory every range comes from the arena, without a system call, and live blocks
+// keep their bytes.
+func TestRecycledHostMemoryRepeats(t *testing.T) {
+	const chunk = 64 * kib
+	step := randomTrace(3, 200, 24*chunk, 9*chunk)
+	ch := newChecker(t, vaKind(chunk), memKinds[2], 32*chunk)
+	h := ch.mem.Memory.(*ledger).be.(*recycledBackend)
+	for range 5 {
+		for _, o := range step {
+			ch.do(o)
+		}
+		ch.freeAll() // the step's end: everything freed, as the machine does
+	}
+	if ch.mem.unmaps < 5 {
+		t.Fatalf("the steps evicted %d cached ranges: the trace tests no remapping", ch.mem.unmaps)
+	}
+	if h.outside != 0 {
+		t.Errorf("%d ranges were mapped outside the arena, want none", h.outside)
+	}
+	ch.finish()
+}
+
+// TestRecycledHostMemoryArena reserves more ranges than the arena holds: the rest are mapped
+// by themselves and unmapped on release, the arena's stretches are reused with their bytes,
+// and Close unmaps the arena.
+func TestRecycledHostMemoryArena(t *testing.T) {
+	page := HostGranularity()
+	mem := memKinds[2].new(t, 4*page)
+	h := mem.(*ledger).be.(*recycledBackend)
+	var rs []Range
+	for range 3 { // 3 x 3 pages: two fit the 8-page arena
+		r, err := mem.ReserveRange(3 * page)
+		must(t, err)
+		r.Data[len(r.Data)-1] = byte(len(rs) + 1) // a range is read-write memory, chunks mapped or not
+		rs = append(rs, r)
+	}
+	if h.outside != 1 {
+		t.Fatalf("%d ranges outside an arena of %d pages after three of 3 pages, want 1", h.outside, h.arenaSize/page)
+	}
+	for _, r := range rs {
+		must(t, mem.ReleaseRange(r))
+	}
+	again, err := mem.ReserveRange(3 * page)
+	must(t, err)
+	if again.Addr != rs[0].Addr || again.Data[len(again.Data)-1] != 1 {
+		t.Errorf("a released stretch of the arena is not reused, bytes and all")
+	}
+	if len(h.pieces) != 1 {
+		t.Errorf("%d ranges held, want 1", len(h.pieces))
+	}
+	must(t, mem.Close())
+	if h.arenaData != nil {
+		t.Errorf("Close left the arena mapped")
+	}
+}
+
+// TestRecycledHostMemoryNoArena: an arena the system will not map (here 2^62 bytes, beyond any
+// address space) leaves every range mapped by itself, working as before.
+func TestRecycledHostMemoryNoArena(t *testing.T) {
+	mem := memKinds[2].new(t, 1<<61)
+	r, err := mem.ReserveRange(2 * HostGranularity())
+	must(t, err)
+	r.Data[len(r.Data)-1] = 1
+	if h := mem.(*ledger).be.(*recycledBackend); h.arenaData != nil || h.outside != 1 {
+		t.Fatalf("arena mapped %v, %d ranges outside it; want no arena and the range outside", h.arenaData != nil, h.outside)
+	}
+	must(t, mem.ReleaseRange(r))
 }
 
 func must(t testing.TB, err error) {

@@ -67,6 +67,9 @@ func TestRandomTraces(t *testing.T) {
 	for _, mk := range memKinds {
 		for _, ak := range allocKinds {
 			for seed := int64(1); seed <= int64(seeds); seed++ {
+				if mk.name == "recycled" && (ak.chunk == 0 || seed > 1) {
+					continue // best-fit takes only segments, the same as on host memory; one seed covers its ranges
+				}
 				t.Run(fmt.Sprintf("%s/%s/seed=%d", mk.name, ak.name, seed), func(t *testing.T) {
 					t.Parallel()
 					c := newChecker(t, ak, mk, capacity)
