@@ -107,8 +107,9 @@
 // The image-to-image and sequence ops (resize, pad and their adjoints,
 // gathered in the CPU scatter's order; instance norm, in lanes on both;
 // leaky ReLU; the mean losses, chunked as the CPU op; embedding) are the CPU
-// op's bits too, and float64 tanh and the LSTM gates are in the host build
-// (Go's amd64 exp) and within rounding on a GPU. An embedding
+// op's bits too, and so are float64 tanh and the LSTM gates in the host build
+// (they call exp, Go's amd64 one there; on a GPU they agree within rounding).
+// An embedding
 // id that is not an integer in [0, V) gives NaN (the CPU op's error cannot
 // come from a kernel). Softmax along the last axis (mode 2, which the
 // dispatch sets) subtracts tensor's last-axis maximum, max(x[0], x[r][1:]) for
