@@ -77,8 +77,8 @@ var zooCases = []zooCase{
 	{name: "inceptionv3", cfg: models.Config{Batch: 8, Channels: 3, Height: 299, Width: 299, Classes: 7, Seed: 9}, div: 16, steps: 2, deep: true},
 	{name: "deeplabv3plus", cfg: models.Config{Batch: 8, Channels: 3, Height: 33, Width: 45, Classes: 5, Seed: 10}, div: 8, steps: 2, deep: true},
 	{name: "pix2pixhd", cfg: models.Config{Batch: 1, Channels: 3, Height: 32, Width: 64, Classes: 5, Seed: 11}, div: 16, steps: 2, deep: true, ws: 1},
-	// The rest of the bundled models, narrowed so that each runs in minutes
-	// here; their last stages still normalise 32 (resnet34), 8 (resnet101,
+	// The rest of the bundled models, narrowed so that each runs in 4 to 65
+	// minutes here (docs/results.md); their last stages still normalise 32 (resnet34), 8 (resnet101,
 	// resnet152: 1x1 maps at batch 8) and 8 (densenets: 2x2 maps at batch 2)
 	// values per channel.
 	{name: "resnet34", cfg: models.Config{Batch: 8, Channels: 3, Height: 64, Width: 64, Classes: 10, Seed: 15}, div: 2, steps: 2, deep: true},
@@ -99,8 +99,8 @@ var zooCases = []zooCase{
 // What is compared, per step: the loss, every gradient, every batch-norm
 // running statistic and every weight after the SGD step, as the normwise
 // relative difference max|cuda-cpu| / max|cpu| per tensor, against 1e-12
-// (float64; on amd64 0, bit for bit) and 1e-5 (float32). Both devices do most arithmetic in the same
-// order, so most of it gives the same bits: the fake cuBLAS does package
+// (float64; on amd64 0, bit for bit) and 1e-5 (float32). Both devices do
+// most arithmetic in the same order, so most of it gives the same bits: the fake cuBLAS does package
 // blas's per-element arithmetic (dispatchtest.Setenv), small images' weight
 // gradients are chunked and convolutions tiled as the CPU op does it, and
 // batch norm, instance norm and ChannelSum reduce in the CUDA blocks' lane
@@ -122,8 +122,8 @@ var zooCases = []zooCase{
 // both devices are then as near the exact answer as float32 allows, and a
 // wrong kernel, O(1) off, fails. Each such step starts from the CPU side's
 // weights (pair.align says why). The float64 models have no reference and
-// must meet 1e-12 directly, and on amd64 give the CPU device's bits. smallcnn and lstm run by default; the deep
-// models with OOC_CUDA_ZOO=1.
+// must meet 1e-12 directly, and on amd64 give the CPU device's bits.
+// smallcnn and lstm run by default; the deep models with OOC_CUDA_ZOO=1.
 func TestZooOnFakeDevice(t *testing.T) {
 	d := openFake(t)
 	for _, c := range zooCases {
