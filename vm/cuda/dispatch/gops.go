@@ -303,6 +303,9 @@ func planSoftmax(c fn, diff bool) (plan, error) {
 			return r.launch("softmax_grad_"+c.sfx, i64(l), ptr(a.out), ptr(a.in[1]), ptr(a.in[2]), i64(outer), i64(k), i64(inner))
 		}}, nil
 	}
+	if axis == len(x)-1 {
+		l |= 2 // tensor's last-axis code takes another maximum (package kernels' softmax.cu)
+	}
 	return plan{run: func(r *Runner, a addrs) error {
 		return r.launch("softmax_"+c.sfx, i64(l), ptr(a.out), ptr(a.in[0]), i64(outer), i64(k), i64(inner))
 	}}, nil

@@ -33,7 +33,7 @@
 //	fill              ceil(n/256)            ns                                  zeroing (gradients, caches)
 //	copy              ceil(n/256)            ns + distinct(in)s                  transposeOp, sliceOp, concatOp, repeatOp, reshapeOp
 //	reduce            ceil(rows/256)         (rows·k + rows)s                    sumOp, maxOp over one axis; Mean
-//	softmax(_grad)    ceil(rows/256)         2 (3) · rows·k·s                    softmaxOp, softmaxDiffOp (log or not)
+//	softmax(_grad)    ceil(rows/256)         2 (3) · rows·k·s                    softmaxOp, softmaxDiffOp (log or not; tensor's last-axis maximum)
 //	xent_loss         1 block                2·rows·k·s                          layers.(Pixel)SoftmaxCrossEntropy value
 //	xent_grad         ceil(rows/256)         3·rows·k·s                          its gradient w.r.t. the logits
 //	im2col            ceil(K·nb·P/256)       (K·nb·P + nb·C·H·W)s                convOp's im2col (K = C·KH·KW, P = OH·OW)
@@ -89,19 +89,34 @@
 // gradients in both types, are the CPU op's bits too. xent_loss (no CPU op
 // sums in its order) is deterministic, but its float64 result differs from a
 // serial sum in the last bits. Transcendental functions
-// are ports of Go's math (oocmath.h) without libdevice; float32 exp, sin,
+// are ports of Go's math (oocmath.h) without libdevice. Go's math.Exp and
+// math.Log are amd64 assembly, not the portable Go those ports follow (within
+// 2 ulps and 1 ulp of it): the host build on x86-64 replaces the two by ports
+// of that assembly (src/hostmath.h, with the fused multiply-adds Go's Exp
+// uses when the CPU has AVX and FMA, decided at load time as Go decides,
+// GODEBUG cpu.fma and cpu.avx included), so the host emulation reproduces
+// Go's amd64 libm bit for bit (TestHostMathIsGos: edge cases and 1e5 random
+// inputs, both FMA branches) and the fake device can be compared with the
+// CPU device bit for bit, Tanh, Pow, sigmoid and softmax included. That is
+// emulation of the CPU's library, not of a GPU: the PTX keeps the portable
+// ports, and on a real GPU exp and log differ from the CPU's in the last
+// bits. float32 exp, sin,
 // cos and expm1 follow math32's float32 algorithms or ranges, which gorgonia
 // calls, with their flaws (exp is +Inf above 88.376 and 0 below -87.683;
 // sin(710) is 8.8e-5; expm1 is NaN between about 88.7 and 89.4).
 // The image-to-image and sequence ops (resize, pad and their adjoints,
 // gathered in the CPU scatter's order; instance norm, in lanes on both;
 // leaky ReLU; the mean losses, chunked as the CPU op; embedding) are the CPU
-// op's bits too; float64 tanh and the LSTM gates use Go's portable exp,
-// which amd64's assembly exp may differ from in the last bit. An embedding
+// op's bits too, and so are float64 tanh and the LSTM gates in the host build
+// (they call exp, Go's amd64 one there; on a GPU they agree within rounding).
+// An embedding
 // id that is not an integer in [0, V) gives NaN (the CPU op's error cannot
-// come from a kernel). Deliberate departures: softmax uses each row's own maximum (tensor's
-// last-axis softmax starts from x[0] and overflows rows far from row 0:
-// TestSoftmaxLastAxisBug); Max uses tensor's last-axis NaN rule on every axis;
+// come from a kernel). Softmax along the last axis (mode 2, which the
+// dispatch sets) subtracts tensor's last-axis maximum, max(x[0], x[r][1:]) for
+// row r (the tensor's first element and the row without its own first), when
+// that is within 16 of the row's own maximum, and so gives the CPU op's bits;
+// further apart it uses the row's own (tensor's then underflows or overflows:
+// TestSoftmaxLastAxisBug). Deliberate departures: Max uses tensor's last-axis NaN rule on every axis;
 // reductions over a middle axis are correct (tensor's are wrong unless the
 // axis has length 2); trig arguments of 2^29 and more are not reduced as Go
 // does; float32 log of a subnormal is right where math32's is not.

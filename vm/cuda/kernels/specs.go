@@ -87,8 +87,8 @@ func softmaxSpecs(d dtype) []*Spec {
 	all := func(c Call) int64 { return rows(c) * c.Int("k") }
 	geo := []Param{i64("outer"), i64("k"), i64("inner")}
 	return []*Spec{
-		{Name: "softmax_" + d.suffix, Mirrors: "gorgonia softmaxOp (SoftMax, LogSoftMax with lg=1) along the middle axis",
-			Params: append([]Param{i32("lg"), ptr(d.ptr, "y"), in(d.ptr, "x")}, geo...),
+		{Name: "softmax_" + d.suffix, Mirrors: "gorgonia softmaxOp along the middle axis (mode bit 0: LogSoftMax; bit 1: tensor's last-axis maximum where safe)",
+			Params: append([]Param{i32("mode"), ptr(d.ptr, "y"), in(d.ptr, "x")}, geo...),
 			shape:  perElement(rows), cost: func(c Call) (int64, int64) { return 2 * s * all(c), 5 * all(c) }},
 		{Name: "softmax_grad_" + d.suffix, Mirrors: "gorgonia softmaxDiffOp",
 			Params: append([]Param{i32("lg"), ptr(d.ptr, "dx"), in(d.ptr, "y"), in(d.ptr, "dy")}, geo...),

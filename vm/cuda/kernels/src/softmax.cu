@@ -4,13 +4,26 @@
  * Layout (outer, k, inner), softmax over k; one thread per (outer, inner)
  * row, serial over k in tensor's order (max, then the sum of exponentials in
  * the tensor's type, then the outputs). That is tensor's inner-axis code.
- * Its last-axis code differs in one way that is a bug: it starts each row's
- * running maximum at the tensor's first element x[0], not the row's, so a row
- * far below row 0 underflows (log of 0 gives +Inf) and a NaN at x[0] poisons
- * every row. These kernels use the row's own maximum; elsewhere the two agree
- * within rounding (tested). */
+ * Its last-axis code (softMaxLastDimF32/F64 in tensor v0.9.24) differs in
+ * the maximum it subtracts: it starts from the tensor's first element x[0]
+ * and then takes the row's elements 1..k-1, so row r's maximum is
+ * max(x[0], x[r][1:]), which leaves out the row's own first element (except
+ * in row 0, where it is x[0]). A row far below x[0] underflows (log of 0
+ * gives +Inf), a row whose first element is far above the rest overflows,
+ * and a NaN at x[0] poisons every row.
+ *
+ * mode bit 0 is LogSoftMax; bit 1 (the dispatch sets it when the axis is the
+ * last) asks for tensor's last-axis maximum m where that is safe: when it is
+ * within OOC_SOFTMAX_SHIFT of the row's own maximum r, every shifted element
+ * is at most e^16 and the largest at least e^-16, so nothing overflows or
+ * underflows that would not with r, and the result differs from r's only by
+ * rounding; softmax is shift-invariant. Then the kernel gives the CPU op's
+ * bits. Further apart (or with a NaN at x[0]), the kernel uses r and is
+ * right where the CPU op is not (TestSoftmaxLastAxisBug). */
 #include "ooc.h"
 #include "oocmath.h"
+
+#define OOC_SOFTMAX_SHIFT 16
 
 template <typename T> OOC_FN T ooc_exp_t(T x) {
   return sizeof(T) == 4 ? (T)ooc_expf((float)x) : (T)ooc_exp((double)x);
@@ -18,7 +31,8 @@ template <typename T> OOC_FN T ooc_exp_t(T x) {
 template <typename T> OOC_FN T ooc_log_t(T x) { return (T)ooc_log((double)x); }
 
 template <typename T>
-OOC_FN void ooc_softmax(int lg, T *y, const T *x, i64 outer, i64 k, i64 inner) {
+OOC_FN void ooc_softmax(int mode, T *y, const T *x, i64 outer, i64 k, i64 inner) {
+  int lg = mode & 1;
   OOC_FOR(i, outer * inner) {
     i64 base = (i / inner) * k * inner + i % inner;
     const T *xp = x + base;
@@ -27,6 +41,14 @@ OOC_FN void ooc_softmax(int lg, T *y, const T *x, i64 outer, i64 k, i64 inner) {
     for (i64 j = 1; j < k; j++)
       if (xp[j * inner] > mx)
         mx = xp[j * inner];
+    if (mode & 2) {
+      T m = x[0];
+      for (i64 j = 1; j < k; j++)
+        if (xp[j * inner] > m)
+          m = xp[j * inner];
+      if (m - mx <= (T)OOC_SOFTMAX_SHIFT && mx - m <= (T)OOC_SOFTMAX_SHIFT)
+        mx = m;
+    }
     T sum = 0;
     for (i64 j = 0; j < k; j++) {
       T e = ooc_exp_t<T>(xp[j * inner] - mx);
@@ -66,9 +88,9 @@ OOC_FN void ooc_softmax_grad(int lg, T *dx, const T *y, const T *dy, i64 outer,
 }
 
 #define SOFTMAX(T, S)                                                          \
-  extern "C" __global__ void softmax_##S(int lg, T *y, const T *x, i64 outer,  \
-                                         i64 k, i64 inner) {                   \
-    ooc_softmax<T>(lg, y, x, outer, k, inner);                                 \
+  extern "C" __global__ void softmax_##S(int mode, T *y, const T *x,          \
+                                         i64 outer, i64 k, i64 inner) {        \
+    ooc_softmax<T>(mode, y, x, outer, k, inner);                               \
   }                                                                            \
   extern "C" __global__ void softmax_grad_##S(int lg, T *dx, const T *y,       \
                                               const T *dy, i64 outer, i64 k,   \
