@@ -53,16 +53,7 @@ func forwardNodes(t *testing.T, g *G.ExprGraph, cost *G.Node) []*G.Node {
 		}
 	}
 	mark(cost)
-	sorted, err := G.Sort(g)
-	require.NoError(t, err)
-	fromGrad := map[*G.Node]bool{}
-	for i := len(sorted) - 1; i >= 0; i-- {
-		n := sorted[i]
-		fromGrad[n] = len(n.DerivOf()) > 0 && n.Op() != nil
-		for _, c := range ooc.Operands(n) {
-			fromGrad[n] = fromGrad[n] || fromGrad[c]
-		}
-	}
+	fromGrad := fromGradient(t, g)
 	var out []*G.Node
 	for _, n := range g.AllNodes() {
 		if n.Op() != nil && !fromGrad[n] && forCost[n] {

@@ -225,8 +225,7 @@ func (p *eventPool) hold(es ...*event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, e := range es {
-		if i := slices.Index(p.lent, e); i >= 0 {
-			p.lent = slices.Delete(p.lent, i, i+1)
+		if removeEvent(&p.lent, e) {
 			p.held = append(p.held, e)
 		}
 	}
@@ -236,8 +235,7 @@ func (p *eventPool) unhold(es ...*event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, e := range es {
-		if i := slices.Index(p.held, e); i >= 0 {
-			p.held = slices.Delete(p.held, i, i+1)
+		if removeEvent(&p.held, e) {
 			p.putLocked(e)
 		}
 	}
@@ -248,11 +246,20 @@ func (p *eventPool) put(es ...*event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, e := range es {
-		if i := slices.Index(p.lent, e); i >= 0 {
-			p.lent = slices.Delete(p.lent, i, i+1)
+		if removeEvent(&p.lent, e) {
 			p.putLocked(e)
 		}
 	}
+}
+
+// removeEvent takes e out of list, saying whether it was there.
+func removeEvent(list *[]*event, e *event) bool {
+	i := slices.Index(*list, e)
+	if i < 0 {
+		return false
+	}
+	*list = slices.Delete(*list, i, i+1)
+	return true
 }
 
 func (p *eventPool) putLocked(e *event) {
