@@ -18,21 +18,13 @@ import (
 // learnable's gradient), which ooc does not compute.
 func opNodes(t *testing.T, g *G.ExprGraph) []*G.Node {
 	fromGrad := fromGradient(t, g)
-	forGrad := map[*G.Node]bool{}
-	var mark func(n *G.Node)
-	mark = func(n *G.Node) {
-		if !forGrad[n] {
-			forGrad[n] = true
-			for _, c := range ooc.Operands(n) {
-				mark(c)
-			}
-		}
-	}
+	var grads []*G.Node
 	for _, n := range g.AllNodes() {
 		if n.Op() == nil && n.Deriv() != nil {
-			mark(n.Deriv())
+			grads = append(grads, n.Deriv())
 		}
 	}
+	forGrad := ancestors(grads...)
 	var out []*G.Node
 	for _, n := range g.AllNodes() {
 		if n.Op() == nil || len(ooc.Operands(n)) == 0 || (fromGrad[n] && !forGrad[n]) {
@@ -41,6 +33,24 @@ func opNodes(t *testing.T, g *G.ExprGraph) []*G.Node {
 		out = append(out, n)
 	}
 	return out
+}
+
+// ancestors tells the roots and every node they are computed from.
+func ancestors(roots ...*G.Node) map[*G.Node]bool {
+	seen := map[*G.Node]bool{}
+	var mark func(n *G.Node)
+	mark = func(n *G.Node) {
+		if !seen[n] {
+			seen[n] = true
+			for _, c := range ooc.Operands(n) {
+				mark(c)
+			}
+		}
+	}
+	for _, r := range roots {
+		mark(r)
+	}
+	return seen
 }
 
 // fromGradient tells the nodes computed from a gradient node: the

@@ -42,17 +42,7 @@ func softmaxMLP(dt tensor.Dtype, seed int64) *net {
 // TestDeadEndsComputed's.)
 func forwardNodes(t *testing.T, g *G.ExprGraph, cost *G.Node) []*G.Node {
 	t.Helper()
-	forCost := map[*G.Node]bool{}
-	var mark func(n *G.Node)
-	mark = func(n *G.Node) {
-		if !forCost[n] {
-			forCost[n] = true
-			for _, c := range ooc.Operands(n) {
-				mark(c)
-			}
-		}
-	}
-	mark(cost)
+	forCost := ancestors(cost)
 	fromGrad := fromGradient(t, g)
 	var out []*G.Node
 	for _, n := range g.AllNodes() {
