@@ -3,6 +3,7 @@ package vm
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -174,7 +175,7 @@ func (m *Machine) inputIndex(n *gorgonia.Node) (int, error) {
 		if v.Node == n && !v.View {
 			at = i
 		}
-		if v.Role == Gradient && (v.Learnable == n || containsNode(v.Shared, n)) {
+		if v.Role == Gradient && (v.Learnable == n || slices.Contains(v.Shared, n)) {
 			return 0, fmt.Errorf("vm: StageNext(%s): a learnable, not an input", n.Name())
 		}
 	}
@@ -195,15 +196,6 @@ func (m *Machine) inputIndex(n *gorgonia.Node) (int, error) {
 		}
 	}
 	return at, nil
-}
-
-func containsNode(ns []*gorgonia.Node, n *gorgonia.Node) bool {
-	for _, x := range ns {
-		if x == n {
-			return true
-		}
-	}
-	return false
 }
 
 // lastReads gives, per leaf variable, the instruction after which nothing
