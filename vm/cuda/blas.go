@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -13,9 +15,13 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
 
-// BLASLibraries are the cuBLAS sonames tried in order by OpenBLAS, unless
-// $OOC_CUBLAS_LIBRARY names a library.
-var BLASLibraries = []string{"libcublas.so.12", "libcublas.so.11"}
+// BLASLibraries are the cuBLAS sonames OpenBLAS looks for, newest first, in each place
+// of the device's Search, unless $OOC_CUBLAS_LIBRARY (BLASLibraryEnv) names a library.
+var BLASLibraries = []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11"}
+
+// BLASLibraryEnv names an environment variable that, when set, is the only cuBLAS
+// OpenBLAS tries.
+const BLASLibraryEnv = "OOC_CUBLAS_LIBRARY"
 
 // ErrNoBLAS is wrapped by OpenBLAS when no cuBLAS library loads.
 var ErrNoBLAS = errors.New("no cuBLAS library")
@@ -24,68 +30,123 @@ var ErrNoBLAS = errors.New("no cuBLAS library")
 // stream, in order with the kernels launched there. Its methods are safe for concurrent
 // use (calls are serialised, as a cuBLAS handle wants).
 type BLAS struct {
-	d    *Device
-	path string
-	h    uintptr // cublasHandle_t
-	create, destroy, setStream, setWorkspace,
-	sgemm, dgemm uintptr
+	d      *Device
+	lib    *blasLib
+	h      uintptr       // cublasHandle_t
 	ws     alloc.Segment // cuBLAS's workspace, from the device's memory
 	mu     sync.Mutex
 	closed bool
 }
 
-// OpenBLAS loads cuBLAS ($OOC_CUBLAS_LIBRARY, else BLASLibraries) and makes a handle in
+// blasLib is a loaded cuBLAS: its path, version and the functions this package calls.
+type blasLib struct {
+	path    string
+	version string // "13.0.2", from cublasGetProperty; "" when it lacks that
+	create, destroy, setStream, setWorkspace,
+	sgemm, dgemm uintptr
+}
+
+// OpenBLAS loads cuBLAS ($OOC_CUBLAS_LIBRARY, else the first of BLASLibraries the
+// device's Search finds) and makes a handle in
 // the device's context, bound to its compute stream, with a workspace of
 // BLASWorkspaceBytes taken from the device's memory (cublasSetWorkspace_v2 after
 // cublasSetStream_v2, which resets it): cuBLAS then allocates none of its own, and the
 // planner counts the workspace inside the budget (package dispatch reports it as the
 // backend's reserve). Close frees it.
 func (d *Device) OpenBLAS() (*BLAS, error) {
-	paths := BLASLibraries
-	if p := os.Getenv("OOC_CUBLAS_LIBRARY"); p != "" {
-		paths = []string{p}
+	lib, err := findBLAS(d.search)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.name, err)
 	}
-	var errs []error
-	for _, p := range paths {
-		b, err := d.openBLAS(p)
-		if err == nil {
-			return b, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, fmt.Errorf("cuda: %s: %w (tried %v): %v", d.name, ErrNoBLAS, paths, errors.Join(errs...))
+	return d.openBLAS(lib)
 }
 
-func (d *Device) openBLAS(path string) (*BLAS, error) {
-	runtime.LockOSThread()
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	runtime.UnlockOSThread()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+// findBLAS loads the first cuBLAS the search finds.
+func findBLAS(s Search) (*blasLib, error) {
+	var lib *blasLib
+	_, err := s.find(blasLibrary, ErrNoBLAS, func(p string) (err error) {
+		lib, err = loadBLAS(p)
+		return err
+	})
+	return lib, err
+}
+
+// loadBLAS dlopens cuBLAS at path and binds its functions.
+func loadBLAS(path string) (*blasLib, error) {
+	if err := loadBLASLt(path); err != nil {
+		return nil, err
 	}
-	b := &BLAS{d: d, path: path}
+	h, err := dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: %w: %s %s (%w)", ErrNoBLAS, path, missing(path, err), err)
+	}
+	lib := &blasLib{path: path}
+	var missing []string
 	for _, s := range []struct {
 		name string
 		p    *uintptr
-	}{{"cublasCreate_v2", &b.create}, {"cublasDestroy_v2", &b.destroy}, {"cublasSetStream_v2", &b.setStream},
-		{"cublasSetWorkspace_v2", &b.setWorkspace}, {"cublasSgemm_v2", &b.sgemm}, {"cublasDgemm_v2", &b.dgemm}} {
-		if *s.p, err = purego.Dlsym(h, s.name); err != nil || *s.p == 0 {
-			return nil, fmt.Errorf("%s lacks %s", path, s.name)
+	}{{"cublasCreate_v2", &lib.create}, {"cublasDestroy_v2", &lib.destroy}, {"cublasSetStream_v2", &lib.setStream},
+		{"cublasSetWorkspace_v2", &lib.setWorkspace}, {"cublasSgemm_v2", &lib.sgemm}, {"cublasDgemm_v2", &lib.dgemm}} {
+		if *s.p, _ = purego.Dlsym(h, s.name); *s.p == 0 {
+			missing = append(missing, s.name)
 		}
 	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("cuda: %w: %s lacks %s", ErrNoBLAS, path, strings.Join(missing, ", "))
+	}
+	if prop, _ := purego.Dlsym(h, "cublasGetProperty"); prop != 0 {
+		var v [3]int32 // MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+		ok := true
+		for i := range v {
+			ok = ok && blasCall(prop, uintptr(i), uintptr(unsafe.Pointer(&v[i]))) == 0
+		}
+		if ok {
+			lib.version = fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2])
+		}
+	}
+	return lib, nil
+}
+
+// loadBLASLt loads libcublasLt from cuBLAS's own directory, when cuBLAS is loaded by path
+// and the directory has one. libcublas needs it (DT_NEEDED) and finds it through its
+// RUNPATH $ORIGIN, but LD_LIBRARY_PATH comes before RUNPATH: a toolkit of another version
+// on it would give this cuBLAS a libcublasLt it was not built with (unresolved symbol
+// versions), and a copy without that RUNPATH would not load at all. Loaded first, its
+// soname is taken, and libcublas's dependency resolves to it.
+func loadBLASLt(path string) error {
+	dir, base := filepath.Split(path)
+	suffix, ok := strings.CutPrefix(base, "libcublas")
+	if dir == "" || !ok || !strings.HasPrefix(suffix, ".so") {
+		return nil
+	}
+	lt := filepath.Join(dir, "libcublasLt"+suffix)
+	if _, err := os.Stat(lt); err != nil {
+		return nil
+	}
+	if _, err := dlopen(lt, purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
+		return fmt.Errorf("cuda: %w: %s, beside %s: %v", ErrNoBLAS, lt, base, err)
+	}
+	return nil
+}
+
+// openBLAS makes a handle of lib on the device's compute stream, with its workspace.
+func (d *Device) openBLAS(lib *blasLib) (*BLAS, error) {
+	path := lib.path
+	b := &BLAS{d: d, lib: lib}
+	var err error
 	if b.ws, err = d.mem.AllocSegment(d.BLASWorkspaceBytes()); err != nil {
 		return nil, fmt.Errorf("%s: the cuBLAS workspace of %d bytes: %w", path, d.BLASWorkspaceBytes(), err)
 	}
 	err = d.do(func(*driver) error {
-		if st := blasCall(b.create, uintptr(unsafe.Pointer(&b.h))); st != 0 {
+		if st := blasCall(lib.create, uintptr(unsafe.Pointer(&b.h))); st != 0 {
 			return fmt.Errorf("cublasCreate_v2: status %d", st)
 		}
-		if st := blasCall(b.setStream, b.h, d.streams[Compute].h); st != 0 {
-			_ = blasCall(b.destroy, b.h)
+		if st := blasCall(lib.setStream, b.h, d.streams[Compute].h); st != 0 {
+			_ = blasCall(lib.destroy, b.h)
 			return fmt.Errorf("cublasSetStream_v2: status %d", st)
 		}
-		if st := blasCall(b.setWorkspace, b.h, b.ws.Addr, uintptr(b.ws.Size)); st != 0 {
-			_ = blasCall(b.destroy, b.h)
+		if st := blasCall(lib.setWorkspace, b.h, b.ws.Addr, uintptr(b.ws.Size)); st != 0 {
+			_ = blasCall(lib.destroy, b.h)
 			return fmt.Errorf("cublasSetWorkspace_v2 (%d bytes at %#x): status %d", b.ws.Size, b.ws.Addr, st)
 		}
 		return nil
@@ -118,7 +179,11 @@ func blasCall(f uintptr, args ...uintptr) int32 {
 }
 
 // Library is the path cuBLAS was loaded from.
-func (b *BLAS) Library() string { return b.path }
+func (b *BLAS) Library() string { return b.lib.path }
+
+// Version is cuBLAS's version (cublasGetProperty), as "13.0.2"; "" when the library
+// does not say.
+func (b *BLAS) Version() string { return b.lib.version }
 
 // Gemm queues C = alpha·op(A)·op(B) + beta·C on the compute stream, in cuBLAS's
 // column-major convention (cublasSgemm_v2 for float32, cublasDgemm_v2 for float64):
@@ -149,11 +214,11 @@ func (b *BLAS) Gemm(float64s bool, transA, transB bool, m, n, k int, alpha float
 		var s int32
 		if float64s {
 			al, be := alpha, beta
-			s = blasCall(b.dgemm, b.h, op(transA), op(transB), uintptr(m), uintptr(n), uintptr(k),
+			s = blasCall(b.lib.dgemm, b.h, op(transA), op(transB), uintptr(m), uintptr(n), uintptr(k),
 				uintptr(unsafe.Pointer(&al)), a, uintptr(lda), bm, uintptr(ldb), uintptr(unsafe.Pointer(&be)), c, uintptr(ldc))
 		} else {
 			al, be := float32(alpha), float32(beta)
-			s = blasCall(b.sgemm, b.h, op(transA), op(transB), uintptr(m), uintptr(n), uintptr(k),
+			s = blasCall(b.lib.sgemm, b.h, op(transA), op(transB), uintptr(m), uintptr(n), uintptr(k),
 				uintptr(unsafe.Pointer(&al)), a, uintptr(lda), bm, uintptr(ldb), uintptr(unsafe.Pointer(&be)), c, uintptr(ldc))
 		}
 		if s != 0 {
@@ -172,7 +237,7 @@ func (b *BLAS) Close() error {
 	}
 	b.closed = true
 	err := b.d.do(func(*driver) error {
-		if s := blasCall(b.destroy, b.h); s != 0 {
+		if s := blasCall(b.lib.destroy, b.h); s != 0 {
 			return fmt.Errorf("cuda: cublasDestroy_v2: status %d", s)
 		}
 		return nil

@@ -54,14 +54,14 @@ func TestBLASWorkspaceInDeviceMemory(t *testing.T) {
 		{"past the allocation", addr + uintptr(size-8*kib), 16 * kib},
 		{"unaligned", addr + 8, 16 * kib},
 	} {
-		if st := d.blasDo(t, b.setWorkspace, b.h, c.ptr, uintptr(c.size)); st == 0 {
+		if st := d.blasDo(t, b.lib.setWorkspace, b.h, c.ptr, uintptr(c.size)); st == 0 {
 			t.Errorf("fake cublasSetWorkspace_v2 took a workspace of %s", c.name)
 		}
 	}
 	runtime.KeepAlive(host)
 	// cublasSetStream_v2 resets the workspace, as cuBLAS's does: a GEMM then
 	// would allocate outside the budget, which the fake refuses.
-	if st := d.blasDo(t, b.setStream, b.h, d.streams[Compute].h); st != 0 {
+	if st := d.blasDo(t, b.lib.setStream, b.h, d.streams[Compute].h); st != 0 {
 		t.Fatalf("cublasSetStream_v2: status %d", st)
 	}
 	if err := gemm(); err == nil {

@@ -22,6 +22,8 @@ type Device struct {
 	dev  int32 // CUdevice
 	ctx  uintptr
 	log  io.Writer
+	// search finds cuBLAS and NCCL for this device as Open found its driver.
+	search Search
 
 	// mu is held shared by every driver call and exclusively by Close, so that Close
 	// never pulls the context from under a call.
@@ -71,8 +73,9 @@ type Info struct {
 // is taken from the capacity: OpenBLAS).
 func DefaultReserve(total int64) int64 { return max(256<<20, total/32) }
 
-// Open opens CUDA device ordinal (cuda:N) through the driver library (DefaultLibrary,
-// $OOC_CUDA_LIBRARY, or WithLibrary). It creates a context with blocking synchronization
+// Open opens CUDA device ordinal (cuda:N) through the driver library (WithLibrary, else
+// $OOC_CUDA_LIBRARY, else the first libcuda.so.1 the Search finds: DefaultSearch or
+// WithSearch). It creates a context with blocking synchronization
 // (a host wait sleeps instead of spinning) and the compute, device-to-host and
 // host-to-device streams.
 //
@@ -81,7 +84,7 @@ func DefaultReserve(total int64) int64 { return max(256<<20, total/32) }
 // (ErrNoDevice), a capacity above the free memory (alloc.ErrOutOfMemory).
 func Open(ordinal int, opts ...Option) (*Device, error) {
 	cfg := newConfig(opts)
-	drv, err := loadDriver(cfg.library)
+	drv, err := findDriver(cfg.library, cfg.search)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +95,7 @@ func Open(ordinal int, opts ...Option) (*Device, error) {
 	if ordinal < 0 || ordinal >= n {
 		return nil, fmt.Errorf("cuda: %w: cuda:%d asked for, but this machine has %s", ErrNoDevice, ordinal, countDevices(n))
 	}
-	d := &Device{drv: drv, name: fmt.Sprintf("cuda:%d", ordinal), log: cfg.log}
+	d := &Device{drv: drv, name: fmt.Sprintf("cuda:%d", ordinal), log: cfg.log, search: cfg.search}
 	d.events.d, d.modules.d = d, d
 	d.info = Info{Library: drv.path, DriverVersion: drv.version, Ordinal: ordinal}
 	if err := d.describe(ordinal); err != nil {

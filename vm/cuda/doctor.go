@@ -31,6 +31,8 @@ func Doctor(w io.Writer, ordinal int, opts ...Option) error {
 	defer d.Close()
 	in := d.Info()
 	fmt.Fprintf(w, "driver    %s: CUDA %s (cuDriverGetVersion %d)\n", in.Library, versionString(in.DriverVersion), in.DriverVersion)
+	fmt.Fprintf(w, "cublas    %s\n", blasLine(d.search))
+	fmt.Fprintf(w, "nccl      %s\n", ncclLine(d.search))
 	fmt.Fprintf(w, "device    %s: %s, compute capability %s, %d multiprocessors, %d copy engines\n",
 		d.name, in.Name, in.ComputeCapability, in.Multiprocessors, in.AsyncEngines)
 	fmt.Fprintf(w, "memory    %s total, %s free with this context; %s reserved for the driver; capacity %s\n",
@@ -83,7 +85,7 @@ func Doctor(w io.Writer, ordinal int, opts ...Option) error {
 		const n, rounds = 4 << 20, 3
 		return fmt.Sprintf("%d rounds of %s", rounds, formatBytes(4*n)), d.checkOrdering(n, rounds)
 	})
-	if _, err := loadNCCL(); errors.Is(err, ErrNoNCCL) {
+	if _, err := findNCCL(d.search); errors.Is(err, ErrNoNCCL) {
 		fmt.Fprintf(w, "nccl      none: %v; data-parallel training averages gradients on the host\n", err)
 	} else {
 		check("NCCL all-reduce of one rank", d.checkNCCL)

@@ -3,7 +3,6 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"unsafe"
@@ -15,8 +14,8 @@ import (
 // NVIDIA driver installs, found through the dynamic loader's search path.
 const DefaultLibrary = "libcuda.so.1"
 
-// LibraryEnv names an environment variable that, when set, replaces DefaultLibrary (for
-// a driver outside the loader's path, or the test driver of internal/fakecuda).
+// LibraryEnv names an environment variable that, when set, is the only driver library
+// Open tries (for a driver Search does not find, or the test driver of internal/fakecuda).
 const LibraryEnv = "OOC_CUDA_LIBRARY"
 
 // driver is a loaded libcuda: the addresses of the functions this package calls.
@@ -34,6 +33,20 @@ var (
 	drivers   = map[string]*driver{}
 )
 
+// findDriver loads the driver library: path when set (WithLibrary), else the first that
+// loads of the search's candidates.
+func findDriver(path string, s Search) (*driver, error) {
+	if path != "" {
+		return loadDriver(path)
+	}
+	var d *driver
+	_, err := s.find(driverLibrary, ErrNoDriver, func(p string) (err error) {
+		d, err = loadDriver(p)
+		return err
+	})
+	return d, err
+}
+
 // loadDriver dlopens the library at path, checks its version and binds its functions.
 func loadDriver(path string) (*driver, error) {
 	driversMu.Lock()
@@ -41,13 +54,9 @@ func loadDriver(path string) (*driver, error) {
 	if d, ok := drivers[path]; ok {
 		return d, nil
 	}
-	// purego reads dlerror in a second call, which must run on the thread whose dlopen
-	// failed or the message comes back empty.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	h, err := dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: %w: %s not found (%v)", ErrNoDriver, path, err)
+		return nil, fmt.Errorf("cuda: %w: %s %s (%w)", ErrNoDriver, path, missing(path, err), err)
 	}
 	d := &driver{path: path}
 	sym := func(f fn) uintptr {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -14,11 +15,11 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// NCCLLibrary is the NCCL library loaded unless $OOC_NCCL_LIBRARY (NCCLLibraryEnv) names
-// another.
+// NCCLLibrary is the NCCL soname looked for in each place of the Search, unless
+// $OOC_NCCL_LIBRARY (NCCLLibraryEnv) names a library.
 const NCCLLibrary = "libnccl.so.2"
 
-// NCCLLibraryEnv names the environment variable that replaces NCCLLibrary.
+// NCCLLibraryEnv names the environment variable that, when set, is the only NCCL tried.
 const NCCLLibraryEnv = "OOC_NCCL_LIBRARY"
 
 // UniqueIDEnv names the environment variable UniqueIDFromEnv reads: a communicator's
@@ -103,23 +104,27 @@ var (
 	ncclLibs = map[string]*ncclLib{}
 )
 
-// loadNCCL dlopens $OOC_NCCL_LIBRARY or NCCLLibrary, once per path (NCCL keeps threads of
-// its own and is not meant to be unloaded).
-func loadNCCL() (*ncclLib, error) {
-	path := NCCLLibrary
-	if p := os.Getenv(NCCLLibraryEnv); p != "" {
-		path = p
-	}
+// findNCCL loads $OOC_NCCL_LIBRARY, else the first NCCLLibrary the search finds.
+func findNCCL(s Search) (*ncclLib, error) {
+	var l *ncclLib
+	_, err := s.find(ncclLibrary, ErrNoNCCL, func(p string) (err error) {
+		l, err = loadNCCL(p)
+		return err
+	})
+	return l, err
+}
+
+// loadNCCL dlopens the NCCL at path, once per path (NCCL keeps threads of its own and is
+// not meant to be unloaded).
+func loadNCCL(path string) (*ncclLib, error) {
 	ncclMu.Lock()
 	defer ncclMu.Unlock()
 	if l, ok := ncclLibs[path]; ok {
 		return l, nil
 	}
-	runtime.LockOSThread()
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
-	runtime.UnlockOSThread()
+	h, err := dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
-		return nil, fmt.Errorf("cuda: %w: %s not found (%v)", ErrNoNCCL, path, err)
+		return nil, fmt.Errorf("cuda: %w: %s %s (%w)", ErrNoNCCL, path, missing(path, err), err)
 	}
 	l := &ncclLib{path: path}
 	var missing []string
@@ -186,13 +191,18 @@ func (l *ncclLib) check(call string, r int32) error {
 }
 
 // NewUniqueID asks NCCL for a new communicator id (ncclGetUniqueId): rank 0 makes it and
-// hands it to the others (WriteFile, or $OOC_NCCL_ID through UniqueID.String).
+// hands it to the others (WriteFile, or $OOC_NCCL_ID through UniqueID.String). It finds
+// NCCL with DefaultSearch.
 func NewUniqueID() (UniqueID, error) {
-	var id UniqueID
-	l, err := loadNCCL()
+	l, err := findNCCL(DefaultSearch())
 	if err != nil {
-		return id, err
+		return UniqueID{}, err
 	}
+	return l.newUniqueID()
+}
+
+func (l *ncclLib) newUniqueID() (UniqueID, error) {
+	var id UniqueID
 	if err := l.check("ncclGetUniqueId", ncclCall(l.getUniqueID, uintptr(unsafe.Pointer(&id[0])))); err != nil {
 		return id, fmt.Errorf("cuda: %s: %w", l.path, err)
 	}
@@ -231,7 +241,14 @@ func NewNCCL(devices []*Device) (*NCCL, error) {
 	if len(devices) == 0 {
 		return nil, errors.New("cuda: NewNCCL: no devices")
 	}
-	id, err := NewUniqueID()
+	if slices.Contains(devices, nil) {
+		return nil, fmt.Errorf("cuda: NewNCCL: device %d is nil", slices.Index(devices, nil))
+	}
+	l, err := findNCCL(devices[0].search)
+	if err != nil {
+		return nil, err
+	}
+	id, err := l.newUniqueID()
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +256,7 @@ func NewNCCL(devices []*Device) (*NCCL, error) {
 	for i := range ranks {
 		ranks[i] = i
 	}
-	return joinNCCL(devices, ranks, len(devices), id)
+	return joinNCCL(l, devices, ranks, len(devices), id)
 }
 
 // JoinNCCL makes device d rank `rank` of a communicator of nranks ranks named by id, which
@@ -250,14 +267,17 @@ func JoinNCCL(d *Device, rank, nranks int, id UniqueID) (*NCCL, error) {
 	if nranks < 1 || rank < 0 || rank >= nranks {
 		return nil, fmt.Errorf("cuda: JoinNCCL: rank %d of %d", rank, nranks)
 	}
-	return joinNCCL([]*Device{d}, []int{rank}, nranks, id)
-}
-
-func joinNCCL(devices []*Device, ranks []int, nranks int, id UniqueID) (*NCCL, error) {
-	l, err := loadNCCL()
+	if d == nil {
+		return nil, errors.New("cuda: JoinNCCL: device is nil")
+	}
+	l, err := findNCCL(d.search)
 	if err != nil {
 		return nil, err
 	}
+	return joinNCCL(l, []*Device{d}, []int{rank}, nranks, id)
+}
+
+func joinNCCL(l *ncclLib, devices []*Device, ranks []int, nranks int, id UniqueID) (*NCCL, error) {
 	c := &NCCL{lib: l, nranks: nranks}
 	for i, d := range devices {
 		if d == nil {
@@ -267,7 +287,7 @@ func joinNCCL(devices []*Device, ranks []int, nranks int, id UniqueID) (*NCCL, e
 	}
 	// Every rank joins on its own thread at once: outside a group, each call returns only
 	// when all ranks have joined.
-	err = c.each(func(r *ncclRank, drv *driver) error {
+	err := c.each(func(r *ncclRank, drv *driver) error {
 		var res int32
 		if l.initScalable != 0 {
 			res = ncclCall(l.initScalable, uintptr(unsafe.Pointer(&r.comm)), uintptr(nranks), uintptr(r.rank), 1,

@@ -9,7 +9,8 @@ import (
 type Option func(*config)
 
 type config struct {
-	library     string
+	library     string // WithLibrary; "" searches
+	search      Search
 	capacity    int64
 	reserve     int64
 	pinnedLimit int64
@@ -17,22 +18,21 @@ type config struct {
 }
 
 func newConfig(opts []Option) config {
-	c := config{reserve: -1, log: os.Stderr}
+	c := config{reserve: -1, log: os.Stderr, search: DefaultSearch()}
 	for _, o := range opts {
 		o(&c)
-	}
-	if c.library == "" {
-		c.library = os.Getenv(LibraryEnv)
-	}
-	if c.library == "" {
-		c.library = DefaultLibrary
 	}
 	return c
 }
 
-// WithLibrary loads the driver from path instead of DefaultLibrary (or $OOC_CUDA_LIBRARY).
-// A path with a slash is loaded as it is; a bare name goes through the loader's search.
+// WithLibrary loads the driver from path and nowhere else, overriding $OOC_CUDA_LIBRARY
+// and the search. A path with a slash is loaded as it is; a bare name goes through the
+// loader's search.
 func WithLibrary(path string) Option { return func(c *config) { c.library = path } }
+
+// WithSearch says where the device looks for libcuda, and later for cuBLAS (OpenBLAS) and
+// NCCL (NewNCCL), instead of DefaultSearch. Its Getenv reads the overrides.
+func WithSearch(s Search) Option { return func(c *config) { c.search = s } }
 
 // WithCapacity sets the device memory the allocators may use, in bytes: a budget. 0 (the
 // default) takes the free memory at Open minus the reserve. More than that is refused.

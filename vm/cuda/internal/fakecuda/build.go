@@ -66,11 +66,18 @@ func BuildKernels(t testing.TB, csource string) string {
 //go:embed blas/fakecublas.c
 var blasSource []byte
 
-// BLASName is the file name of a built fake cuBLAS, the real library's soname.
-const BLASName = "libcublas.so.12"
+//go:embed blas/fakecublasLt.c
+var blasLtSource []byte
+
+// BLASName is the file name of a built fake cuBLAS, the real CUDA 13 library's soname.
+const BLASName = "libcublas.so.13"
+
+// BLASLtName is the file name of the fake libcublasLt that Install puts beside the fake
+// cuBLAS, which needs it as the real one needs its own.
+const BLASLtName = "libcublasLt.so.13"
 
 // BuildBLAS compiles the fake cuBLAS (blas/fakecublas.c says what it does) and returns
-// its path, named libcublas.so.12, for $OOC_CUBLAS_LIBRARY. It synchronises streams
+// its path, named libcublas.so.13, for $OOC_CUBLAS_LIBRARY. It synchronises streams
 // through the fake driver whose path is in $OOC_FAKECUBLAS_DRIVER: set both (t.Setenv).
 // It skips the test, saying what to install, when there is no C compiler.
 func BuildBLAS(t testing.TB) string {
@@ -79,6 +86,15 @@ func BuildBLAS(t testing.TB) string {
 	lib := filepath.Join(t.TempDir(), BLASName)
 	copyFile(t, built, lib)
 	return lib
+}
+
+// buildBLASWithLt compiles the fake libcublasLt.so.13 and a fake cuBLAS that needs it
+// (DT_NEEDED, no RUNPATH), and returns both.
+func buildBLASWithLt(t testing.TB) (blas, lt string) {
+	t.Helper()
+	lt = compile(t, "cublasLt", map[string][]byte{"fakecublasLt.c": blasLtSource}, "-Wl,-soname,"+BLASLtName)
+	blas = compile(t, "cublas-lt", map[string][]byte{"fakecublas.c": blasSource}, "-DFAKECUBLAS_LT", lt)
+	return blas, lt
 }
 
 //go:embed nccl/fakenccl.c
@@ -106,8 +122,8 @@ var (
 )
 
 // compile builds C sources (by file name) into a shared library, once per process and
-// sources.
-func compile(t testing.TB, what string, files map[string][]byte) string {
+// sources; extra are more arguments for the compiler (defines, libraries to link).
+func compile(t testing.TB, what string, files map[string][]byte, extra ...string) string {
 	t.Helper()
 	cc := compiler()
 	if cc == "" {
@@ -119,7 +135,7 @@ func compile(t testing.TB, what string, files map[string][]byte) string {
 	// copy loaded from its own path keeps its own state.
 	flags := []string{"-shared", "-fPIC", "-O2", "-Wall", "-pthread", "-ffp-contract=off", "-Wl,-Bsymbolic"}
 	h := sha256.New()
-	for _, part := range [][]byte{[]byte(cc), version, []byte(fmt.Sprint(flags))} {
+	for _, part := range [][]byte{[]byte(cc), version, []byte(fmt.Sprint(flags)), []byte(fmt.Sprint(extra))} {
 		h.Write(append(part, 0))
 	}
 	for _, n := range names {
@@ -151,6 +167,9 @@ func compile(t testing.TB, what string, files map[string][]byte) string {
 			t.Fatal(err)
 		}
 		_ = tmp.Close()
+		// extra after the sources: a library linked before the objects that use it is
+		// dropped where the linker defaults to --as-needed (Ubuntu, Debian's gcc).
+		args = append(args, extra...)
 		args = append(args, "-o", tmp.Name(), "-ldl", "-lm")
 		if msg, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 			_ = os.Remove(tmp.Name())

@@ -1,8 +1,13 @@
-/* fakecublas.c: a fake cuBLAS for the tests, built as libcublas.so.12 by fakecuda.BuildBLAS.
+/* fakecublas.c: a fake cuBLAS for the tests, built as libcublas.so.13 by fakecuda.BuildBLAS.
  *
  * It exports the six calls package vm/cuda binds (cublasCreate_v2, cublasDestroy_v2,
  * cublasSetStream_v2, cublasSetWorkspace_v2, cublasSgemm_v2, cublasDgemm_v2) with cuBLAS's
- * column-major contract:
+ * column-major contract, and the version queries (cublasGetProperty, cublasGetVersion_v2:
+ * 13.1.0, the CUDA 13 cuBLAS it is named after).
+ * Built with FAKECUBLAS_LT (fakecuda.Install), it needs libcublasLt.so.13 as the real one
+ * does (cublasCreate_v2 calls into it), with no RUNPATH: it loads only where something
+ * loaded that sibling first.
+ * The contract:
  * C = alpha op(A) op(B) + beta C, op(A) m x k, leading dimensions in elements, alpha and
  * beta read through host pointers (CUBLAS_POINTER_MODE_HOST, the default), C not read
  * when beta is 0. Device memory of the fake driver is host memory, so the product is a
@@ -65,9 +70,32 @@ static long env_long(const char *name) {
 	return v && *v ? strtol(v, NULL, 10) : 0;
 }
 
+/* cuBLAS's libraryPropertyType and its CUBLAS_VERSION coding (major*10000 + minor*100 + patch). */
+enum { MAJOR_VERSION = 0, MINOR_VERSION = 1, PATCH_LEVEL = 2 };
+enum { VER_MAJOR = 13, VER_MINOR = 1, VER_PATCH = 0 };
+
+int cublasGetProperty(int type, int *value) {
+	if (!value)
+		return INVALID_VALUE;
+	switch (type) {
+	case MAJOR_VERSION: *value = VER_MAJOR; return OK;
+	case MINOR_VERSION: *value = VER_MINOR; return OK;
+	case PATCH_LEVEL: *value = VER_PATCH; return OK;
+	}
+	return INVALID_VALUE;
+}
+
+#ifdef FAKECUBLAS_LT
+int fakecublasLt_linked(void); /* in the fake libcublasLt.so.13 */
+#endif
+
 int cublasCreate_v2(handle_t **h) {
 	if (!h)
 		return INVALID_VALUE;
+#ifdef FAKECUBLAS_LT
+	if (!fakecublasLt_linked())
+		return NOT_INITIALIZED;
+#endif
 	const char *path = getenv("OOC_FAKECUBLAS_DRIVER");
 	if (!path || !*path)
 		return NOT_INITIALIZED;
@@ -85,6 +113,15 @@ int cublasCreate_v2(handle_t **h) {
 	(*h)->fma = env_long("OOC_FAKECUBLAS_FMA") != 0;
 	if ((*h)->kblock < 0)
 		(*h)->kblock = 0;
+	return OK;
+}
+
+int cublasGetVersion_v2(handle_t *h, int *version) {
+	if (!h)
+		return NOT_INITIALIZED;
+	if (!version)
+		return INVALID_VALUE;
+	*version = VER_MAJOR * 10000 + VER_MINOR * 100 + VER_PATCH;
 	return OK;
 }
 
