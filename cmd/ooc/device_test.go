@@ -16,16 +16,16 @@ import (
 // exit code 1; so does ooc doctor. On a machine with a driver the test points the commands
 // at a library that is not there.
 func TestCUDAWithoutDriver(t *testing.T) {
-	lib := cuda.DefaultLibrary
 	t.Setenv(cuda.LibraryEnv, "")
+	want := "no NVIDIA driver: tried $" + cuda.LibraryEnv + " (unset), the loader's path (" + cuda.DefaultLibrary + ")"
 	if d, err := cuda.Open(0); err == nil || !errors.Is(err, cuda.ErrNoDriver) {
 		if err == nil {
 			d.Close()
 		}
-		lib = "/nonexistent/libcuda.so.1"
+		lib := "/nonexistent/libcuda.so.1"
 		t.Setenv(cuda.LibraryEnv, lib)
+		want = "no NVIDIA driver: " + lib + " not found"
 	}
-	want := "no NVIDIA driver: " + lib + " not found"
 	for _, args := range [][]string{
 		{"train", "-device", "cuda"},
 		{"train", "-device", "cuda:1", "-model", "resnet50", "-image", "224", "-batch", "256"},

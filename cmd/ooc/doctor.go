@@ -30,7 +30,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.PrintDefaults()
 	}
 	device := fs.String("device", "cuda", "the GPU to check: cuda (cuda:0) or cuda:N")
-	library := fs.String("library", "", "the driver library (default: $"+cuda.LibraryEnv+", else "+cuda.DefaultLibrary+")")
+	library := fs.String("library", "", "the driver library (default: $"+cuda.LibraryEnv+", else the first "+cuda.DefaultLibrary+" found: see package cuda's Search)")
 	checks := fs.Bool("checks", true, "run the driver, memory, allocator and stream-ordering checks (-checks=false: the sweep only)")
 	sweepOn := fs.Bool("sweep", true, "after the checks, run the ResNet-50 batch sweep on the GPU and print its Markdown table")
 	sweepModel := fs.String("sweep-model", "resnet50", "-sweep: the model")

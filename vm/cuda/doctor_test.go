@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -21,6 +22,8 @@ func TestDoctor(t *testing.T) {
 	}{
 		{"vmm", nil, []string{
 			"driver    ", "libcuda.so.1: CUDA 12.6 (cuDriverGetVersion 12060)",
+			"cublas    not found: cuda: no cuBLAS library: tried $OOC_CUBLAS_LIBRARY (unset), ",
+			"nccl      not found: cuda: no usable NCCL library: /nonexistent/libnccl.so.2 not found",
 			"device    cuda:0: Fake CUDA Device 0 (fakecuda), compute capability 8.0, 4 multiprocessors, 2 copy engines",
 			"memory    4 GiB total, 3.938 GiB free with this context; 256 MiB reserved for the driver; capacity 3.688 GiB",
 			"VMM       yes: granularity 2 MiB, VA chunks of 2 MiB (2 MiB asked) and 40 MiB (40 MiB asked)",
@@ -39,11 +42,14 @@ func TestDoctor(t *testing.T) {
 			lib := fakecuda.Build(t)
 			f := fakecuda.Open(t, lib)
 			t.Setenv(NCCLLibraryEnv, "/nonexistent/libnccl.so.2")
+			t.Setenv(BLASLibraryEnv, "")
 			for k, v := range c.knobs {
 				f.Set(t, k, v)
 			}
 			var out bytes.Buffer
-			must(t, Doctor(&out, 0, WithLibrary(lib)))
+			// The overrides only: what else this machine has stays out of the report (the
+			// lines of libraries found: TestSearchFindsInstalledLibraries).
+			must(t, Doctor(&out, 0, WithLibrary(lib), WithSearch(Search{Getenv: os.Getenv})))
 			for _, w := range c.want {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("the report does not say %q:\n%s", w, out.String())

@@ -84,8 +84,11 @@ func TestNoDriverHere(t *testing.T) {
 	if !errors.Is(err, ErrNoDriver) {
 		t.Skipf("this machine has a CUDA driver: %v", err)
 	}
-	if want := "cuda: no NVIDIA driver: libcuda.so.1 not found ("; !strings.HasPrefix(err.Error(), want) {
+	if want := "cuda: no NVIDIA driver: tried $OOC_CUDA_LIBRARY (unset), the loader's path (libcuda.so.1), "; !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("error %q, want it to start %q", err, want)
+	}
+	if want := "install the NVIDIA driver"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not say %q", err, want)
 	}
 }
 
