@@ -5,6 +5,24 @@
 // It loads libcuda.so.1 at run time with purego's dlopen, so one pure-Go binary (it builds
 // with CGO_ENABLED=0) runs on CPU-only machines, where opening a device fails with a clear
 // error, and on GPU machines. Nothing of the CUDA toolkit is needed to build or test it.
+//
+// # Finding the libraries
+//
+// libcuda, cuBLAS and NCCL are found by a Search (DefaultSearch, or WithSearch): the
+// override ($OOC_CUDA_LIBRARY, $OOC_CUBLAS_LIBRARY, $OOC_NCCL_LIBRARY) when set, and
+// nothing else then; else the sonames (libcuda.so.1; libcublas.so.13, .12, .11;
+// libnccl.so.2) through the dynamic loader, then $CUDA_HOME and $CUDA_PATH (lib64, lib),
+// then /usr/local/cuda*/lib64 newest version first, then nvidia/*/lib (and nvidia/*/*/lib)
+// under the site-packages of the python3 on $PATH, where pip's wheels put them (CUDA 13's
+// nvidia/cu13/lib, NCCL's nvidia/nccl/lib): a machine with PyTorch may have cuBLAS nowhere
+// else. A stubs directory is never searched. A library found by path is loaded by its full
+// path, cuBLAS after the libcublasLt beside it (loaded globally, so that cuBLAS's own
+// dependency resolves to that one and not to another version on LD_LIBRARY_PATH). When
+// nothing loads, the error lists every place tried and says what to install or set; a
+// library found but refused (too old, lacking a function) is reported as such. Doctor
+// prints where each library came from and its version. The tests install the fake
+// libraries the ways a machine has them (fakecuda.Install, a fake python3) and check that
+// the search alone finds them.
 // Linking the package in (package ooc and cmd/ooc do) registers the device names "cuda"
 // and "cuda:N" with vm.NewDevice.
 //
@@ -47,8 +65,9 @@
 //
 // The device only moves and launches; package vm/cuda/dispatch makes a machine compute on
 // it: LaunchPacked launches a kernel of package kernels with its prepared kernelParams, and
-// OpenBLAS dlopens cuBLAS (libcublas.so.12 or .11, or $OOC_CUBLAS_LIBRARY) for Gemm on the
-// compute stream, with a workspace of BLASWorkspaceBytes from the device's memory
+// OpenBLAS dlopens cuBLAS (libcublas.so.13, .12 or .11 as the search finds it, or
+// $OOC_CUBLAS_LIBRARY) for Gemm on the compute stream, with a workspace of
+// BLASWorkspaceBytes from the device's memory
 // (cublasSetWorkspace_v2), which the planner counts inside the budget. ComputesOnDevice
 // tells package vm that a machine on this device needs that backend. The tests' fake cuBLAS (internal/fakecuda, BuildBLAS) is a host GEMM with
 // cuBLAS's column-major contract that drains the handle's stream before it computes and
@@ -59,8 +78,8 @@
 // # NCCL
 //
 // NCCL averages data-parallel gradients across GPUs (package ooc's AllReducer; CompileParallel
-// uses it by default on two or more CUDA devices). It is dlopened like the driver
-// (libnccl.so.2, or $OOC_NCCL_LIBRARY); where it is missing, every entry point fails with an
+// uses it by default on two or more CUDA devices). It is found like the driver
+// (libnccl.so.2 by the devices' search, or $OOC_NCCL_LIBRARY); where it is missing, every entry point fails with an
 // error wrapping ErrNoNCCL and package ooc averages on the host, saying so once. NewNCCL makes
 // one communicator of this process's devices; JoinNCCL makes one device a rank of a
 // communicator spanning processes or machines, its UniqueID (ncclGetUniqueId) handed from rank
@@ -89,7 +108,7 @@
 // Struct layouts and enum values are written from NVIDIA's cuda.h (12.6) and checked
 // against a C compiler's layout in the tests. A failed call is an *Error carrying the call,
 // the CUresult and the driver's cuGetErrorName and cuGetErrorString. The errors a GPU user
-// meets each wrap a sentinel: ErrNoDriver ("no NVIDIA driver: libcuda.so.1 not found"),
+// meets each wrap a sentinel: ErrNoDriver ("no NVIDIA driver: tried ..."),
 // ErrDriverTooOld, ErrNoDevice (none, or a bad ordinal), alloc.ErrOutOfMemory (with the free
 // and unusable bytes), and ErrContextLost after a sticky error (a kernel's illegal address,
 // an uncorrectable ECC error): every later call fails with it, and the device still closes.

@@ -36,7 +36,7 @@ func (r Result) sticky() bool {
 }
 
 var (
-	// ErrNoDriver is wrapped when libcuda.so.1 cannot be loaded: no NVIDIA driver here.
+	// ErrNoDriver is wrapped when no libcuda.so.1 loads: no NVIDIA driver here.
 	ErrNoDriver = errors.New("no NVIDIA driver")
 	// ErrDriverTooOld is wrapped when the driver predates MinDriverVersion or lacks a
 	// function this package needs.

@@ -13,7 +13,7 @@ import (
 func Example() {
 	d, err := cuda.Open(0) // cuda:0 through libcuda.so.1; fails clearly on a machine without one
 	if err != nil {
-		log.Fatal(err) // e.g. cuda: no NVIDIA driver: libcuda.so.1 not found (...)
+		log.Fatal(err) // e.g. cuda: no NVIDIA driver: tried $OOC_CUDA_LIBRARY (unset), the loader's path (libcuda.so.1), ...
 	}
 	defer d.Close()
 	a, err := d.NewVA(40 << 20) // VA over cuMemCreate/cuMemMap (best-fit on a device without VMM)
@@ -33,4 +33,23 @@ func Example() {
 	_ = a.Free(x)
 	step, _ := d.EndStep() // one host synchronization; times measured with events
 	fmt.Println(step.Stall, d.Info().Name)
+}
+
+// A search with one more toolkit root and no Python: the driver, cuBLAS and NCCL are
+// looked for under /opt/cuda* as under /usr/local/cuda*. It needs a GPU: not run here.
+func ExampleWithSearch() {
+	s := cuda.DefaultSearch()
+	s.Roots = append(s.Roots, "/opt") // /opt/cuda-13.0/lib64, /opt/cuda/lib64, ...
+	s.Python = ""                     // no site-packages
+	d, err := cuda.Open(0, cuda.WithSearch(s))
+	if err != nil {
+		log.Fatal(err) // lists every place tried, and what to install
+	}
+	defer d.Close()
+	b, err := d.OpenBLAS() // cuBLAS by the same search
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+	fmt.Println(d.Info().Library, b.Library(), b.Version())
 }
