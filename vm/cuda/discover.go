@@ -265,9 +265,16 @@ try: p.append(site.getusersitepackages())
 except Exception: pass
 print("\n".join(p + sys.path))`
 
+// sitePackagesAnswer is what one interpreter said, kept for the process: the three
+// libraries' searches ask once, and an interpreter that failed or hung is not asked again.
+type sitePackagesAnswer struct {
+	dirs []string
+	err  error
+}
+
 var (
-	pythonMu    sync.Mutex
-	pythonPaths = map[string][]string{}
+	pythonMu      sync.Mutex
+	pythonAnswers = map[string]sitePackagesAnswer{}
 )
 
 // sitePackages asks python (looked up on $PATH) for the directories that may hold pip's
@@ -279,9 +286,15 @@ func sitePackages(python string, timeout time.Duration) ([]string, error) {
 	}
 	pythonMu.Lock()
 	defer pythonMu.Unlock()
-	if sp, ok := pythonPaths[exe]; ok {
-		return sp, nil
+	a, ok := pythonAnswers[exe]
+	if !ok {
+		a.dirs, a.err = askPython(exe, timeout)
+		pythonAnswers[exe] = a
 	}
+	return a.dirs, a.err
+}
+
+func askPython(exe string, timeout time.Duration) ([]string, error) {
 	if timeout <= 0 {
 		timeout = DefaultPythonTimeout
 	}
@@ -290,12 +303,13 @@ func sitePackages(python string, timeout time.Duration) ([]string, error) {
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, exe, "-c", pythonScript)
 	cmd.Stderr = &stderr
+	cmd.WaitDelay = time.Second // a child left holding the pipes does not hold us
 	out, err := cmd.Output()
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("no answer in %v", timeout)
 		}
-		return nil, fmt.Errorf("%s -c ...: %v %s", exe, err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("%s -c ...: %s", exe, strings.TrimSpace(fmt.Sprintf("%v %s", err, stderr.String())))
 	}
 	var sp []string
 	for _, line := range strings.Split(string(out), "\n") {
@@ -307,7 +321,6 @@ func sitePackages(python string, timeout time.Duration) ([]string, error) {
 			sp = append(sp, d)
 		}
 	}
-	pythonPaths[exe] = sp
 	return sp, nil
 }
 

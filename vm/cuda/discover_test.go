@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"gorgonia.org/tensor"
@@ -28,6 +29,7 @@ func TestSearchOrder(t *testing.T) {
 		loader  []string          // bare names the loader has
 		refuse  []string          // files (relative) that load but are refused
 		python  bool              // a python3 on $PATH whose site-packages is {root}/sp
+		pyBody  string            // instead, a python3 running this sh script
 		want    []string          // the attempts, in order ({root}-relative, or bare names)
 		found   string            // what loads; "" none
 		errSays []string
@@ -77,6 +79,11 @@ func TestSearchOrder(t *testing.T) {
 				"pip install nvidia-cublas", "or set $OOC_CUBLAS_LIBRARY to its path"}},
 		{name: "no python3", lib: ncclLibrary, errIs: ErrNoNCCL, want: []string{"libnccl.so.2"},
 			errSays: []string{"python3's site-packages nvidia/*/lib (no python3 on $PATH); install NCCL"}},
+		{name: "python3 fails", lib: ncclLibrary, errIs: ErrNoNCCL, want: []string{"libnccl.so.2"},
+			pyBody:  "echo no site here >&2; exit 3",
+			errSays: []string{"python3's site-packages nvidia/*/lib ({bin}/python3 -c ...: exit status 3 no site here); install NCCL"}},
+		{name: "python3 hangs", lib: ncclLibrary, errIs: ErrNoNCCL, want: []string{"libnccl.so.2"}, pyBody: "exec sleep 30",
+			errSays: []string{"python3's site-packages nvidia/*/lib ({bin}/python3 -c ...: no answer in 300ms); install NCCL"}},
 		{name: "found but refused", lib: driverLibrary, files: []string{"usr/local/cuda/lib64/libcuda.so.1"},
 			refuse: []string{"usr/local/cuda/lib64/libcuda.so.1"}, errIs: ErrDriverTooOld,
 			want:    []string{"libcuda.so.1", "usr/local/cuda/lib64/libcuda.so.1"},
@@ -84,19 +91,23 @@ func TestSearchOrder(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			root := t.TempDir()
-			abs := func(s string) string { return strings.ReplaceAll(s, "{root}", root) }
+			root, bin := t.TempDir(), t.TempDir()
+			abs := func(s string) string { return strings.NewReplacer("{root}", root, "{bin}", bin).Replace(s) }
 			for _, f := range c.files {
 				p := filepath.Join(root, f)
 				must(t, os.MkdirAll(filepath.Dir(p), 0o755))
 				must(t, os.WriteFile(p, nil, 0o644))
 			}
 			s := Search{Getenv: func(k string) string { return abs(c.env[k]) }, Loader: true,
-				Roots: []string{filepath.Join(root, "usr/local")}, Python: "python3"}
-			if c.python {
+				Roots: []string{filepath.Join(root, "usr/local")}, Python: "python3", PythonTimeout: 300 * time.Millisecond}
+			switch {
+			case c.python:
 				fakecuda.InstallPython(t, filepath.Join(root, "sp"), filepath.Join(root, "nowhere"))
-			} else {
-				t.Setenv("PATH", t.TempDir()) // no python3 at all
+			case c.pyBody != "":
+				must(t, os.WriteFile(filepath.Join(bin, "python3"), []byte("#!/bin/sh\n"+c.pyBody+"\n"), 0o755))
+				t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH")) // the fake first
+			default:
+				t.Setenv("PATH", bin) // no python3 at all
 			}
 			var tried []string
 			got, err := s.find(c.lib, notFoundOf(c.lib), func(p string) error {

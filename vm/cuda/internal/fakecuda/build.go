@@ -2,6 +2,9 @@
 // (csrc/; fakecuda.h says how it works) exporting the driver-API symbols package vm/cuda
 // binds, compiled by the system C compiler at test time, so the real binding code runs end
 // to end on machines with no GPU. What it proves and what it cannot is said in package cuda's documentation.
+// Beside the driver it builds a fake cuBLAS and a fake NCCL, and Install puts all three
+// into a tree the ways a machine has them (a toolkit, pip's wheels), for the tests of
+// package cuda's library search.
 package fakecuda
 
 import (
