@@ -117,14 +117,17 @@ func (s Search) find(lib library, notFound error, load func(path string) error) 
 		}
 		tried = append(tried, "the loader's path ("+strings.Join(lib.names, ", ")+")")
 	}
+	seen := map[string]bool{} // real paths: /usr/local/cuda is often a link to cuda-13.0
 	for _, place := range s.places() {
 		dirs, note := place.dirs()
 		for _, n := range lib.names {
 			for _, d := range dirs {
 				p := filepath.Join(d, n)
-				if fi, err := os.Stat(p); err != nil || fi.IsDir() {
+				real, err := filepath.EvalSymlinks(p)
+				if fi, serr := os.Stat(p); err != nil || serr != nil || fi.IsDir() || seen[real] {
 					continue
 				}
+				seen[real] = true
 				if try(p) {
 					return p, nil
 				}

@@ -25,6 +25,7 @@ func TestSearchOrder(t *testing.T) {
 		name    string
 		lib     library
 		files   []string          // under the tree
+		links   map[string]string // symbolic links under the tree -> their targets
 		env     map[string]string // values may use {root}
 		loader  []string          // bare names the loader has
 		refuse  []string          // files (relative) that load but are refused
@@ -60,6 +61,11 @@ func TestSearchOrder(t *testing.T) {
 				"usr/local/cuda-13.0/lib64/libcublas.so.13", "usr/local/cuda-12.10/lib64/libcublas.so.12",
 				"usr/local/cuda-12.4/lib64/libcublas.so.12", "usr/local/cuda/lib64/libcublas.so.12"},
 			found: "usr/local/cuda/lib64/libcublas.so.12"},
+		{name: "a toolkit linked under two names is tried once", lib: blasLibrary,
+			files: []string{"usr/local/cuda-13.0/lib64/libcublas.so.13"}, links: map[string]string{"usr/local/cuda": "cuda-13.0"},
+			refuse: []string{"usr/local/cuda-13.0/lib64/libcublas.so.13"}, errIs: ErrDriverTooOld,
+			want:    []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "usr/local/cuda-13.0/lib64/libcublas.so.13"},
+			errSays: []string{"/usr/local/cuda*/lib64 ({root}/usr/local/cuda-13.0/lib64, {root}/usr/local/cuda/lib64)"}},
 		{name: "site-packages: CUDA 13's wheels before CUDA 12's", lib: blasLibrary, python: true,
 			files: []string{"sp/nvidia/cublas/lib/libcublas.so.12", "sp/nvidia/cu13/lib/libcublas.so.13"},
 			want:  []string{"libcublas.so.13", "libcublas.so.12", "libcublas.so.11", "sp/nvidia/cu13/lib/libcublas.so.13"},
@@ -97,6 +103,9 @@ func TestSearchOrder(t *testing.T) {
 				p := filepath.Join(root, f)
 				must(t, os.MkdirAll(filepath.Dir(p), 0o755))
 				must(t, os.WriteFile(p, nil, 0o644))
+			}
+			for l, target := range c.links {
+				must(t, os.Symlink(target, filepath.Join(root, l)))
 			}
 			s := Search{Getenv: func(k string) string { return abs(c.env[k]) }, Loader: true,
 				Roots: []string{filepath.Join(root, "usr/local")}, Python: "python3", PythonTimeout: 300 * time.Millisecond}
