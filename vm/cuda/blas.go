@@ -47,12 +47,11 @@ type blasLib struct {
 }
 
 // OpenBLAS loads cuBLAS ($OOC_CUBLAS_LIBRARY, else the first of BLASLibraries the
-// device's Search finds) and makes a handle in
-// the device's context, bound to its compute stream, with a workspace of
-// BLASWorkspaceBytes taken from the device's memory (cublasSetWorkspace_v2 after
-// cublasSetStream_v2, which resets it): cuBLAS then allocates none of its own, and the
-// planner counts the workspace inside the budget (package dispatch reports it as the
-// backend's reserve). Close frees it.
+// device's Search finds) and makes a handle in the device's context, bound to its compute
+// stream, with a workspace of BLASWorkspaceBytes taken from the device's memory
+// (cublasSetWorkspace_v2 after cublasSetStream_v2, which resets it): cuBLAS then
+// allocates none of its own, and the planner counts the workspace inside the budget
+// (package dispatch reports it as the backend's reserve). Close frees it.
 func (d *Device) OpenBLAS() (*BLAS, error) {
 	lib, err := findBLAS(d.search)
 	if err != nil {
@@ -64,7 +63,7 @@ func (d *Device) OpenBLAS() (*BLAS, error) {
 // findBLAS loads the first cuBLAS the search finds.
 func findBLAS(s Search) (*blasLib, error) {
 	var lib *blasLib
-	_, err := s.find(blasLibrary, ErrNoBLAS, func(p string) (err error) {
+	_, err := s.find(blasLibrary(), ErrNoBLAS, func(p string) (err error) {
 		lib, err = loadBLAS(p)
 		return err
 	})

@@ -67,13 +67,17 @@ type library struct {
 	install string   // what to do when it is nowhere
 }
 
-// The libraries this package looks for.
+// blasLibrary is cuBLAS, with BLASLibraries as they are now.
+func blasLibrary() library {
+	return library{what: "cuBLAS", env: BLASLibraryEnv, names: BLASLibraries,
+		install: "install cuBLAS (the CUDA toolkit, or pip install nvidia-cublas for CUDA 13, nvidia-cublas-cu12 for 12), " +
+			"or set $" + BLASLibraryEnv + " to its path"}
+}
+
+// The other libraries this package looks for.
 var (
 	driverLibrary = library{what: "the NVIDIA driver's libcuda", env: LibraryEnv, names: []string{DefaultLibrary},
 		install: "install the NVIDIA driver (it puts libcuda.so.1 on the loader's path), or set $" + LibraryEnv + " to its path"}
-	blasLibrary = library{what: "cuBLAS", env: BLASLibraryEnv, names: BLASLibraries,
-		install: "install cuBLAS (the CUDA toolkit, or pip install nvidia-cublas for CUDA 13, nvidia-cublas-cu12 for 12), " +
-			"or set $" + BLASLibraryEnv + " to its path"}
 	ncclLibrary = library{what: "NCCL", env: NCCLLibraryEnv, names: []string{NCCLLibrary},
 		install: "install NCCL 2.23 or newer (apt libnccl2, or pip install nvidia-nccl-cu13), or set $" + NCCLLibraryEnv + " to its path"}
 )
