@@ -51,7 +51,7 @@ type Search struct {
 }
 
 // DefaultPythonTimeout bounds the question to Python for its site-packages.
-const DefaultPythonTimeout = 10 * time.Second
+const DefaultPythonTimeout = 5 * time.Second
 
 // DefaultSearch is the search Open, OpenBLAS and NewNCCL use unless told otherwise
 // (WithSearch): the process environment, the loader, /usr/local and python3.
