@@ -108,7 +108,11 @@ func TuneLMS(p *Problem) (LMS, []LMSTrial, error) {
 			tr := LMSTrial{LMS: l}
 			prog, err := Lower(p.Trace, l.plan(p.Trace))
 			if err == nil {
-				tr.Peak, err = Verify(prog, p.Budget)
+				if tr.Peak, err = Verify(prog, p.Budget); err != nil {
+					// The whole tape's peak, for the error below: Verify
+					// stops at the first instruction over the budget.
+					tr.Peak, _ = Verify(prog, 0)
+				}
 			}
 			if err == nil {
 				_, tr.Swap = prog.Count(vm.SwapIn)
@@ -124,7 +128,17 @@ func TuneLMS(p *Problem) (LMS, []LMSTrial, error) {
 		}
 	}
 	if bestAt < 0 {
-		return LMS{}, trials, fmt.Errorf("ooc: LMS: no swapout_threshold in %v with swapin_ahead in %v fits the budget of %d bytes", thresholds, aheads, p.Budget)
+		least := int64(-1)
+		for _, tr := range trials {
+			if tr.Peak > 0 && (least < 0 || tr.Peak < least) {
+				least = tr.Peak
+			}
+		}
+		return LMS{}, trials, fmt.Errorf("ooc: LMS: none of its %d settings (swapout_threshold in %v, swapin_ahead in %v) "+
+			"keeps the step under the scheduling budget of %d bytes (%.1f MiB: the memory the tape may hold, not the "+
+			"device's capacity); the least peak among them is %d bytes (%.1f MiB): give at least that budget, or a "+
+			"scheduler that swaps by bytes (window, hybrid)", len(trials), thresholds, aheads, p.Budget,
+			float64(p.Budget)/(1<<20), least, float64(least)/(1<<20))
 	}
 	return trials[bestAt].LMS, trials, nil
 }

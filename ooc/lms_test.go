@@ -1,6 +1,7 @@
 package ooc_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -92,4 +93,34 @@ func TestLMSMatchesTapeMachine(t *testing.T) {
 		require.Equal(t, wantG, gotG, name)
 		require.Equal(t, wantW, gotW, name)
 	}
+}
+
+// An LMS auto-tune that finds nothing says what its number is (the
+// scheduling budget, not the device's capacity) and the least budget that
+// any of its settings would have needed, which then plans.
+func TestLMSInfeasibleSaysWhatTheBudgetIs(t *testing.T) {
+	prof, err := vm.LookupProfile("v100-pcie")
+	require.NoError(t, err)
+	dev, err := vm.NewSim(prof) // a 16 GiB device: far more than the budget
+	require.NoError(t, err)
+	defer dev.Close()
+	g := chainNet(tensor.Float32, 1).g
+	inCore, err := ooc.Plan(g, ooc.Baseline(), ooc.WithDevice(dev))
+	require.NoError(t, err)
+	tr, err := ooc.NewTrace(g)
+	require.NoError(t, err)
+	_, trials, err := ooc.TuneLMS(&ooc.Problem{Trace: tr, Budget: inCore.Peak / 10, Device: dev})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "scheduling budget")
+	require.Contains(t, err.Error(), "not the device's capacity")
+	least := int64(-1)
+	for _, tr := range trials {
+		require.Positive(t, tr.Peak, "every trial has its whole tape's peak")
+		if least < 0 || tr.Peak < least {
+			least = tr.Peak
+		}
+	}
+	require.Contains(t, err.Error(), fmt.Sprintf("the least peak among them is %d bytes", least))
+	_, _, err = ooc.TuneLMS(&ooc.Problem{Trace: tr, Budget: least, Device: dev})
+	require.NoError(t, err, "the least peak named plans")
 }

@@ -43,6 +43,8 @@ type Config struct {
 	LRDrop []int `json:"lr_drop,omitempty"`
 
 	// How long: Epochs in all, and at most Steps steps in all (0: no cap).
+	// Epochs 0 with Steps > 0 trains as many epochs as Steps needs (the
+	// last one cut short); Defaults makes Epochs 1 when neither is given.
 	// A resume may change them.
 	Epochs int `json:"epochs"`
 	Steps  int `json:"steps,omitempty"`
@@ -107,7 +109,7 @@ func (c *Config) Defaults() {
 	if c.LR == 0 {
 		c.LR = DefaultLR(c.Optimizer)
 	}
-	if c.Epochs == 0 {
+	if c.Epochs == 0 && c.Steps == 0 {
 		c.Epochs = 1
 	}
 	if c.Scheduler == "" {
@@ -161,10 +163,12 @@ func (c *Config) Check() error {
 		return configErrorf("-width %d: must be positive (or 0 for the same as -image)", c.Width)
 	case c.Classes < 0:
 		return configErrorf("-classes %d: must be positive (or 0 for the data's)", c.Classes)
-	case c.Epochs <= 0:
+	case c.Epochs < 0:
 		return configErrorf("-epochs %d: must be positive", c.Epochs)
 	case c.Steps < 0:
 		return configErrorf("-steps %d: must not be negative", c.Steps)
+	case c.Epochs == 0 && c.Steps == 0:
+		return configErrorf("-epochs 0: give a positive -epochs, or -steps N to train N steps")
 	case c.LR < 0 || math.IsNaN(c.LR) || math.IsInf(c.LR, 0):
 		return configErrorf("-lr %v: must be a positive number (or 0 for the optimizer's default)", c.LR)
 	case c.SaveEvery < 0:
@@ -294,21 +298,31 @@ func (c *Config) budgetError(err error, plan func(budget int64) error, budget, i
 		msg, hi, FormatBytes(hi), 100*float64(hi)/float64(inCore), math.Ceil(100*float64(hi)/float64(inCore)))
 }
 
-// budgetLine describes the budget a program was planned under.
-func (c *Config) budgetLine(budget, inCore int64) string {
+// budgetLine describes the budget a program was planned under: the -budget
+// given and, where the scheduler plans under less (the allocator's rounding
+// on a device of exactly that size, or a backend's reserve), both, in words.
+func (c *Config) budgetLine(planned, inCore int64) string {
 	if c.Scheduler == "baseline" {
 		return "no budget (baseline: in core, each tensor freed after its last use)"
 	}
-	s := fmt.Sprintf("budget %d B (%s", budget, FormatBytes(budget))
-	switch {
-	case c.Budget.Percent > 0 && budget == c.Budget.Resolve(inCore):
-		s += fmt.Sprintf(", %s of the in-core peak %s)", c.Budget, FormatBytes(inCore))
-	case inCore > 0:
-		s += fmt.Sprintf(", %.0f%% of the in-core peak %s)", 100*float64(budget)/float64(inCore), FormatBytes(inCore))
-	default:
-		s += ")"
+	pct := func(b int64) string {
+		if inCore <= 0 {
+			return ""
+		}
+		return fmt.Sprintf(", %.0f%% of the in-core peak %s", 100*float64(b)/float64(inCore), FormatBytes(inCore))
 	}
-	return s
+	given := c.Budget.Resolve(inCore)
+	if given <= 0 || given == planned {
+		if c.Budget.Percent > 0 {
+			return fmt.Sprintf("budget %d B (%s, %s of the in-core peak %s)", planned, FormatBytes(planned), c.Budget, FormatBytes(inCore))
+		}
+		return fmt.Sprintf("budget %d B (%s%s)", planned, FormatBytes(planned), pct(planned))
+	}
+	what := fmt.Sprintf("%d B (%s%s)", given, FormatBytes(given), pct(given))
+	if c.Budget.Percent > 0 {
+		what = fmt.Sprintf("%s of the in-core peak %s = %d B (%s)", c.Budget, FormatBytes(inCore), given, FormatBytes(given))
+	}
+	return fmt.Sprintf("budget %s, of which the scheduler plans under %d B (%s%s)", what, planned, FormatBytes(planned), pct(planned))
 }
 
 // learningRate is the rate for a (1-based) epoch: lr, times 0.1 for every

@@ -480,11 +480,20 @@ func (t *Trainer) History() History {
 
 // LastStep is where Fit stops: the end of the last epoch or the step cap.
 func (t *Trainer) LastStep() int {
-	last := t.cfg.Epochs * t.bpe
+	last := t.Epochs() * t.bpe
 	if t.cfg.Steps > 0 && t.cfg.Steps < last {
 		last = t.cfg.Steps
 	}
 	return last
+}
+
+// Epochs is the number of epochs Fit trains into: Config.Epochs, or as many
+// as Config.Steps needs when Epochs is 0 (the last one may be cut short).
+func (t *Trainer) Epochs() int {
+	if t.cfg.Epochs > 0 || t.bpe == 0 {
+		return t.cfg.Epochs
+	}
+	return (t.cfg.Steps + t.bpe - 1) / t.bpe
 }
 
 // Restore continues the run saved in ck: weights, batch-norm statistics,
@@ -721,7 +730,7 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 			// sets it the same way.
 			setLearnRate(t.solver, learningRate(cfg.LR, cfg.LRDrop, b.Epoch+1))
 			n := min(t.bpe, b.Index+lastStep-t.step)
-			t.emit(Event{Kind: EpochStart, Step: t.step, LastStep: lastStep, Epoch: b.Epoch + 1, Epochs: cfg.Epochs, Batch: b.Index + 1, Batches: n, BatchSize: cfg.Batch})
+			t.emit(Event{Kind: EpochStart, Step: t.step, LastStep: lastStep, Epoch: b.Epoch + 1, Epochs: t.Epochs(), Batch: b.Index + 1, Batches: n, BatchSize: cfg.Batch})
 			newEpoch = false
 		}
 		if err := G.Let(m.Input, b.X); err != nil {
@@ -769,14 +778,14 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 		}
 		st := t.stats()
 		t.emit(Event{
-			Kind: StepDone, Step: t.step, LastStep: lastStep, Epoch: b.Epoch + 1, Epochs: cfg.Epochs, Batch: b.Index + 1, Batches: t.bpe,
+			Kind: StepDone, Step: t.step, LastStep: lastStep, Epoch: b.Epoch + 1, Epochs: t.Epochs(), Batch: b.Index + 1, Batches: t.bpe,
 			BatchSize: cfg.Batch, Images: b.N, Loss: loss, ImagesPerSec: float64(res.images) / time.Since(start).Seconds(),
 			PeakDevice: st.PeakDeviceBytes, SwapInBytes: st.SwapInBytes, SwapOutBytes: st.SwapOutBytes,
 		})
 		if b.EndOfEpoch {
 			meanLoss := t.epochLoss / float64(t.epochSteps)
-			t.emit(Event{Kind: EpochDone, Step: t.step, Epoch: b.Epoch + 1, Epochs: cfg.Epochs, Loss: meanLoss,
-				Text: fmt.Sprintf("epoch %d/%d done at step %d: mean train loss %.4f over %d steps", b.Epoch+1, cfg.Epochs, t.step, meanLoss, t.epochSteps)})
+			t.emit(Event{Kind: EpochDone, Step: t.step, Epoch: b.Epoch + 1, Epochs: t.Epochs(), Loss: meanLoss,
+				Text: fmt.Sprintf("epoch %d/%d done at step %d: mean train loss %.4f over %d steps", b.Epoch+1, t.Epochs(), t.step, meanLoss, t.epochSteps)})
 			t.epochLoss, t.epochSteps = 0, 0
 			if err := evaluate(fmt.Sprintf("after epoch %d", b.Epoch+1)); err != nil {
 				return res, err
@@ -856,7 +865,7 @@ func (t *Trainer) Summary(out io.Writer, res *Result) {
 	fmt.Fprintf(out, "\nsummary, measured on %s of this machine (%s/%s, %d CPUs; real memory and copies, not simulated):\n",
 		t.measuredOn(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	fmt.Fprintf(out, "  steps       %d..%d of %d (epoch %d of %d): %d images in %.2fs, %.1f images/s\n",
-		res.First, t.step, res.lastStep, min(t.nextEpoch+1, cfg.Epochs), cfg.Epochs, res.images, el, float64(res.images)/el)
+		res.First, t.step, res.lastStep, min(t.nextEpoch+1, t.Epochs()), t.Epochs(), res.images, el, float64(res.images)/el)
 	fmt.Fprintf(out, "  time        training steps %.2fs (ops %.2fs, stalled on copies %.3fs), solver %.2fs, waiting for data %.2fs, evaluation %.2fs\n",
 		st.StepTime.Seconds(), st.ComputeTime.Seconds(), st.StallTime.Seconds(), res.solverTime.Seconds(), res.dataWait.Seconds(), res.evTime.Seconds())
 	fmt.Fprintf(out, "  train loss  first %.4f, last %.4f\n", res.firstLoss, res.lastLoss)

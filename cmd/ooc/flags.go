@@ -121,8 +121,8 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.IntVar(&o.Width, "width", 0, "input width (0: the same as -image), e.g. -image 512 -width 1024 for Pix2PixHD on Cityscapes")
 	fs.IntVar(&o.Classes, "classes", 0, "number of classes (0: the data's; 10 for synthetic data)")
 	fs.IntVar(&o.Hidden, "hidden", 0, "lstm: embedding and hidden width (0: 650)")
-	fs.IntVar(&o.Epochs, "epochs", 1, "epochs to train (in all, counting those a resumed checkpoint has done)")
-	fs.IntVar(&o.Steps, "steps", 0, "stop after this many steps in all (0: no cap)")
+	fs.IntVar(&o.Epochs, "epochs", 1, "epochs to train (in all, counting those a resumed checkpoint has done); with -steps and no -epochs, as many as -steps needs")
+	fs.IntVar(&o.Steps, "steps", 0, "stop after this many steps in all (0: no cap); alone, it trains that many steps across epochs")
 	fs.Float64Var(&o.LR, "lr", 0, "learning rate (0: 0.001 for adam, 0.01 for sgd and momentum)")
 	fs.StringVar(&o.LRDropText, "lr-drop", "", "epochs after which the learning rate is multiplied by 0.1, e.g. 5 or 3,5")
 	fs.StringVar(&o.Optimizer, "optimizer", "adam", "optimizer: "+train.OptimizerNames()+" (gorgonia's update rules)")
@@ -195,12 +195,22 @@ func (o *trainOptions) check() error {
 	return nil
 }
 
+// epochs is -epochs, or 0 (as many as -steps needs: train.Config) when only
+// -steps is given, so that "-steps 500" trains 500 steps rather than
+// stopping at the end of the default single epoch.
+func (o *trainOptions) epochs() int {
+	if o.Steps > 0 && !o.set["epochs"] {
+		return 0
+	}
+	return o.Epochs
+}
+
 // config is the train.Config the flags give.
 func (o *trainOptions) config() train.Config {
 	c := train.Config{
 		Model: o.Model, Data: o.Data, Batch: o.Batch, Image: o.Image, Width: o.Width, Classes: o.Classes, Hidden: o.Hidden,
 		Seed: o.Seed, Augment: o.Augment, Optimizer: o.Optimizer, Solver: o.Solver, LR: o.LR, LRDrop: o.LRDrop,
-		Epochs: o.Epochs, Steps: o.Steps,
+		Epochs: o.epochs(), Steps: o.Steps,
 		Device: o.Device, Devices: o.Devices, HostUpdate: o.HostUpdate, LaunchTable: o.LaunchTable, Budget: o.Budget, Window: o.Window, Scheduler: o.Scheduler, Allocator: o.Allocator.String(),
 		Checkpoint: o.Checkpoint, SaveEvery: o.SaveEvery, History: o.History, Plot: o.Plot, RecordProfile: o.RecordProfile,
 	}
@@ -255,6 +265,10 @@ func (o *trainOptions) resumeConfig(file string, saved train.Config) (train.Conf
 	}
 	num("epochs", &c.Epochs, given.Epochs)
 	num("steps", &c.Steps, given.Steps)
+	if given.Epochs == 0 && c.Epochs != 0 {
+		notes = append(notes, fmt.Sprintf("-steps %d without -epochs trains %d steps in all, past the checkpoint's -epochs %d", c.Steps, c.Steps, c.Epochs))
+		c.Epochs = 0
+	}
 	num("save-every", &c.SaveEvery, given.SaveEvery)
 	if o.set["budget"] && given.Budget != saved.Budget {
 		notes = append(notes, fmt.Sprintf("-budget %s overrides the checkpoint's %s", given.Budget, saved.Budget))

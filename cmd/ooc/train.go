@@ -74,8 +74,12 @@ func runTraining(ctx context.Context, o *trainOptions, out io.Writer) (*train.Re
 	cfg := t.Config()
 
 	if t.Step() >= t.LastStep() {
-		fmt.Fprintf(out, "nothing to do: %d steps are done and -epochs %d, -steps %d allow %d (give a larger -epochs, or -steps, or -steps 0, to go on)\n", t.Step(), cfg.Epochs, cfg.Steps, t.LastStep())
+		fmt.Fprintln(out, finished(t, cfg))
 		return &train.Result{First: t.Step() + 1, Steps: t.Step()}, nil
+	}
+	if cfg.Steps > t.LastStep() {
+		fmt.Fprintf(out, "-epochs %d ends the run at step %d, before -steps %d (leave -epochs out to train %d steps)\n",
+			t.Epochs(), t.LastStep(), cfg.Steps, cfg.Steps)
 	}
 	every := o.LogEvery
 	if every == 0 {
@@ -104,6 +108,17 @@ func runTraining(ctx context.Context, o *trainOptions, out io.Writer) (*train.Re
 	}
 	t.Summary(out, res)
 	return res, nil
+}
+
+// finished says that a run has nothing left to do, which limit ended it, and
+// what to give to train on: a -resume of a finished run continues nothing.
+func finished(t *train.Trainer, cfg train.Config) string {
+	limit := fmt.Sprintf("-epochs %d", t.Epochs())
+	if cfg.Steps > 0 && cfg.Steps == t.LastStep() {
+		limit = fmt.Sprintf("-steps %d", cfg.Steps)
+	}
+	return fmt.Sprintf("nothing to do: the run is finished (%d steps done; %s ends it there). To train on, resume with "+
+		"a larger -epochs (e.g. -epochs %d) or -steps", t.Step(), limit, t.Epochs()+1)
 }
 
 // shellQuote quotes a path for a POSIX shell when it needs it.

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -317,5 +318,61 @@ func TestCPUProfile(t *testing.T) {
 	err = runTrain(context.Background(), tiny("-steps", "1", "-cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir", "p")), io.Discard, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "-cpuprofile") {
 		t.Errorf("an uncreatable profile file: err = %v, want one naming -cpuprofile", err)
+	}
+}
+
+// How long a run is: -steps alone trains that many steps across epochs; with
+// -epochs too, the first limit ends it and the output says which; a resume of
+// a finished run says it is finished and what to give to go on.
+func TestStepsAndEpochs(t *testing.T) {
+	cases := []struct {
+		name      string
+		args      []string
+		steps     int
+		epochLine string // the last epoch's progress line
+		note      string
+	}{
+		{"steps alone cross epochs", []string{"-steps", "6"}, 6, "epoch 2/2", ""},
+		{"epochs end before steps", []string{"-steps", "6", "-epochs", "1"}, 4, "epoch 1/1", "-epochs 1 ends the run at step 4, before -steps 6"},
+		{"steps end before epochs", []string{"-steps", "3", "-epochs", "2"}, 3, "epoch 1/2", ""},
+		{"epochs alone", []string{"-epochs", "2"}, 8, "epoch 2/2", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, out := mustTrain(t, tiny(c.args...)...)
+			if res.Steps != c.steps || len(printedLosses(t, out)) != c.steps {
+				t.Fatalf("%d steps done, want %d; output:\n%s", res.Steps, c.steps, out)
+			}
+			if !strings.Contains(out, c.epochLine) {
+				t.Errorf("output lacks %q:\n%s", c.epochLine, out)
+			}
+			if c.note != "" && !strings.Contains(out, c.note) {
+				t.Errorf("output lacks the note %q:\n%s", c.note, out)
+			}
+		})
+	}
+	t.Run("resume of a finished run", func(t *testing.T) {
+		path := tempCkpt(t)
+		mustTrain(t, tiny("-epochs", "1", "-checkpoint", path)...)
+		_, out, err := trainArgs(t, "-checkpoint", path, "-resume", "-progress", "plain")
+		want := "nothing to do: the run is finished (4 steps done; -epochs 1 ends it there). To train on, resume with a larger -epochs (e.g. -epochs 2) or -steps"
+		if err != nil || !strings.Contains(out, want) {
+			t.Fatalf("resume of a finished run: %v, output lacks %q:\n%s", err, want, out)
+		}
+		res, out := mustTrain(t, "-checkpoint", path, "-resume", "-progress", "plain", "-steps", "6")
+		if res.Steps != 6 || !strings.Contains(out, "-steps 6 without -epochs trains 6 steps in all, past the checkpoint's -epochs 1") {
+			t.Fatalf("resume with -steps alone: %d steps, output:\n%s", res.Steps, out)
+		}
+	})
+}
+
+// -budget as a percentage is echoed as given, and where the scheduler plans
+// under less than it (the allocator's rounding in a device of exactly that
+// size), both numbers are printed, with words.
+func TestBudgetEcho(t *testing.T) {
+	_, out := mustTrain(t, tiny("-steps", "1", "-budget", "70%")...)
+	if !regexp.MustCompile(`budget 70% of the in-core peak [0-9.]+ [KM]iB = \d+ B \([0-9.]+ [KM]iB\), of which the scheduler plans under \d+ B \([0-9.]+ [KM]iB, \d+% of the in-core peak`).MatchString(out) &&
+		!regexp.MustCompile(`budget \d+ B \([0-9.]+ [KM]iB, 70% of the in-core peak`).MatchString(out) {
+		t.Fatalf("the budget line does not say 70%% as given:\n%s", out)
 	}
 }
