@@ -15,13 +15,14 @@
 #
 # Each part runs under `timeout` with its own share of 9 minutes (540 s); a part that fails or times
 # out is recorded and the next one still runs. The shares, in seconds (OOC_BUNDLE_T_* override them):
-#   env 20 + doctor 120 + sweep 240 + torch 110 + summary 15 = 505, leaving 35 s of margin.
+#   env 15 + doctor 110 + sweep 270 + torch 105 + summary 10 = 510, leaving 30 s of margin
+# (and a minute more before the device tool's 10-minute limit on one command).
 # The sweep and the PyTorch script are also told to start no new point near their share's end, so
 # that `timeout` seldom has to kill them; what they measured before is in their JSON either way.
 #
 # Knobs (the tests run this script on a fake driver with tiny sizes through them):
 #   OOC_BUNDLE_MODEL (resnet50), OOC_BUNDLE_IMAGE (224), OOC_BUNDLE_CLASSES (1000),
-#   OOC_BUNDLE_BATCHES (32,64,96,128,192,256,384,512,768,1024), OOC_BUNDLE_MAX_BATCH (2048),
+#   OOC_BUNDLE_BATCHES (64,128,192,256,512,768,1024,1536), OOC_BUNDLE_MAX_BATCH (2048),
 #   OOC_BUNDLE_BUDGET (16GiB), OOC_BUNDLE_CHUNK (40MiB), OOC_BUNDLE_STEPS (3),
 #   OOC_BUNDLE_SCHEDULERS (baseline,window,hybrid), OOC_BUNDLE_DEVICE (cuda),
 #   OOC_BUNDLE_TORCH_DEVICE (cuda), OOC_BUNDLE_PYTHON (python3), OOC_BUNDLE_DOCTOR_ARGS (none),
@@ -38,7 +39,9 @@ ooc="$here/ooc"
 model=${OOC_BUNDLE_MODEL:-resnet50}
 image=${OOC_BUNDLE_IMAGE:-224}
 classes=${OOC_BUNDLE_CLASSES:-1000}
-batches=${OOC_BUNDLE_BATCHES:-32,64,96,128,192,256,384,512,768,1024}
+# Few batches: each costs a budget search per row on the GPU. In core stops near 128-192 in 16 GiB
+# (the simulated V100 sweep of docs/results.md), so 7.5x that is 960-1440.
+batches=${OOC_BUNDLE_BATCHES:-64,128,192,256,512,768,1024,1536}
 max_batch=${OOC_BUNDLE_MAX_BATCH:-2048}
 budget=${OOC_BUNDLE_BUDGET:-16GiB}
 chunk=${OOC_BUNDLE_CHUNK:-40MiB}
@@ -48,11 +51,11 @@ device=${OOC_BUNDLE_DEVICE:-cuda}
 torch_device=${OOC_BUNDLE_TORCH_DEVICE:-cuda}
 python=${OOC_BUNDLE_PYTHON:-python3}
 doctor_args=${OOC_BUNDLE_DOCTOR_ARGS:-}
-t_env=${OOC_BUNDLE_T_ENV:-20}
-t_doctor=${OOC_BUNDLE_T_DOCTOR:-120}
-t_sweep=${OOC_BUNDLE_T_SWEEP:-240}
-t_torch=${OOC_BUNDLE_T_TORCH:-110}
-t_summary=${OOC_BUNDLE_T_SUMMARY:-15}
+t_env=${OOC_BUNDLE_T_ENV:-15}
+t_doctor=${OOC_BUNDLE_T_DOCTOR:-110}
+t_sweep=${OOC_BUNDLE_T_SWEEP:-270}
+t_torch=${OOC_BUNDLE_T_TORCH:-105}
+t_summary=${OOC_BUNDLE_T_SUMMARY:-10}
 
 parts=""   # name:exit status:seconds, comma-separated, for ooc gpu-summary
 
