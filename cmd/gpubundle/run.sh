@@ -136,6 +136,10 @@ if [ ! -x "$ooc" ]; then
 	exit 1
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ooc-bundle.XXXXXX") || exit 1
+# A file of an earlier run left in $OUT would pass for this run's.
+for f in env.md doctor.md doctor.json sweep.md sweep.json torch.json torch.md summary.md; do
+	rm -f "$OUT/$f"
+done
 trap 'rm -rf "$tmp"' EXIT
 exec 3>&2 # part's own lines go to the terminal, not into a part's log
 

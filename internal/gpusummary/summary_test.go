@@ -66,6 +66,8 @@ func TestSummary(t *testing.T) {
 		{"both missed", ours(160), torchRun(150), doctorOK, "env:0:2,doctor:0:50,sweep:124:240,torch:0:90",
 			[2]string{"missed (largest batch trained out of core 1024 = 8.0x the in-core 128, at 160.0 images/s = 40% of in-core's 400.0)", "missed (at batch 1024, window 160.0 images/s against save_on_cpu 150.0: 1.07x)"},
 			[]string{"| sweep | **timed out** (exit 124: its share ran out) | 240 |", "- part sweep: **timed out**"}},
+		{"PyTorch killed", ours(240), &Torch{Status: "running", Results: torchRun(150).Results}, doctorOK, "torch:124:105",
+			[2]string{"met: window at batch 1024", "met: at batch 1024"}, []string{"- PyTorch: the script did not finish"}},
 		{"cut short", ours(240)[:8], nil, doctorOK, "",
 			[2]string{"met: window at batch 1024", "not measured (PyTorch not measured (no torch.json))"}, nil},
 		{"sweep ended early", ours(240)[:6], torchRun(150), doctorOK, "",

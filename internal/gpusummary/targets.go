@@ -154,8 +154,11 @@ func writeFailures(w io.Writer, in *Inputs) {
 		}
 	}
 	if in.Torch != nil {
-		if in.Torch.Status == "error" || in.Torch.Status == "partial" {
-			fs = append(fs, "PyTorch: "+in.Torch.Status+": "+in.Torch.Reason)
+		switch in.Torch.Status {
+		case "error":
+			fs = append(fs, "PyTorch: error: "+in.Torch.Reason)
+		case "running":
+			fs = append(fs, "PyTorch: the script did not finish (stopped from outside, at its share's end?): its results so far are shown")
 		}
 		for _, r := range in.Torch.Results {
 			if !r.OK && !r.OOM && !strings.HasPrefix(r.Error, "skipped") {
