@@ -15,7 +15,7 @@ import (
 // TestBundleOnFakeCUDA builds the bundle into a temporary folder and runs its run.sh, from
 // another folder, on the fake driver, cuBLAS and NCCL at tiny sizes (smallcnn 16x16, batches
 // 2 and 4, through run.sh's OOC_BUNDLE_* knobs), then checks what it left in $OUT: at most 8
-// files, Markdown and JSON only; the doctor's checks passed; every row of the sweep trained;
+// files, Markdown and JSON only; the doctor's checks passed; every row of the sweeps trained;
 // PyTorch recorded as skipped (no CUDA torch here); summary.md joined it all. It proves the
 // script and the statically built ooc, not a GPU: every number in it is the fake's.
 //
@@ -41,13 +41,18 @@ func TestBundleOnFakeCUDA(t *testing.T) {
 	if d := read("doctor.md"); !strings.Contains(d, "all checks passed") {
 		t.Errorf("the doctor's checks did not pass on the fake:\n%s", d)
 	}
-	var sweep []struct {
+	type point struct {
 		Scheduler string `json:"scheduler"`
 		OK        bool   `json:"ok"`
 		Error     string `json:"error"`
 	}
-	if err := json.Unmarshal([]byte(read("sweep.json")), &sweep); err != nil {
-		t.Errorf("sweep.json: %v", err)
+	var sweep []point
+	for _, name := range []string{"sweep.json", "hybrid.json"} {
+		var points []point
+		if err := json.Unmarshal([]byte(read(name)), &points); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		sweep = append(sweep, points...)
 	}
 	trained := map[string]bool{}
 	for _, r := range sweep {
@@ -63,19 +68,19 @@ func TestBundleOnFakeCUDA(t *testing.T) {
 		t.Errorf("torch.json: status %q (%s), want skipped (no CUDA torch here); %v", torch.Status, torch.Reason, err)
 	}
 	summary := read("summary.md")
-	for _, want := range []string{"## Targets", "| env | ok |", "| doctor | ok |", "| sweep | ok |", "| torch | ok |",
+	for _, want := range []string{"## Targets", "| env | ok |", "| doctor | ok |", "| sweep | ok |", "| hybrid | ok |", "| torch | ok |",
 		"from the tests' fake driver", "| 4 | "} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary.md lacks %q:\n%s", want, summary)
 		}
 	}
-	if sweepMD := read("sweep.md"); !strings.Contains(sweepMD, "| hybrid + va |") {
-		t.Errorf("sweep.md has no hybrid row:\n%s", sweepMD)
+	if log := read("log.md"); !strings.Contains(log, "| window + va |") || !strings.Contains(log, "| hybrid + va |") {
+		t.Errorf("log.md lacks the sweeps' tables:\n%s", log)
 	}
 }
 
 // TestBundlePartsFail: a part that runs out of its share of time, or fails, is recorded as
-// such and the parts after it still run: here the doctor and the sweep get one second each and
+// such and the parts after it still run: here the doctor and the sweeps get one second each and
 // the PyTorch script a python that does not exist. Also only with OOC_BUNDLE_TEST=1.
 func TestBundlePartsFail(t *testing.T) {
 	if os.Getenv("OOC_BUNDLE_TEST") != "1" {
@@ -88,9 +93,9 @@ func TestBundlePartsFail(t *testing.T) {
 	if err := run([]string{bundle}, &stdout, &stderr); err != nil {
 		t.Fatalf("gpubundle: %v\n%s", err, stderr.String())
 	}
-	read := runBundle(t, bundle, "OOC_BUNDLE_T_DOCTOR=1", "OOC_BUNDLE_T_SWEEP=1", "OOC_BUNDLE_PYTHON=/nonexistent/python3")
+	read := runBundle(t, bundle, "OOC_BUNDLE_T_DOCTOR=1", "OOC_BUNDLE_T_SWEEP=1", "OOC_BUNDLE_T_HYBRID=1", "OOC_BUNDLE_PYTHON=/nonexistent/python3")
 	summary := read("summary.md")
-	for _, want := range []string{"| env | ok |", "| doctor | **timed out**", "| sweep | **timed out**",
+	for _, want := range []string{"| env | ok |", "| doctor | **timed out**", "| sweep | **timed out**", "| hybrid | **timed out**",
 		"| torch | **failed** (exit 127) |", "PyTorch error: the PyTorch script wrote no JSON", "## Failures"} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary.md lacks %q:\n%s", want, summary)
@@ -107,7 +112,7 @@ func runBundle(t *testing.T, bundle string, env ...string) (read func(name strin
 	cmd := exec.Command("bash", filepath.Join(bundle, "run.sh"))
 	cmd.Dir = t.TempDir() // run.sh works from any folder
 	cmd.Env = append(os.Environ(), "OUT="+out, "OOC_BUNDLE_MODEL=smallcnn", "OOC_BUNDLE_IMAGE=16", "OOC_BUNDLE_CLASSES=4",
-		"OOC_BUNDLE_BATCHES=2,4", "OOC_BUNDLE_MAX_BATCH=4", "OOC_BUNDLE_BUDGET=64MiB", "OOC_BUNDLE_CHUNK=2MiB", "OOC_BUNDLE_STEPS=1")
+		"OOC_BUNDLE_BATCHES=2,4", "OOC_BUNDLE_HYBRID_BATCHES=2,4", "OOC_BUNDLE_MAX_BATCH=4", "OOC_BUNDLE_BUDGET=64MiB", "OOC_BUNDLE_CHUNK=2MiB", "OOC_BUNDLE_STEPS=1")
 	cmd.Env = append(cmd.Env, env...)
 	log, err := cmd.CombinedOutput()
 	if err != nil {

@@ -6,16 +6,16 @@
 #   env.md       the machine: nvidia-smi, driver, GPU, python3 and torch, the CUDA libraries found
 #   doctor.md    `ooc doctor -sweep=false` (its checks, and the kernel and model parts where it has them)
 #   doctor.json  the same as JSON, where `ooc doctor -h` lists -json
-#   sweep.md     ResNet-50 224 under a 16 GiB budget: baseline, window + VA, hybrid (+ VA), batches
-#                increasing until each row runs out of memory (ooc sweep -until-stop -stop-at-oom)
-#   sweep.json   the sweep's points, written after every point
+#   sweep.json   ResNet-50 224 under a 16 GiB budget, baseline and window + VA, batches increasing until
+#                each row runs out of memory (ooc sweep -until-stop -stop-at-oom), written after every point
+#   hybrid.json  the same for hybrid (+ VA), from the batches where in core no longer fits
 #   torch.json   PyTorch on the same GPU: in core, save_on_cpu and checkpoint (torch_resnet50.py)
-#   torch.md     that script's log
+#   log.md       the two sweeps' Markdown tables and progress logs, and the PyTorch script's log
 #   summary.md   all of it joined (ooc gpu-summary): ours against PyTorch, the issue's targets checked
 #
 # Each part runs under `timeout` with its own share of 9 minutes (540 s); a part that fails or times
 # out is recorded and the next one still runs. The shares, in seconds (OOC_BUNDLE_T_* override them):
-#   env 15 + doctor 110 + sweep 270 + torch 105 + summary 10 = 510, leaving 30 s of margin
+#   env 15 + doctor 110 + sweep 170 + hybrid 100 + torch 105 + summary 10 = 510, leaving 30 s of margin
 # (and a minute more before the device tool's 10-minute limit on one command).
 # The sweep and the PyTorch script are also told to start no new point near their share's end, so
 # that `timeout` seldom has to kill them; what they measured before is in their JSON either way.
@@ -24,9 +24,10 @@
 #   OOC_BUNDLE_MODEL (resnet50), OOC_BUNDLE_IMAGE (224), OOC_BUNDLE_CLASSES (1000),
 #   OOC_BUNDLE_BATCHES (64,128,192,256,512,768,1024,1536), OOC_BUNDLE_MAX_BATCH (2048),
 #   OOC_BUNDLE_BUDGET (16GiB), OOC_BUNDLE_CHUNK (40MiB), OOC_BUNDLE_STEPS (3),
-#   OOC_BUNDLE_SCHEDULERS (baseline,window,hybrid), OOC_BUNDLE_DEVICE (cuda),
+#   OOC_BUNDLE_SCHEDULERS (baseline,window), OOC_BUNDLE_HYBRID_BATCHES (256,512,1024,1536),
+#   OOC_BUNDLE_DEVICE (cuda),
 #   OOC_BUNDLE_TORCH_DEVICE (cuda), OOC_BUNDLE_PYTHON (python3), OOC_BUNDLE_DOCTOR_ARGS (none),
-#   OOC_BUNDLE_T_ENV, _T_DOCTOR, _T_SWEEP, _T_TORCH, _T_SUMMARY (the shares above).
+#   OOC_BUNDLE_T_ENV, _T_DOCTOR, _T_SWEEP, _T_HYBRID, _T_TORCH, _T_SUMMARY (the shares above).
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,14 +47,16 @@ max_batch=${OOC_BUNDLE_MAX_BATCH:-2048}
 budget=${OOC_BUNDLE_BUDGET:-16GiB}
 chunk=${OOC_BUNDLE_CHUNK:-40MiB}
 steps=${OOC_BUNDLE_STEPS:-3}
-schedulers=${OOC_BUNDLE_SCHEDULERS:-baseline,window,hybrid}
+schedulers=${OOC_BUNDLE_SCHEDULERS:-baseline,window}
+hybrid_batches=${OOC_BUNDLE_HYBRID_BATCHES:-256,512,1024,1536}
 device=${OOC_BUNDLE_DEVICE:-cuda}
 torch_device=${OOC_BUNDLE_TORCH_DEVICE:-cuda}
 python=${OOC_BUNDLE_PYTHON:-python3}
 doctor_args=${OOC_BUNDLE_DOCTOR_ARGS:-}
 t_env=${OOC_BUNDLE_T_ENV:-15}
 t_doctor=${OOC_BUNDLE_T_DOCTOR:-110}
-t_sweep=${OOC_BUNDLE_T_SWEEP:-270}
+t_sweep=${OOC_BUNDLE_T_SWEEP:-170}
+t_hybrid=${OOC_BUNDLE_T_HYBRID:-100}
 t_torch=${OOC_BUNDLE_T_TORCH:-105}
 t_summary=${OOC_BUNDLE_T_SUMMARY:-10}
 
@@ -74,7 +77,7 @@ part() {
 	return 0
 }
 
-# fence FILE TITLE: wraps a log as a Markdown document.
+# fence FILE TITLE: wraps a log as a Markdown document, FILE.md.
 fence() {
 	{
 		echo "# $2"
@@ -137,7 +140,7 @@ if [ ! -x "$ooc" ]; then
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ooc-bundle.XXXXXX") || exit 1
 # A file of an earlier run left in $OUT would pass for this run's.
-for f in env.md doctor.md doctor.json sweep.md sweep.json torch.json torch.md summary.md; do
+for f in env.md doctor.md doctor.json sweep.json hybrid.json torch.json log.md summary.md; do
 	rm -f "$OUT/$f"
 done
 trap 'rm -rf "$tmp"' EXIT
@@ -155,31 +158,45 @@ part doctor "$t_doctor" "$ooc" doctor -device "$device" -sweep=false $doctor_jso
 fence "$tmp/doctor" "ooc doctor -device $device -sweep=false $doctor_json $doctor_args"
 mv "$tmp/doctor.md" "$OUT/doctor.md"
 
-# Our sweep. The sweep starts no point after its share less 60 s (one point's margin).
-sweep_limit=$((t_sweep > 90 ? t_sweep - 60 : t_sweep * 2 / 3))
-part sweep "$t_sweep" "$ooc" sweep -device "$device" -model "$model" -image "$image" -classes "$classes" \
-	-batches "$batches" -until-stop -stop-at-oom -max-batch "$max_batch" -budget "$budget" \
-	-schedulers "$schedulers" -allocators va -chunk "$chunk" -steps "$steps" -time-limit "${sweep_limit}s" \
-	-markdown -json "$OUT/sweep.json" >"$tmp/sweep-table" 2>"$tmp/sweep-log"
-{
-	echo "# ooc sweep: $model ${image}x${image}, budget $budget, $schedulers (VA, chunks of $chunk)"
-	echo
-	cat "$tmp/sweep-table"
-	echo
-	echo "## Log"
-	echo
-	echo '```'
-	cat "$tmp/sweep-log"
-	echo '```'
-} >"$OUT/sweep.md"
+# sweep_part NAME SHARE SCHEDULERS BATCHES: one ooc sweep into $OUT/NAME.json, its table and log
+# into log.md. It starts no point after its share less a margin for the point under way.
+sweep_part() {
+	sname=$1 share=$2 sscheds=$3 sbatches=$4
+	limit=$((share > 90 ? share - 45 : share * 2 / 3))
+	part "$sname" "$share" "$ooc" sweep -device "$device" -model "$model" -image "$image" -classes "$classes" \
+		-batches "$sbatches" -until-stop -stop-at-oom -max-batch "$max_batch" -budget "$budget" \
+		-schedulers "$sscheds" -allocators va -chunk "$chunk" -steps "$steps" -time-limit "${limit}s" \
+		-markdown -json "$OUT/$sname.json" >"$tmp/$sname-table" 2>"$tmp/$sname-log"
+	{
+		echo "## ooc sweep: $model ${image}x${image}, budget $budget, $sscheds (VA, chunks of $chunk), batches $sbatches and on"
+		echo
+		cat "$tmp/$sname-table"
+		echo
+		echo '```'
+		cat "$tmp/$sname-log"
+		echo '```'
+		echo
+	} >>"$OUT/log.md"
+}
+echo "# The sweeps' tables and logs, and PyTorch's log" >"$OUT/log.md"
+echo >>"$OUT/log.md"
+# The paper's rows first; hybrid (which plans for seconds per budget tried) in its own share,
+# from the batches where in core no longer fits.
+sweep_part sweep "$t_sweep" "$schedulers" "$batches"
+sweep_part hybrid "$t_hybrid" hybrid "$hybrid_batches"
 
 # PyTorch, at the batches ours trained (read from sweep.json).
 torch_limit=$((t_torch > 40 ? t_torch - 20 : t_torch * 2 / 3))
 part torch "$t_torch" "$python" "$here/torch_resnet50.py" --out "$OUT/torch.json" --device "$torch_device" \
-	--image "$image" --classes "$classes" --batches "$batches" --ours "$OUT/sweep.json" --cap "$budget" \
+	--image "$image" --classes "$classes" --batches "$batches" --ours "$OUT/sweep.json,$OUT/hybrid.json" --cap "$budget" \
 	--steps "$steps" --time-limit "$torch_limit" --max-batch "$max_batch" >"$tmp/torch" 2>&1
-fence "$tmp/torch" "PyTorch: torch_resnet50.py"
-mv "$tmp/torch.md" "$OUT/torch.md"
+{
+	echo "## PyTorch: torch_resnet50.py"
+	echo
+	echo '```'
+	cat "$tmp/torch"
+	echo '```'
+} >>"$OUT/log.md"
 rm -f "$OUT/torch.json.tmp"
 if [ ! -s "$OUT/torch.json" ]; then
 	echo '{"status": "error", "reason": "the PyTorch script wrote no JSON (no python3? see torch.md)", "results": []}' >"$OUT/torch.json"

@@ -5,8 +5,8 @@ float32 with TF32 off (as ours), SGD with momentum 0.9, synthetic data on the de
 step and then timed steps, each ended by torch.cuda.synchronize. Three parts, in this order:
 
   capped    under a memory cap (--cap, default 16 GiB, the paper's V100; through
-            torch.cuda.set_per_process_memory_fraction), at the batches ours trained (--ours,
-            the sweep's JSON, else --batches): in core while it fits, then, at the batches in
+            torch.cuda.set_per_process_memory_fraction), at the batches ours trained out of core
+            (--ours, the sweeps' JSON files, else --batches): in core while it fits, then, at the batches in
             core does not fit, torch.autograd.graph.save_on_cpu(pin_memory=True) and
             torch.utils.checkpoint (checkpoint_sequential, one segment per stage);
   uncapped  in core with the whole device, batches increasing until out of memory;
@@ -44,7 +44,7 @@ def parse_args(argv):
     p.add_argument("--classes", type=int, default=1000)
     p.add_argument("--batches", default="32,64,128,256,384,512,768,1024",
                    help="batch sizes when --ours has none; also the first steps of the uncapped sweep")
-    p.add_argument("--ours", default="", help="ooc sweep's JSON: its trained batches are the capped part's")
+    p.add_argument("--ours", default="", help="ooc sweep's JSON files, comma-separated: the batches their window or hybrid rows trained are the capped part's")
     p.add_argument("--cap", default="16GiB", help="the capped part's device memory")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--steps", type=int, default=3)
@@ -92,16 +92,17 @@ class Report:
         os.replace(tmp, self.path)
 
 
-def our_batches(path):
-    """The batch sizes at which ooc sweep's window or hybrid rows trained."""
-    if not path or not os.path.exists(path):
-        return []
-    try:
-        with open(path) as f:
-            rs = json.load(f)
-    except (OSError, ValueError):
-        return []
-    return sorted({r["batch"] for r in rs if r.get("ok") and r.get("scheduler") != "baseline"})
+def our_batches(paths):
+    """The batch sizes at which the window or hybrid rows of ooc sweep's JSON files (comma-separated) trained."""
+    batches = set()
+    for path in filter(None, paths.split(",")):
+        try:
+            with open(path) as f:
+                rs = json.load(f)
+        except (OSError, ValueError):
+            continue
+        batches |= {r["batch"] for r in rs if r.get("ok") and r.get("scheduler") != "baseline"}
+    return sorted(batches)
 
 
 def host_available():

@@ -13,7 +13,7 @@ import (
 // runGPUSummary is "ooc gpu-summary", the GPU bundle's last part (cmd/gpubundle's run.sh):
 // it joins the files the earlier parts wrote into DIR/summary.md and prints it.
 func runGPUSummary(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("gpu-summary", "-dir DIR [flags]", "Joins the GPU bundle's outputs in DIR (env.md, doctor.md, sweep.json, torch.json) into DIR/summary.md:\n"+
+	fs := newFlagSet("gpu-summary", "-dir DIR [flags]", "Joins the GPU bundle's outputs in DIR (env.md, doctor.md, sweep.json, hybrid.json, torch.json) into DIR/summary.md:\n"+
 		"the parts' outcomes, the doctor's verdict, ours against PyTorch with the ratios, and issue 25's targets\n"+
 		"(met, missed with the numbers, or not measured with why). run.sh calls it; it can be rerun on a copy of $OUT.", stderr)
 	dir := fs.String("dir", "", "the folder run.sh wrote ($OUT)")

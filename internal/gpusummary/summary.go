@@ -95,10 +95,12 @@ type Inputs struct {
 	Doctor string // doctor.md
 	// DoctorJSON says whether doctor.json exists.
 	DoctorJSON bool
-	Sweep      []sweep.Result
-	SweepErr   error // why Sweep is empty
-	Torch      *Torch
-	TorchErr   error
+	// Sweep is sweep.json's points (baseline, window) and hybrid.json's.
+	Sweep     []sweep.Result
+	SweepErr  error // why sweep.json was not read
+	HybridErr error // why hybrid.json was not read
+	Torch     *Torch
+	TorchErr  error
 }
 
 // Read reads a run's files from dir; a missing or unreadable file is kept
@@ -115,6 +117,10 @@ func Read(dir string, parts []Part, budget string) (*Inputs, error) {
 	_, err := os.Stat(filepath.Join(dir, "doctor.json"))
 	in.DoctorJSON = err == nil
 	in.SweepErr = readJSON(filepath.Join(dir, "sweep.json"), &in.Sweep)
+	var hybrid []sweep.Result
+	if in.HybridErr = readJSON(filepath.Join(dir, "hybrid.json"), &hybrid); in.HybridErr == nil {
+		in.Sweep = append(in.Sweep, hybrid...)
+	}
 	var t Torch
 	if in.TorchErr = readJSON(filepath.Join(dir, "torch.json"), &t); in.TorchErr == nil {
 		in.Torch = &t

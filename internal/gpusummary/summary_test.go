@@ -83,7 +83,17 @@ func TestSummary(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			if tc.sweep != nil {
-				writeJSON(t, filepath.Join(dir, "sweep.json"), tc.sweep)
+				// As run.sh writes them: hybrid in a sweep of its own.
+				var main, hybrid []sweep.Result
+				for _, r := range tc.sweep {
+					if r.Scheduler == "hybrid" {
+						hybrid = append(hybrid, r)
+					} else {
+						main = append(main, r)
+					}
+				}
+				writeJSON(t, filepath.Join(dir, "sweep.json"), main)
+				writeJSON(t, filepath.Join(dir, "hybrid.json"), hybrid)
 			}
 			if tc.torch != nil {
 				writeJSON(t, filepath.Join(dir, "torch.json"), tc.torch)
