@@ -32,7 +32,7 @@ type Config struct {
 	Width   int // width (0: Image)
 	Classes int
 	Batches []int
-	// Device is "cpu" or "sim:PROFILE".
+	// Device is "cpu", "sim:PROFILE" or "cuda[:N]" (vm.NewDevice).
 	Device string
 	// Capacity is the device memory in bytes (0: the profile's, or for the
 	// CPU device 64 MiB).

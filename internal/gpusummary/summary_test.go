@@ -62,7 +62,7 @@ func TestSummary(t *testing.T) {
 		{"both met", ours(240), torchRun(150), doctorOK, "env:0:2,doctor:0:50,sweep:0:200,torch:0:90",
 			[2]string{"met: window at batch 1024 (8.0x the in-core 128) at 240.0 images/s (60% of in-core's 400.0)", "met: at batch 1024, window 240.0 images/s against save_on_cpu 150.0: 1.60x"},
 			[]string{"| 1024 |  | 240.0 | 120.0 |  | 150.0 | 280.0 | 0.86x | 1.60x |", "| 256 | x | 380.0 | 300.0 | x | 300.0 | 350.0 | 1.09x | 1.27x |",
-				"all checks passed on cuda:0", "## Failures\n\nnone", "PyTorch: 2.11.0 (CUDA 13.0) on NVIDIA H200"}},
+				"all checks passed on cuda:0", "## Failures\n\nnone", "Largest batch in core under the budget, of those run: ours 128, PyTorch 128.", "PyTorch: 2.11.0 (CUDA 13.0) on NVIDIA H200"}},
 		{"both missed", ours(160), torchRun(150), doctorOK, "env:0:2,doctor:0:50,sweep:124:240,torch:0:90",
 			[2]string{"missed (largest batch trained out of core 1024 = 8.0x the in-core 128, at 160.0 images/s = 40% of in-core's 400.0)", "missed (at batch 1024, window 160.0 images/s against save_on_cpu 150.0: 1.07x)"},
 			[]string{"| sweep | **timed out** (exit 124: its share ran out) | 240 |", "- part sweep: **timed out**"}},

@@ -143,7 +143,29 @@ func (t *table) write(w io.Writer, in *Inputs) {
 		"Ours: VA allocator; \"best\" is window or hybrid. PyTorch: under the same memory cap "+
 		"(set_per_process_memory_fraction), in core while it fits, save_on_cpu and checkpoint beyond.")
 	fmt.Fprintln(w)
+	t.writeInCore(w)
 	t.writeUncapped(w, in)
+}
+
+// writeInCore compares the largest batches in core under the budget.
+func (t *table) writeInCore(w io.Writer) {
+	ours, _, _ := t.inCore()
+	theirs := 0
+	for b, p := range t.torch["in_core"] {
+		if p.ok {
+			theirs = max(theirs, b)
+		}
+	}
+	if ours > 0 || theirs > 0 {
+		fmt.Fprintf(w, "Largest batch in core under the budget, of those run: ours %s, PyTorch %s.\n\n", batchOrDash(ours), batchOrDash(theirs))
+	}
+}
+
+func batchOrDash(b int) string {
+	if b == 0 {
+		return "none"
+	}
+	return fmt.Sprint(b)
 }
 
 func (p point) okIPS() float64 {
