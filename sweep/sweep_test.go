@@ -91,7 +91,7 @@ func TestPlotCompareAndOverhead(t *testing.T) {
 // so with a *TimeLimitError.
 func TestSweepStops(t *testing.T) {
 	base := Config{
-		Model: "smallcnn", Image: 32, Classes: 4, Batches: []int{16, 256, 512},
+		Model: "smallcnn", Image: 32, Classes: 4, Batches: []int{16, 256, 320},
 		Device: "sim:v100-pcie", Capacity: 64 << 20, ChunkSize: 2 << 20,
 		Schedulers: []string{"baseline"}, Allocators: []string{"va"},
 	}
@@ -100,12 +100,13 @@ func TestSweepStops(t *testing.T) {
 		stop      bool
 		baselines []int // the batches the baseline row was tried at
 	}{
-		{"every batch", false, []int{16, 256, 512}},
+		{"every batch", false, []int{16, 256, 320}},
 		{"stop at OOM", true, []int{16, 256}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base
 			cfg.StopAtOOM = tc.stop
+			cfg.Schedulers = []string{"baseline", "window"} // window trains on: the sweep goes on without the baseline
 			var seen int
 			cfg.OnPoint = func(sofar []Result) { seen = len(sofar) }
 			rs, err := Run(cfg)
@@ -113,7 +114,11 @@ func TestSweepStops(t *testing.T) {
 			require.Equal(t, len(rs), seen, "OnPoint saw every point")
 			var tried []int
 			for _, r := range rs {
-				tried = append(tried, r.Batch)
+				if r.Scheduler == "baseline" {
+					tried = append(tried, r.Batch)
+				} else {
+					require.True(t, r.OK, "window at batch %d: %s", r.Batch, r.Error)
+				}
 			}
 			require.Equal(t, tc.baselines, tried)
 		})
