@@ -24,6 +24,7 @@ func checkSyntax(t *testing.T, prog string, args ...string) {
 // torchReport is the part of torch_resnet50.py's JSON the tests read.
 type torchReport struct {
 	Status, Reason, Install string
+	CappedBatches           []int `json:"capped_batches"`
 	Results                 []struct {
 		Mode  string  `json:"mode"`
 		Batch int     `json:"batch"`
@@ -58,7 +59,14 @@ func runTorch(t *testing.T, python string, args ...string) torchReport {
 // (ResNet-50 at 32x32, batch 2); asked for CUDA where there is none, it says so and exits 0.
 // Each python is run once per case: importing torch takes seconds.
 func TestTorchScript(t *testing.T) {
-	tiny := []string{"--image", "32", "--classes", "10", "--batches", "2", "--warmup", "0", "--steps", "1", "--time-limit", "60"}
+	// The capped part's batches are those ooc sweep's window or hybrid rows trained (here 2; the
+	// baseline's 4 and a missing file do not count).
+	ours := filepath.Join(t.TempDir(), "sweep.json")
+	if err := os.WriteFile(ours, []byte(`[{"batch": 2, "scheduler": "window", "ok": true}, {"batch": 4, "scheduler": "baseline", "ok": true}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tiny := []string{"--image", "32", "--classes", "10", "--batches", "8", "--ours", ours + "," + ours + ".missing",
+		"--warmup", "0", "--steps", "1", "--time-limit", "60"}
 	python := ""
 	for _, p := range []string{"python3", "/usr/bin/python3"} {
 		if _, err := exec.LookPath(p); err != nil {
@@ -78,6 +86,9 @@ func TestTorchScript(t *testing.T) {
 				t.Errorf("%s at batch %d: ok %v, %.3f images/s, %s", x.Mode, x.Batch, x.OK, x.IPS, x.Error)
 			}
 			modes[x.Mode] = true
+		}
+		if len(r.CappedBatches) != 1 || r.CappedBatches[0] != 2 {
+			t.Errorf("capped batches %v, want [2] (from %s)", r.CappedBatches, ours)
 		}
 		if r.Status != "ok" || len(modes) != 3 || !modes["in_core"] || !modes["save_on_cpu"] || !modes["checkpoint"] {
 			t.Errorf("on the CPU: status %q (%s), modes %v; want ok and in_core, save_on_cpu, checkpoint", r.Status, r.Reason, modes)
