@@ -123,7 +123,8 @@ def is_oom(e):
 class Bench:
     def __init__(self, torch, torchvision, args):
         self.torch, self.args = torch, args
-        self.dev = torch.device(args.device)
+        # With its index: set_per_process_memory_fraction refuses torch.device("cuda") without one.
+        self.dev = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
         torch.manual_seed(1)
         self.model = torchvision.models.resnet50(num_classes=args.classes).to(self.dev)
         self.model.train()
@@ -183,7 +184,7 @@ class Bench:
         x = y = None
         try:
             if self.dev.type == "cuda":
-                torch.cuda.reset_peak_memory_stats()
+                torch.cuda.reset_peak_memory_stats(self.dev)
             x = torch.randn(batch, 3, a.image, a.image, device=self.dev)
             y = torch.randint(0, a.classes, (batch,), device=self.dev)
             for _ in range(a.warmup):
@@ -197,7 +198,7 @@ class Bench:
             med = sorted(r["step_s"])[len(r["step_s"]) // 2]
             r.update(ok=True, ips=round(batch / med, 3), median_step_s=med)
             if self.dev.type == "cuda":
-                r["peak_bytes"] = torch.cuda.max_memory_allocated()
+                r["peak_bytes"] = torch.cuda.max_memory_allocated(self.dev)
         except Exception as e:  # out of memory, or anything else: recorded, and the run goes on
             r["error"] = ("out of memory: " if is_oom(e) else "") + str(e).split("\n")[0][:300]
             r["oom"] = is_oom(e)
@@ -214,7 +215,7 @@ def capped_part(b, rep, batches, deadline):
     if cuda:
         total = torch.cuda.get_device_properties(b.dev).total_memory
         frac = min(1.0, a.cap_bytes / total)
-        torch.cuda.set_per_process_memory_fraction(frac, b.dev)
+        torch.cuda.set_per_process_memory_fraction(frac, b.dev.index)
         rep.set(cap_fraction=frac, device_memory_bytes=total)
     try:
         alive = {"in_core": True, "save_on_cpu": True, "checkpoint": True}
@@ -257,7 +258,7 @@ def capped_part(b, rep, batches, deadline):
                 return
     finally:
         if cuda:
-            torch.cuda.set_per_process_memory_fraction(1.0, b.dev)
+            torch.cuda.set_per_process_memory_fraction(1.0, b.dev.index)
 
 
 def uncapped_part(b, rep, start_batches, deadline):
