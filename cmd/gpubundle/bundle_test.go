@@ -74,6 +74,7 @@ func TestBundleOnFakeCUDA(t *testing.T) {
 			t.Errorf("summary.md lacks %q:\n%s", want, summary)
 		}
 	}
+	t.Logf("env.md:\n%s\ndoctor.md:\n%s", read("env.md"), read("doctor.md"))
 	if log := read("log.md"); !strings.Contains(log, "| window + va |") || !strings.Contains(log, "| hybrid + va |") {
 		t.Errorf("log.md lacks the sweeps' tables:\n%s", log)
 	}

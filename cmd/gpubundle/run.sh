@@ -15,7 +15,7 @@
 #
 # Each part runs under `timeout` with its own share of 9 minutes (540 s); a part that fails or times
 # out is recorded and the next one still runs. The shares, in seconds (OOC_BUNDLE_T_* override them):
-#   env 15 + doctor 110 + sweep 170 + hybrid 100 + torch 105 + summary 10 = 510, leaving 30 s of margin
+#   env 25 + doctor 110 + sweep 170 + hybrid 100 + torch 105 + summary 10 = 520, leaving 20 s of margin
 # (and a minute more before the device tool's 10-minute limit on one command).
 # The sweep and the PyTorch script are also told to start no new point near their share's end, so
 # that `timeout` seldom has to kill them; what they measured before is in their JSON either way.
@@ -53,7 +53,7 @@ device=${OOC_BUNDLE_DEVICE:-cuda}
 torch_device=${OOC_BUNDLE_TORCH_DEVICE:-cuda}
 python=${OOC_BUNDLE_PYTHON:-python3}
 doctor_args=${OOC_BUNDLE_DOCTOR_ARGS:-}
-t_env=${OOC_BUNDLE_T_ENV:-15}
+t_env=${OOC_BUNDLE_T_ENV:-25}
 t_doctor=${OOC_BUNDLE_T_DOCTOR:-110}
 t_sweep=${OOC_BUNDLE_T_SWEEP:-170}
 t_hybrid=${OOC_BUNDLE_T_HYBRID:-100}
@@ -113,7 +113,7 @@ env_part() {
 		echo
 		echo '```'
 		echo "$python: $(command -v "$python" || echo not found)"
-		timeout 60 "$python" -c 'import sys, torch; print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available()); print("gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "-")' 2>&1 | tail -5
+		timeout 15 "$python" -c 'import sys, torch; print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available()); print("gpu", torch.cuda.get_device_name(0) if torch.cuda.is_available() else "-")' 2>&1 | tail -5
 		echo '```'
 		echo
 		echo "## CUDA libraries"
@@ -122,7 +122,7 @@ env_part() {
 		echo "OOC_CUDA_LIBRARY=${OOC_CUDA_LIBRARY:-} OOC_CUBLAS_LIBRARY=${OOC_CUBLAS_LIBRARY:-} OOC_NCCL_LIBRARY=${OOC_NCCL_LIBRARY:-} CUDA_HOME=${CUDA_HOME:-}"
 		timeout 5 ldconfig -p 2>/dev/null | grep -E 'libcuda\.so|libcublas\.so|libnccl\.so' | head -10
 		ls -d /usr/local/cuda*/lib64/libcublas.so* 2>/dev/null | head -5
-		timeout 20 "$python" -c 'import glob, site, sys; [print(p) for d in site.getsitepackages() + [site.getusersitepackages()] for p in sorted(glob.glob(d + "/nvidia/*/lib/lib*.so*")) if "cublas" in p or "nccl" in p]' 2>/dev/null | head -10
+		timeout 5 "$python" -c 'import glob, site, sys; [print(p) for d in site.getsitepackages() + [site.getusersitepackages()] for p in sorted(glob.glob(d + "/nvidia/*/lib/lib*.so*")) if "cublas" in p or "nccl" in p]' 2>/dev/null | head -10
 		echo '```'
 		echo
 		echo "(ooc doctor names the libraries it loaded: doctor.md)"
