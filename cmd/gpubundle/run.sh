@@ -101,9 +101,9 @@ env_part() {
 		echo
 		echo '```'
 		if command -v nvidia-smi >/dev/null 2>&1; then
-			timeout 10 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,compute_cap,pci.bus_id,pstate,clocks.sm,clocks.max.sm,power.limit --format=csv 2>&1
+			timeout 5 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,compute_cap,pci.bus_id,pstate,clocks.sm,clocks.max.sm,power.limit --format=csv 2>&1
 			echo
-			timeout 10 nvidia-smi -q 2>&1 | grep -E -i '^ *(Driver Version|CUDA Version|Product Name|Product Architecture|Persistence Mode|Addressing Mode|MIG Mode|Current|Pending|Virtualization Mode|Host VGPU Mode|Total|Used|Free|Reserved|Performance State|Compute Mode) *:' | sed 's/^  *//' | head -40
+			timeout 5 nvidia-smi -q 2>&1 | grep -E -i '^ *(Driver Version|CUDA Version|Product Name|Product Architecture|Persistence Mode|Addressing Mode|MIG Mode|Current|Pending|Virtualization Mode|Host VGPU Mode|Total|Used|Free|Reserved|Performance State|Compute Mode) *:' | sed 's/^  *//' | head -40
 		else
 			echo "nvidia-smi: not found"
 		fi
