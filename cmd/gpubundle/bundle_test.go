@@ -81,8 +81,10 @@ func TestBundleOnFakeCUDA(t *testing.T) {
 }
 
 // TestBundlePartsFail: a part that runs out of its share of time, or fails, is recorded as
-// such and the parts after it still run: here the doctor and the sweeps get one second each and
-// the PyTorch script a python that does not exist. Also only with OOC_BUNDLE_TEST=1.
+// such and the parts after it still run: here the doctor and the hybrid sweep get one second
+// each and the PyTorch script a python that does not exist. The sweep runs with the best-fit
+// allocator, as run.sh does where the doctor finds no VMM, and the summary says so. Also only
+// with OOC_BUNDLE_TEST=1.
 func TestBundlePartsFail(t *testing.T) {
 	if os.Getenv("OOC_BUNDLE_TEST") != "1" {
 		t.Skip("builds ooc for the bundle and runs run.sh on the fake driver: set OOC_BUNDLE_TEST=1 to run it")
@@ -94,10 +96,12 @@ func TestBundlePartsFail(t *testing.T) {
 	if err := run([]string{bundle}, &stdout, &stderr); err != nil {
 		t.Fatalf("gpubundle: %v\n%s", err, stderr.String())
 	}
-	read := runBundle(t, bundle, "OOC_BUNDLE_T_DOCTOR=1", "OOC_BUNDLE_T_SWEEP=1", "OOC_BUNDLE_T_HYBRID=1", "OOC_BUNDLE_PYTHON=/nonexistent/python3")
-	summary := read("summary.md")
-	for _, want := range []string{"| env | ok |", "| doctor | **timed out**", "| sweep | **timed out**", "| hybrid | **timed out**",
-		"| torch | **failed** (exit 127) |", "PyTorch error: the PyTorch script wrote no JSON", "## Failures"} {
+	read := runBundle(t, bundle, "OOC_BUNDLE_T_DOCTOR=1", "OOC_BUNDLE_T_HYBRID=1", "OOC_BUNDLE_PYTHON=/nonexistent/python3",
+		"OOC_BUNDLE_ALLOCATOR=bestfit")
+	summary := read("summary.md") + read("log.md")
+	for _, want := range []string{"| env | ok |", "| doctor | **timed out**", "| sweep | ok |", "| hybrid | **timed out**",
+		"| torch | **failed** (exit 127) |", "PyTorch error: the PyTorch script wrote no JSON", "## Failures",
+		"Ours: the bestfit allocator", "| window + bestfit |"} {
 		if !strings.Contains(summary, want) {
 			t.Errorf("summary.md lacks %q:\n%s", want, summary)
 		}

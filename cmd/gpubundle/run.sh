@@ -25,7 +25,7 @@
 #   OOC_BUNDLE_BATCHES (64,128,192,256,512,768,1024,1536), OOC_BUNDLE_MAX_BATCH (2048),
 #   OOC_BUNDLE_BUDGET (16GiB), OOC_BUNDLE_CHUNK (40MiB), OOC_BUNDLE_STEPS (3),
 #   OOC_BUNDLE_SCHEDULERS (baseline,window), OOC_BUNDLE_HYBRID_BATCHES (256,512,1024,1536),
-#   OOC_BUNDLE_DEVICE (cuda),
+#   OOC_BUNDLE_ALLOCATOR (va, or bestfit where the doctor says the GPU has no VMM), OOC_BUNDLE_DEVICE (cuda),
 #   OOC_BUNDLE_TORCH_DEVICE (cuda), OOC_BUNDLE_PYTHON (python3), OOC_BUNDLE_DOCTOR_ARGS (none),
 #   OOC_BUNDLE_T_ENV, _T_DOCTOR, _T_SWEEP, _T_HYBRID, _T_TORCH, _T_SUMMARY (the shares above).
 set -u
@@ -158,6 +158,13 @@ part doctor "$t_doctor" "$ooc" doctor -device "$device" -sweep=false $doctor_jso
 fence "$tmp/doctor" "ooc doctor -device $device -sweep=false $doctor_json $doctor_args"
 mv "$tmp/doctor.md" "$OUT/doctor.md"
 
+# The VA allocator needs the driver's virtual memory management; where the doctor found none (a
+# VM's GPU proxy may refuse it), the sweeps use the best-fit allocator rather than fail every point.
+allocator=${OOC_BUNDLE_ALLOCATOR:-va}
+if [ -z "${OOC_BUNDLE_ALLOCATOR:-}" ] && grep -Eq '^VMM +no' "$tmp/doctor"; then
+	allocator=bestfit
+fi
+
 # sweep_part NAME SHARE SCHEDULERS BATCHES: one ooc sweep into $OUT/NAME.json, its table and log
 # into log.md. It starts no point after its share less a margin for the point under way.
 sweep_part() {
@@ -165,10 +172,10 @@ sweep_part() {
 	limit=$((share > 90 ? share - 45 : share * 2 / 3))
 	part "$sname" "$share" "$ooc" sweep -device "$device" -model "$model" -image "$image" -classes "$classes" \
 		-batches "$sbatches" -until-stop -stop-at-oom -max-batch "$max_batch" -budget "$budget" \
-		-schedulers "$sscheds" -allocators va -chunk "$chunk" -steps "$steps" -time-limit "${limit}s" \
+		-schedulers "$sscheds" -allocators "$allocator" -chunk "$chunk" -steps "$steps" -time-limit "${limit}s" \
 		-markdown -json "$OUT/$sname.json" >"$tmp/$sname-table" 2>"$tmp/$sname-log"
 	{
-		echo "## ooc sweep: $model ${image}x${image}, budget $budget, $sscheds (VA, chunks of $chunk), batches $sbatches and on"
+		echo "## ooc sweep: $model ${image}x${image}, budget $budget, $sscheds ($allocator allocator, VA chunks of $chunk), batches $sbatches and on"
 		echo
 		cat "$tmp/$sname-table"
 		echo

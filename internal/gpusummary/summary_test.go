@@ -39,6 +39,14 @@ func ours(windowIPS float64) []sweep.Result {
 	}
 }
 
+// bestFit is rs as run.sh sweeps where the doctor found no VMM.
+func bestFit(rs []sweep.Result) []sweep.Result {
+	for i := range rs {
+		rs[i].Allocator = "bestfit"
+	}
+	return rs
+}
+
 func torchRun(saveIPS float64) *Torch {
 	return &Torch{Status: "ok", Version: "2.11.0", GPU: "NVIDIA H200", CUDA: "13.0", Results: []TorchResult{
 		torchPt("in_core", 128, 500), torchPt("in_core", 256, 0),
@@ -68,6 +76,10 @@ func TestSummary(t *testing.T) {
 			[]string{"| sweep | **timed out** (exit 124: its share ran out) | 240 |", "- part sweep: **timed out**"}},
 		{"PyTorch killed", ours(240), &Torch{Status: "running", Results: torchRun(150).Results}, doctorOK, "torch:124:105",
 			[2]string{"met: window at batch 1024", "met: at batch 1024"}, []string{"- PyTorch: the script did not finish"}},
+		{"no VMM: best fit", bestFit(ours(240)), torchRun(150), doctorOK, "",
+			[2]string{"met: window at batch 1024 (8.0x the in-core 128) at 240.0 images/s (60% of in-core's 400.0); ours with the bestfit allocator, not VA",
+				"met: at batch 1024, window 240.0 images/s against save_on_cpu 150.0: 1.60x; ours with the bestfit allocator"},
+			[]string{"Ours: the bestfit allocator", "| 1024 |  | 240.0 | 120.0 |"}},
 		{"cut short", ours(240)[:8], nil, doctorOK, "",
 			[2]string{"met: window at batch 1024", "not measured (PyTorch not measured (no torch.json))"}, nil},
 		{"sweep ended early", ours(240)[:6], torchRun(150), doctorOK, "",

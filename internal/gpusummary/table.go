@@ -5,6 +5,8 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/gorgonia-ooc/outofcore/sweep"
 )
 
 // Our rows and PyTorch's modes, in the table's order.
@@ -28,6 +30,21 @@ type table struct {
 	// stopped says whether each of our rows reached a batch it failed at
 	// (else the sweep ended before it ran out of memory).
 	stopped map[string]bool
+	// allocator is our rows': va, or bestfit where run.sh found no VMM.
+	allocator string
+}
+
+// allocatorOf is the allocator of our points: va where any point has it.
+func allocatorOf(rs []sweep.Result) string {
+	for _, r := range rs {
+		if r.Allocator == "va" {
+			return "va"
+		}
+	}
+	for _, r := range rs {
+		return r.Allocator
+	}
+	return "va"
 }
 
 func newTable(in *Inputs) *table {
@@ -43,8 +60,9 @@ func newTable(in *Inputs) *table {
 			t.batches = append(t.batches, b)
 		}
 	}
+	t.allocator = allocatorOf(in.Sweep)
 	for _, r := range in.Sweep {
-		if r.Allocator != "va" {
+		if r.Allocator != t.allocator {
 			continue
 		}
 		add(t.ours, r.Scheduler, r.Batch, point{r.OK, r.IPS, r.Error})
@@ -140,7 +158,7 @@ func (t *table) write(w io.Writer, in *Inputs) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "x: failed (out of memory, or an error listed under Failures); skipped: see torch.json; empty: not run. "+
-		"Ours: VA allocator; \"best\" is window or hybrid. PyTorch: under the same memory cap "+
+		"Ours: the "+t.allocator+" allocator; \"best\" is window or hybrid. PyTorch: under the same memory cap "+
 		"(set_per_process_memory_fraction), in core while it fits, save_on_cpu and checkpoint beyond.")
 	fmt.Fprintln(w)
 	t.writeInCore(w)

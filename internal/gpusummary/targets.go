@@ -22,14 +22,25 @@ func (v Verdict) String() string {
 
 // Targets checks the targets against a run's files.
 func Targets(in *Inputs) []Verdict {
-	t := newTable(in)
-	return []Verdict{t.batchTarget(in), t.torchTarget(in)}
+	return newTable(in).targets(in)
+}
+
+func (t *table) targets(in *Inputs) []Verdict {
+	vs := []Verdict{t.batchTarget(in), t.torchTarget(in)}
+	if t.allocator != "va" {
+		for i := range vs {
+			if vs[i].State != "not measured" {
+				vs[i].Detail += "; ours with the " + t.allocator + " allocator, not VA (the doctor found no VMM)"
+			}
+		}
+	}
+	return vs
 }
 
 func writeTargets(w io.Writer, in *Inputs, t *table) {
 	fmt.Fprintln(w, "## Targets")
 	fmt.Fprintln(w)
-	for _, v := range []Verdict{t.batchTarget(in), t.torchTarget(in)} {
+	for _, v := range t.targets(in) {
 		fmt.Fprintf(w, "- %s: **%s**", v.Target, v.State)
 		if v.State == "met" {
 			fmt.Fprintf(w, ": %s\n", v.Detail)
