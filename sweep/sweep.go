@@ -5,8 +5,11 @@
 //
 // On the simulated device a step is planned and replayed through the same
 // machine and allocator code against a device profile; every figure is
-// labelled simulated with the profile's name. On the CPU device the steps
-// run for real on this machine, and the device's memory is a hard limit.
+// labelled simulated with the profile's name. On the CPU and CUDA devices the
+// steps run for real on this machine, and the device's memory is a hard
+// limit. On a GPU a point can cost a minute, so a sweep can stop a row at its
+// first failure (StopAtOOM), stop starting points after a TimeLimit, and hand
+// each point out as it comes (OnPoint): the GPU bundle's run.sh uses all three.
 package sweep
 
 import (
