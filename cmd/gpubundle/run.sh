@@ -174,6 +174,7 @@ sweep_part() {
 		-batches "$sbatches" -until-stop -stop-at-oom -max-batch "$max_batch" -budget "$budget" \
 		-schedulers "$sscheds" -allocators "$allocator" -chunk "$chunk" -steps "$steps" -time-limit "${limit}s" \
 		-markdown -json "$OUT/$sname.json" >"$tmp/$sname-table" 2>"$tmp/$sname-log"
+	rm -f "$OUT/$sname.json.tmp" # ooc writes through it; left only where it was killed mid-write
 	{
 		echo "## ooc sweep: $model ${image}x${image}, budget $budget, $sscheds ($allocator allocator, VA chunks of $chunk), batches $sbatches and on"
 		echo

@@ -187,11 +187,17 @@ func allFailed(rs []sweep.Result) error {
 
 var digits = regexp.MustCompile(`[0-9]+`)
 
-// writeJSON writes v, indented, to file.
+// writeJSON writes v, indented, to file, through file.tmp and a rename: a
+// process killed while writing (a sweep stopped from outside) leaves the
+// previous whole file, not half of this one.
 func writeJSON(file string, v interface{}) error {
 	raw, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(file, append(raw, '\n'), 0o644)
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
 }
