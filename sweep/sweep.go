@@ -5,8 +5,11 @@
 //
 // On the simulated device a step is planned and replayed through the same
 // machine and allocator code against a device profile; every figure is
-// labelled simulated with the profile's name. On the CPU device the steps
-// run for real on this machine, and the device's memory is a hard limit.
+// labelled simulated with the profile's name. On the CPU and CUDA devices the
+// steps run for real on this machine, and the device's memory is a hard
+// limit. On a GPU a point can cost a minute, so a sweep can stop a row at its
+// first failure (StopAtOOM), stop starting points after a TimeLimit, and hand
+// each point out as it comes (OnPoint): the GPU bundle's run.sh uses all three.
 package sweep
 
 import (
@@ -32,12 +35,14 @@ type Config struct {
 	Width   int // width (0: Image)
 	Classes int
 	Batches []int
-	// Device is "cpu" or "sim:PROFILE".
+	// Device is "cpu", "sim:PROFILE" or "cuda[:N]" (vm.NewDevice).
 	Device string
 	// Capacity is the device memory in bytes (0: the profile's, or for the
 	// CPU device 64 MiB).
-	Capacity   int64
-	Schedulers []string // baseline, lms, window
+	Capacity int64
+	// Schedulers are baseline (in core) and any of SchedulerNamed's
+	// (window, lms, hybrid, ...).
+	Schedulers []string
 	Allocators []string // bestfit, va
 	ChunkSize  int64    // VA chunk size (0: 40 MiB, the paper's)
 	// Steps timed per point on a real (CPU) device, after one warm-up step:
@@ -49,6 +54,18 @@ type Config struct {
 	// until every row has run out of memory, up to MaxBatch.
 	UntilStop bool
 	MaxBatch  int
+	// StopAtOOM tries a row (scheduler and allocator) at no batch larger
+	// than the first it failed at: on a GPU a failed point costs a whole
+	// budget search, and a larger batch needs more memory, not less.
+	StopAtOOM bool
+	// TimeLimit, when positive, starts no point after it has passed since
+	// Run began; the points not run are left out and Run's Stopped says
+	// so. A point under way runs to its end.
+	TimeLimit time.Duration
+	// OnPoint, when set, is called after each point with the results so
+	// far (to write them out as they come, so a run killed from outside
+	// keeps what it measured).
+	OnPoint func(sofar []Result)
 	// Log receives a progress line per point (nil: none).
 	Log io.Writer
 	// Verbose also logs every budget the search tried and why it failed.
@@ -148,9 +165,15 @@ func (c *Config) defaults() error {
 		return errors.New("sweep: no batch sizes")
 	}
 	for _, s := range c.Schedulers {
-		if s != "baseline" && s != "lms" && s != "window" {
-			return fmt.Errorf("sweep: unknown scheduler %q (want baseline, lms or window)", s)
+		if s == "baseline" {
+			continue
 		}
+		if _, err := SchedulerNamed(s); err != nil {
+			return fmt.Errorf("sweep: unknown scheduler %q (want baseline or one of %s)", s, strings.Join(AllSchedulerNames(), ", "))
+		}
+	}
+	if c.TimeLimit < 0 {
+		return fmt.Errorf("sweep: negative time limit %v", c.TimeLimit)
 	}
 	for _, a := range c.Allocators {
 		if _, err := ooc.ParseAllocator(a); err != nil {
@@ -170,12 +193,15 @@ func (c *Config) newDevice() (vm.Device, error) {
 	return vm.NewDevice(c.Device, capacity)
 }
 
-// Run performs the sweep.
+// row is one scheduler and allocator: a row of the table.
+type row struct{ sched, alloc string }
+
+// Run performs the sweep. With a TimeLimit it may return the points that
+// ran and a *TimeLimitError.
 func Run(cfg Config) ([]Result, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	type row struct{ sched, alloc string }
 	var rows []row
 	for _, s := range cfg.Schedulers {
 		for _, a := range cfg.Allocators {
@@ -187,9 +213,16 @@ func Run(cfg Config) ([]Result, error) {
 		alive[r] = true
 	}
 	var out []Result
+	start := time.Now()
 	batches := append([]int(nil), cfg.Batches...)
 	for bi := 0; bi < len(batches); bi++ {
 		batch := batches[bi]
+		if !cfg.anyToRun(rows, alive) {
+			break
+		}
+		if cfg.TimeLimit > 0 && time.Since(start) >= cfg.TimeLimit {
+			return out, &TimeLimitError{Limit: cfg.TimeLimit, Points: len(out), Batch: batch}
+		}
 		m, err := models.Build(cfg.Model, models.Config{Batch: batch, Channels: 3, Height: cfg.Image, Width: cfg.width(), Classes: cfg.Classes, Dtype: tensor.Float32, Seed: 1})
 		if err != nil {
 			return out, err
@@ -200,12 +233,21 @@ func Run(cfg Config) ([]Result, error) {
 			}
 		}
 		for _, r := range rows {
+			if cfg.StopAtOOM && !alive[r] {
+				continue
+			}
+			if cfg.TimeLimit > 0 && time.Since(start) >= cfg.TimeLimit {
+				return out, &TimeLimitError{Limit: cfg.TimeLimit, Points: len(out), Batch: batch}
+			}
 			res := cfg.point(m, batch, r.sched, r.alloc)
 			if !res.OK {
 				alive[r] = false
 			}
 			cfg.logf("%s batch %d %s+%s: %s", cfg.Model, batch, r.sched, r.alloc, describe(res))
 			out = append(out, res)
+			if cfg.OnPoint != nil {
+				cfg.OnPoint(out)
+			}
 		}
 		anyAlive := false
 		for _, r := range rows {
@@ -222,6 +264,32 @@ func Run(cfg Config) ([]Result, error) {
 		}
 	}
 	return out, nil
+}
+
+// anyToRun is whether a batch has a row left to run: with StopAtOOM, a
+// row stops at its first failure, and the sweep when every row has.
+func (c *Config) anyToRun(rows []row, alive map[row]bool) bool {
+	if !c.StopAtOOM {
+		return true
+	}
+	for _, r := range rows {
+		if alive[r] {
+			return true
+		}
+	}
+	return false
+}
+
+// TimeLimitError is Run's error when Config.TimeLimit passed before every
+// point ran; Run returns the points that did run with it.
+type TimeLimitError struct {
+	Limit  time.Duration
+	Points int // points run
+	Batch  int // the batch size the sweep stopped at
+}
+
+func (e *TimeLimitError) Error() string {
+	return fmt.Sprintf("sweep: time limit %v reached after %d points; batch %d and larger not run (or not for every row)", e.Limit, e.Points, e.Batch)
 }
 
 func describe(r Result) string {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -81,4 +82,79 @@ func TestPlotCompareAndOverhead(t *testing.T) {
 		}
 		require.Error(t, plot(nil, file))
 	}
+}
+
+// TestSweepStops: with StopAtOOM a row is not tried past the first batch it
+// failed at, and the sweep ends when every row has failed, even with
+// UntilStop; hybrid sweeps as any named scheduler does; OnPoint sees every point
+// as it comes; with a TimeLimit that has passed, no point runs and Run says
+// so with a *TimeLimitError.
+func TestSweepStops(t *testing.T) {
+	base := Config{
+		Model: "smallcnn", Image: 32, Classes: 4, Batches: []int{16, 256, 320},
+		Device: "sim:v100-pcie", Capacity: 64 << 20, ChunkSize: 2 << 20,
+		Schedulers: []string{"baseline"}, Allocators: []string{"va"},
+	}
+	for _, tc := range []struct {
+		name      string
+		stop      bool
+		baselines []int // the batches the baseline row was tried at
+	}{
+		{"every batch", false, []int{16, 256, 320}},
+		{"stop at OOM", true, []int{16, 256}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			cfg.StopAtOOM = tc.stop
+			cfg.Schedulers = []string{"baseline", "window"} // window trains on: the sweep goes on without the baseline
+			var seen int
+			cfg.OnPoint = func(sofar []Result) { seen = len(sofar) }
+			rs, err := Run(cfg)
+			require.NoError(t, err)
+			require.Equal(t, len(rs), seen, "OnPoint saw every point")
+			var tried []int
+			for _, r := range rs {
+				if r.Scheduler == "baseline" {
+					tried = append(tried, r.Batch)
+				} else {
+					require.True(t, r.OK, "window at batch %d: %s", r.Batch, r.Error)
+				}
+			}
+			require.Equal(t, tc.baselines, tried)
+		})
+	}
+	t.Run("hybrid", func(t *testing.T) {
+		cfg := base
+		cfg.Batches, cfg.Schedulers = []int{16}, []string{"hybrid"}
+		rs, err := Run(cfg)
+		require.NoError(t, err)
+		require.Len(t, rs, 1)
+		require.True(t, rs[0].OK, rs[0].Error)
+	})
+	t.Run("every row stopped", func(t *testing.T) {
+		cfg := base
+		cfg.Batches, cfg.UntilStop, cfg.StopAtOOM, cfg.Schedulers = []int{16, 256}, true, true, []string{"baseline"}
+		rs, err := Run(cfg)
+		require.NoError(t, err)
+		require.Len(t, rs, 2, "UntilStop adds no batch once every row has failed")
+		require.False(t, rs[1].OK)
+	})
+	t.Run("time limit", func(t *testing.T) {
+		cfg := base
+		cfg.TimeLimit = time.Nanosecond
+		rs, err := Run(cfg)
+		var limited *TimeLimitError
+		require.ErrorAs(t, err, &limited)
+		require.Equal(t, 16, limited.Batch)
+		require.LessOrEqual(t, len(rs), 1, "at most the point under way when the limit passed")
+		require.Contains(t, err.Error(), "time limit 1ns reached")
+	})
+	t.Run("bad config", func(t *testing.T) {
+		for _, c := range []Config{
+			{Batches: []int{1}, Schedulers: []string{"fifo"}},
+			{Batches: []int{1}, TimeLimit: -time.Second},
+		} {
+			require.Error(t, c.Check())
+		}
+	})
 }

@@ -9,6 +9,7 @@
 //	ooc compare [flags] makespan / lower bound of the schedulers across budgets
 //	ooc doctor [flags]  check a GPU: driver, device, memory, VMM, bandwidth, allocators, streams
 //	ooc multigpu [flags] the multi-GPU paper's tables (simulated), or -cpu replicas against one device (measured)
+//	ooc gpu-summary -dir DIR  join the GPU bundle's outputs (cmd/gpubundle) into DIR/summary.md
 //
 // Run "ooc <command> -h" for a command's flags.
 package main
@@ -40,6 +41,7 @@ var commands = []command{
 	{"dqn-train", "train the DQN planner's Q-network on one model and budget (simulated); write its weights", runDQNTrain},
 	{"multigpu", "the multi-GPU paper's tables: data-parallel swapping on devices sharing a host link (simulated), or -cpu replicas (measured)", runMultiGPU},
 	{"doctor", "check a GPU: driver, device, memory, VMM, pinned bandwidth, allocators and streams", runDoctor},
+	{"gpu-summary", "join the GPU bundle's outputs (cmd/gpubundle's run.sh) into summary.md, the targets checked", runGPUSummary},
 }
 
 func usage(w io.Writer) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -28,11 +29,14 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	batches := fs.String("batches", "16,64,128", "comma-separated batch sizes")
 	budget := fs.String("budget", "48MiB", "device memory in bytes (e.g. 48MiB, 16GiB); 0 = the profile's (64MiB on cpu)")
 	device := fs.String("device", "cpu", "cpu, or sim:PROFILE (v100-nvlink, v100-pcie, p100-pcie, titanxp-pcie, h100-pcie, gtx1080ti, measured:FILE); or cuda / cuda:N (real steps with the CUDA kernels)")
-	schedulers := fs.String("schedulers", "baseline,window", "schedulers: baseline, lms, window")
+	schedulers := fs.String("schedulers", "baseline,window", "schedulers: baseline (in core) or any of "+strings.Join(sweep.AllSchedulerNames(), ", "))
 	allocators := fs.String("allocators", "va", "allocators: bestfit, va")
 	chunk := fs.String("chunk", "2MiB", "VA chunk size (the paper uses 40MiB on a GPU)")
 	steps := fs.Int("steps", 5, "timed steps per point on the CPU device, after a warm-up step: a point is their median")
 	untilStop := fs.Bool("until-stop", false, "add batch sizes until every row runs out of memory")
+	maxBatch := fs.Int("max-batch", 4096, "-until-stop adds no batch size larger than this")
+	stopAtOOM := fs.Bool("stop-at-oom", false, "try a scheduler and allocator at no batch size larger than the first it failed at")
+	timeLimit := fs.Duration("time-limit", 0, "start no point after this long (e.g. 5m; 0: no limit): the table and -json hold the points run, and a note says where it stopped")
 	jsonFile := fs.String("json", "", "also write the results as JSON to this file")
 	plotFile := fs.String("plot", "", "draw budgets and reserved memory per batch (the paper's Fig. 3) to this file (.svg, .png)")
 	speedFile := fs.String("plot-speed", "", "draw images/s per batch (the paper's Fig. 4) to this file (.svg, .png)")
@@ -46,7 +50,14 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := checkModel(*model, map[string]int{"image": *image, "width": *width, "classes": *classes, "steps": *steps}); err != nil {
 		return err
 	}
-	cfg := sweep.Config{Model: *model, Image: *image, Width: *width, Classes: *classes, Device: *device, Steps: *steps, UntilStop: *untilStop, Verbose: *verbose}
+	if *maxBatch < 1 {
+		return usagef("-max-batch %d: want a positive batch size", *maxBatch)
+	}
+	if *timeLimit < 0 {
+		return usagef("-time-limit %v: want a duration of 0 (no limit) or more", *timeLimit)
+	}
+	cfg := sweep.Config{Model: *model, Image: *image, Width: *width, Classes: *classes, Device: *device, Steps: *steps,
+		UntilStop: *untilStop, MaxBatch: *maxBatch, StopAtOOM: *stopAtOOM, TimeLimit: *timeLimit, Verbose: *verbose}
 	var err error
 	if cfg.Batches, err = parseInts("batches", *batches); err != nil {
 		return err
@@ -85,8 +96,24 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !*quiet {
 		cfg.Log = stderr
 	}
+	if *jsonFile != "" {
+		// Written after every point, so that a run stopped from outside keeps what it measured.
+		cfg.OnPoint = func(sofar []sweep.Result) {
+			if err := writeJSON(*jsonFile, sofar); err != nil {
+				fmt.Fprintf(stderr, "ooc sweep: -json: %v\n", err)
+			}
+		}
+	}
 	rs, err := sweep.Run(cfg)
-	if err != nil {
+	var limited *sweep.TimeLimitError
+	if errors.As(err, &limited) {
+		// Stopping at the time limit is what was asked for: the points that ran are the result.
+		fmt.Fprintf(stderr, "ooc sweep: %v\n", limited)
+		defer fmt.Fprintf(stdout, "Stopped at the time limit (-time-limit %v): batch %d and larger were not run (or not for every row).\n", limited.Limit, limited.Batch)
+		if len(rs) == 0 {
+			return limited
+		}
+	} else if err != nil {
 		return err
 	}
 	if err := allFailed(rs); err != nil {
@@ -160,11 +187,17 @@ func allFailed(rs []sweep.Result) error {
 
 var digits = regexp.MustCompile(`[0-9]+`)
 
-// writeJSON writes v, indented, to file.
+// writeJSON writes v, indented, to file, through file.tmp and a rename: a
+// process killed while writing (a sweep stopped from outside) leaves the
+// previous whole file, not half of this one.
 func writeJSON(file string, v interface{}) error {
 	raw, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(file, append(raw, '\n'), 0o644)
+	tmp := file + ".tmp"
+	if err := os.WriteFile(tmp, append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, file)
 }
