@@ -1,9 +1,7 @@
-package kernels_test
+package kernelcheck
 
 import (
-	"fmt"
 	"math/rand"
-	"testing"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -12,21 +10,9 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
 )
 
-// TestGANOps: the kernels of the image-to-image models' ops against
-// models/layers, bit for bit (float64 Tanh within 1e-12: below): LeakyReLU and Tanh (with special values) and
-// their gradients, InstanceNorm forward and backward (planes of fewer and
-// more pixels than a block has threads), ReflectionPad2D and its adjoint
-// (pads up to size-1, where a pixel is reflected from both sides), and the
-// mean losses over one and several of the CPU op's 16384-element chunks.
-func TestGANOps(t *testing.T) {
-	testGAN[float32](t)
-	testGAN[float64](t)
-}
-
-func testGAN[T float32 | float64](t *testing.T) {
+func testGAN[T float32 | float64](t TB, m *Mem) {
 	s := suffix[T]()
 	rng := rand.New(rand.NewSource(16))
-	m := newMem(t)
 	// unaryGrad checks y = op(x) and its gradient, which reads y
 	// (activations) or x (InstanceNorm, readsX).
 	unaryGrad := func(name string, xn, y, dy *G.Node, readsX bool, x []T, args ...kernels.Arg) {
@@ -43,9 +29,9 @@ func testGAN[T float32 | float64](t *testing.T) {
 		if name == "tanh" && s == "f64" {
 			// Go's math.Tanh calls math.Exp, which on amd64 is assembly; the
 			// kernel has Go's portable Exp (oocmath.h): the last bit may differ.
-			compare(t, name+"_"+s, get[T](yb), wantY, false)
+			compare(t, m, name+"_"+s, get[T](yb), wantY, false)
 		} else {
-			sameBits(t, name+"_"+s, get[T](yb), wantY)
+			sameBits(t, m, name+"_"+s, get[T](yb), wantY)
 		}
 		gin := []G.Value{dense(wantY, sh...), dense(dyv, sh...)}
 		first := p(put(m, wantY))
@@ -55,7 +41,7 @@ func testGAN[T float32 | float64](t *testing.T) {
 		wantDX := data[T](t, do(t, grads[0].Op(), gin...))
 		dx := newOut[T](m, len(x))
 		m.launch(name+"_grad_"+s, append([]kernels.Arg{p(dx), first, p(put(m, dyv))}, args...)...)
-		sameBits(t, name+"_grad_"+s, get[T](dx), wantDX)
+		sameBits(t, m, name+"_grad_"+s, get[T](dx), wantDX)
 	}
 
 	x := append(randn[T](rng, 97, 3), specials[T]()...)
@@ -84,7 +70,7 @@ func testGAN[T float32 | float64](t *testing.T) {
 	}
 
 	for _, c := range []struct{ H, W, pad int }{{5, 7, 2}, {4, 4, 3}, {6, 3, 1}} {
-		t.Run(fmt.Sprintf("pad %+v", c), func(t *testing.T) {
+		func() {
 			g := G.NewGraph()
 			sh := []int{2, 3, c.H, c.W}
 			xn := input[T](g, "x", sh...)
@@ -99,12 +85,13 @@ func testGAN[T float32 | float64](t *testing.T) {
 			wantY := data[T](t, do(t, y.Op(), dense(xv, sh...)))
 			yb := newOut[T](m, len(wantY))
 			m.launch("reflect_pad_"+s, append([]kernels.Arg{p(yb), p(put(m, xv))}, geo...)...)
-			sameBits(t, "reflect_pad_"+s, get[T](yb), wantY)
+			sameBits(t, m, "reflect_pad_"+s, get[T](yb), wantY)
 			wantDX := data[T](t, do(t, grads[0].Op(), dense(dyv, ys...)))
 			dx := newOut[T](m, len(xv))
 			m.launch("reflect_pad_grad_"+s, append([]kernels.Arg{p(dx), p(put(m, dyv))}, geo...)...)
-			sameBits(t, "reflect_pad_grad_"+s, get[T](dx), wantDX)
-		})
+			sameBits(t, m, "reflect_pad_grad_"+s, get[T](dx), wantDX)
+		}()
+
 	}
 
 	for _, size := range []int{37, 2*16384 + 5} {
@@ -138,14 +125,14 @@ func testGAN[T float32 | float64](t *testing.T) {
 				pb = pa
 			}
 			m.launch("mean_loss_"+s, p(lb), kernels.Int(int64(kind)), p(pa), p(pb), kernels.Int(int64(size)), kernels.Float(target), kernels.Float(scale))
-			sameBits(t, "mean_loss_"+s, get[T](lb), want)
+			sameBits(t, m, "mean_loss_"+s, get[T](lb), want)
 			dlv := T(0.75)
 			for wrt := range ins {
 				wantD := data[T](t, do(t, grads[wrt].Op(), append(append([]G.Value{}, vals...), tensor.New(tensor.FromScalar(dlv)))...))
 				d := newOut[T](m, size)
 				m.launch("mean_loss_grad_"+s, p(d), kernels.Int(int64(kind)), kernels.Int(int64(wrt)), p(pa), p(pb), p(put(m, []T{dlv})),
 					kernels.Int(int64(size)), kernels.Float(target), kernels.Float(scale))
-				sameBits(t, "mean_loss_grad_"+s, get[T](d), wantD)
+				sameBits(t, m, "mean_loss_grad_"+s, get[T](d), wantD)
 			}
 		}
 	}
