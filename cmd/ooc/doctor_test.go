@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch/dispatchtest"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
+)
+
+// runDoctorFake runs ooc doctor with args on a fresh fake driver (its
+// kernels the host build, its cuBLAS the fake's) and returns the exit code,
+// stdout and the -json records.
+func runDoctorFake(t *testing.T, args ...string) (int, string, []doctorLine) {
+	t.Helper()
+	dispatchtest.Setenv(t)
+	js := filepath.Join(t.TempDir(), "doctor.json")
+	args = append([]string{"doctor", "-json", js}, args...)
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, &stdout, &stderr)
+	b, err := os.ReadFile(js)
+	if err != nil {
+		t.Fatalf("ooc %s wrote no JSON: %v\n%s\n%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	var recs []struct {
+		doctorLine
+		Numbers map[string]any `json:"numbers"`
+	}
+	if err := json.Unmarshal(b, &recs); err != nil {
+		t.Fatalf("-json: %v\n%s", err, b)
+	}
+	lines := make([]doctorLine, len(recs))
+	for i, r := range recs {
+		lines[i] = r.doctorLine
+		lines[i].Numbers = map[string]float64{}
+		for k, v := range r.Numbers {
+			switch x := v.(type) {
+			case float64:
+				lines[i].Numbers[k] = x
+			case string: // +Inf, NaN
+				lines[i].Numbers[k], _ = strconv.ParseFloat(x, 64)
+			}
+		}
+	}
+	return code, stdout.String() + stderr.String(), lines
+}
+
+// TestDoctorKernelsAndModels: the kernels part prints an ok line per kernel
+// of the relu and conv checks and the models part one per budget of
+// smallcnn float32, on the fake driver; the JSON holds the same lines with
+// their numbers. (Every kernel on the fake: TestDoctorEveryKernel.)
+func TestDoctorKernelsAndModels(t *testing.T) {
+	code, out, lines := runDoctorFake(t, "-parts", "kernels,models", "-kernels", "relu,conv", "-models", "smallcnn:float32")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, k := range []string{"relu_f32", "relu_grad_f64", "im2col_f32", "col2im_f64", "channel_bias_f32", "channel_sum_f64"} {
+		if !strings.Contains(out, "ok kernel "+k+" max-rel-err ") {
+			t.Errorf("no ok line for kernel %s", k)
+		}
+	}
+	models := 0
+	for _, l := range lines {
+		if !l.OK || l.Status != "ok" {
+			t.Errorf("JSON record %+v is not ok", l)
+		}
+		switch l.Part {
+		case "kernels":
+			if tol := l.Numbers["tol"]; tol != 1e-5 && tol != 1e-12 || !(l.Numbers["max_rel_err"] <= tol) {
+				t.Errorf("kernel %s: numbers %v", l.Name, l.Numbers)
+			}
+		case "models":
+			models++
+			if _, ok := l.Numbers["gradients"]; !ok || !strings.HasPrefix(l.Name, "smallcnn ") {
+				t.Errorf("model line %+v", l)
+			}
+		}
+	}
+	if want := 3; models != want { // zoocheck's smallcnn float32 case at three budgets
+		t.Errorf("%d model lines, want %d:\n%s", models, want, out)
+	}
+	if !strings.Contains(out, "ok model smallcnn float32 batch 4 at 50% ") {
+		t.Errorf("no line for smallcnn float32 at 50%%:\n%s", out)
+	}
+}
+
+// TestDoctorWrongKernelFails: a kernel whose output is corrupted after each
+// launch gives a FAIL line naming it, and exit 1; the other kernels stay ok.
+func TestDoctorWrongKernelFails(t *testing.T) {
+	doctorHook = "relu_f32"
+	t.Cleanup(func() { doctorHook = "" })
+	code, out, lines := runDoctorFake(t, "-parts", "kernels", "-kernels", "relu")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if !strings.Contains(out, "FAIL kernel relu_f32: ") || !strings.Contains(out, "ok kernel relu_f64 ") {
+		t.Errorf("no FAIL line for relu_f32, or relu_f64 not ok:\n%s", out)
+	}
+	failed := 0
+	for _, l := range lines {
+		if !l.OK {
+			failed++
+			if l.Name != "relu_f32" {
+				t.Errorf("unexpected failure %+v", l)
+			}
+		}
+	}
+	if failed == 0 {
+		t.Errorf("the JSON records no failure")
+	}
+}
+
+// TestDoctorPartTimeout: a part that runs past its deadline prints TIMEOUT
+// with what it finished, and the next part still runs (and times out too);
+// the exit status is 1.
+func TestDoctorPartTimeout(t *testing.T) {
+	code, out, lines := runDoctorFake(t, "-parts", "kernels,models", "-models", "smallcnn:float32", "-part-timeout", "300ms")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	for _, want := range []string{"TIMEOUT kernels: ", "cases finished", "TIMEOUT models: ", "models finished"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	timeouts := 0
+	for _, l := range lines {
+		if l.Status == "TIMEOUT" {
+			timeouts++
+		}
+	}
+	if timeouts != 2 {
+		t.Errorf("%d TIMEOUT records, want 2: %+v", timeouts, lines)
+	}
+}
+
+// TestDoctorEveryKernel (OOC_DOCTOR_ALL=1): the kernels part with every
+// check, on the fake driver: an ok line for every kernel of kernels.Specs.
+// A minute or more on 2 loaded cores, so not in the default run.
+func TestDoctorEveryKernel(t *testing.T) {
+	if os.Getenv("OOC_DOCTOR_ALL") == "" {
+		t.Skip("set OOC_DOCTOR_ALL=1: every kernel check through the fake driver takes a minute or more here")
+	}
+	code, out, _ := runDoctorFake(t, "-parts", "kernels")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, s := range kernels.Specs {
+		if !strings.Contains(out, "ok kernel "+s.Name+" max-rel-err ") {
+			t.Errorf("no ok line for kernel %s", s.Name)
+		}
+	}
+}
