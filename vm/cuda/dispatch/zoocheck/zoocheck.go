@@ -132,7 +132,7 @@ const lr = 1e-2
 // refFactor is how much farther from the float64 model the CUDA device's
 // float32 results may be than the CPU device's, when the two devices are
 // further apart than the tolerance: the devices compute a few ops differently
-// in the last bits (TestZooOnFakeDevice says which), and a model whose results amplify
+// in the last bits (Run says which), and a model whose results amplify
 // rounding takes each to its own float32 answer, both about equally far from
 // the exact one. Twice as far is still "as accurate as float32 allows"; a
 // kernel bug is O(1) away.
