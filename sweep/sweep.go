@@ -10,6 +10,7 @@
 package sweep
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -53,6 +54,9 @@ type Config struct {
 	Log io.Writer
 	// Verbose also logs every budget the search tried and why it failed.
 	Verbose bool
+	// Context, if set, ends the sweep between points once it is done ("ooc
+	// doctor"'s deadline): Run returns the points measured so far.
+	Context context.Context
 }
 
 // Result is one point of a sweep.
@@ -200,6 +204,9 @@ func Run(cfg Config) ([]Result, error) {
 			}
 		}
 		for _, r := range rows {
+			if cfg.Context != nil && cfg.Context.Err() != nil {
+				return out, nil
+			}
 			res := cfg.point(m, batch, r.sched, r.alloc)
 			if !res.OK {
 				alive[r] = false

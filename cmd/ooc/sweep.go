@@ -85,6 +85,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !*quiet {
 		cfg.Log = stderr
 	}
+	cfg.Context = ctx
 	rs, err := sweep.Run(cfg)
 	if err != nil {
 		return err
