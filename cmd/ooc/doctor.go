@@ -377,7 +377,7 @@ func (w *lineWriter) record(line string) {
 	case "FAIL":
 		status = "FAIL"
 	default:
-		name = head
+		name, detail = head, rest
 	}
 	w.rep.mu.Lock()
 	w.rep.lines = append(w.rep.lines, doctorLine{Part: w.part, Name: name, OK: status != "FAIL", Status: status, Detail: detail})

@@ -157,3 +157,60 @@ func TestDoctorEveryKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorFlagErrors: bad flags are usage errors (exit 2) naming the
+// problem, before any device is opened.
+func TestDoctorFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-parts", "kernels,bogus"}, `-parts: unknown part "bogus"`},
+		{[]string{"-kernels", "nosuch"}, `-kernels: no kernel check group "nosuch"`},
+		{[]string{"-parts", "models", "-models", "alexnet"}, `-models: no zoo case for model "alexnet"`},
+		{[]string{"-part-timeout", "0s"}, "-part-timeout: 0s is not positive"},
+		{[]string{"extra"}, "unexpected arguments"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), append([]string{"doctor"}, c.args...), &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("ooc doctor %v: exit %d, stderr %q; want 2 and %q", c.args, code, stderr.String(), c.want)
+		}
+	}
+}
+
+// TestDoctorChecksLines: cuda.Doctor's printed lines pass through as they
+// come and become -json records: ok and FAIL lines by their check's name,
+// the rest as information.
+func TestDoctorChecksLines(t *testing.T) {
+	var out bytes.Buffer
+	rep := &doctorReport{w: &out}
+	lw := &lineWriter{rep: rep, part: "checks"}
+	text := "driver    /usr/lib/libcuda.so.1: CUDA 13.0\n" +
+		"ok        bestfit allocator, random trace: 1500 steps (0.10s)\n" +
+		"FAIL      ordering of copy in, kernel, copy out on three streams: wrong bytes\n" +
+		"all checks"
+	for _, chunk := range []string{text[:20], text[20:90], text[90:]} { // lines split across writes
+		if _, err := lw.Write([]byte(chunk)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lw.flush()
+	if out.String() != text {
+		t.Errorf("passed through %q, want %q", out.String(), text)
+	}
+	want := []doctorLine{
+		{Part: "checks", Name: "driver", OK: true, Status: "info", Detail: "/usr/lib/libcuda.so.1: CUDA 13.0"},
+		{Part: "checks", Name: "bestfit allocator, random trace", OK: true, Status: "ok", Detail: "1500 steps (0.10s)"},
+		{Part: "checks", Name: "ordering of copy in, kernel, copy out on three streams", Status: "FAIL", Detail: "wrong bytes"},
+		{Part: "checks", Name: "all", OK: true, Status: "info", Detail: "checks"},
+	}
+	if len(rep.lines) != len(want) || lw.count() != len(want) {
+		t.Fatalf("records %+v, want %+v", rep.lines, want)
+	}
+	for i, w := range want {
+		if g := rep.lines[i]; g.Part != w.Part || g.Name != w.Name || g.OK != w.OK || g.Status != w.Status || g.Detail != w.Detail {
+			t.Errorf("record %d: %+v, want %+v", i, g, w)
+		}
+	}
+}

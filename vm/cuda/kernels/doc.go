@@ -123,6 +123,11 @@
 //
 // # What the host tests prove, and what they cannot
 //
+// The checks themselves (inputs, the CPU op's results, the comparison) are
+// package kernelcheck's, one copy that these tests run on the host build and
+// "ooc doctor" runs on a GPU, there normwise within the same tolerances, as a
+// GPU's exp and log are not Go's bit for bit.
+//
 // The same sources compile with g++ into a host library (kernelstest;
 // src/host.h emulates the grid: blockIdx and threadIdx are loop variables,
 // kernels with __syncthreads run each block's threads as fibers (a stack
