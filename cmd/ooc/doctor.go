@@ -64,12 +64,13 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	rep := &doctorReport{w: stdout}
+	rep := &doctorReport{w: stdout, jsonPath: o.json}
+	if err := rep.save(); err != nil {
+		return fmt.Errorf("-json: %w", err)
+	}
 	defer func() {
-		if o.json != "" {
-			if werr := rep.writeJSON(o.json); werr != nil {
-				fmt.Fprintf(stderr, "ooc doctor: -json: %v\n", werr)
-			}
+		if rep.jsonErr != nil {
+			fmt.Fprintf(stderr, "ooc doctor: -json: %v\n", rep.jsonErr)
 		}
 	}()
 	for _, part := range doctorParts {
@@ -240,13 +241,25 @@ type doctorLine struct {
 	Seconds float64            `json:"seconds"`
 }
 
-// doctorReport prints lines as they come and keeps them for -json.
+// doctorReport prints lines as they come and keeps them for -json, whose
+// file it rewrites after every line: a run killed by its caller's deadline
+// still leaves every line it printed.
 type doctorReport struct {
 	mu          sync.Mutex
 	w           io.Writer
 	lines       []doctorLine
 	failed      int
 	failedNames []string
+	jsonPath    string
+	jsonErr     error // the first failed rewrite
+}
+
+// keep adds a line to the records (r.mu held).
+func (r *doctorReport) keep(l doctorLine) {
+	r.lines = append(r.lines, l)
+	if err := r.saveLocked(); err != nil && r.jsonErr == nil {
+		r.jsonErr = err
+	}
 }
 
 // add prints a result line ("ok kernel NAME detail", "FAIL models NAME: detail") now.
@@ -259,7 +272,7 @@ func (r *doctorReport) add(l doctorLine) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.lines = append(r.lines, l)
+	r.keep(l)
 	what := strings.TrimSuffix(l.Part, "s") // kernel, model, check
 	switch l.Status {
 	case "ok":
@@ -279,16 +292,26 @@ func (r *doctorReport) add(l doctorLine) {
 // timeout records a part that ran out of time.
 func (r *doctorReport) timeout(part, finished string) {
 	r.mu.Lock()
-	r.lines = append(r.lines, doctorLine{Part: part, Name: part, Status: "TIMEOUT", Detail: finished})
+	r.keep(doctorLine{Part: part, Name: part, Status: "TIMEOUT", Detail: finished})
 	r.failed++
 	r.failedNames = append(r.failedNames, "TIMEOUT "+part)
 	r.mu.Unlock()
 	fmt.Fprintf(r.w, "TIMEOUT %s: %s\n", part, finished)
 }
 
-func (r *doctorReport) writeJSON(path string) error {
+// save writes the records to -json's file (none: nothing to do).
+func (r *doctorReport) save() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.saveLocked()
+}
+
+// saveLocked writes the records through a temporary file and a rename, so
+// the file always holds a whole JSON array.
+func (r *doctorReport) saveLocked() error {
+	if r.jsonPath == "" {
+		return nil
+	}
 	// JSON has no Inf or NaN (a kernel's error is +Inf where it gave a NaN):
 	// those numbers are written as strings.
 	type record struct {
@@ -312,7 +335,11 @@ func (r *doctorReport) writeJSON(path string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	tmp := r.jsonPath + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, r.jsonPath)
 }
 
 // lineWriter passes cuda.Doctor's output through as it comes and records
@@ -380,6 +407,6 @@ func (w *lineWriter) record(line string) {
 		name, detail = head, rest
 	}
 	w.rep.mu.Lock()
-	w.rep.lines = append(w.rep.lines, doctorLine{Part: w.part, Name: name, OK: status != "FAIL", Status: status, Detail: detail})
+	w.rep.keep(doctorLine{Part: w.part, Name: name, OK: status != "FAIL", Status: status, Detail: detail})
 	w.rep.mu.Unlock()
 }

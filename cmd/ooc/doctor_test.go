@@ -141,7 +141,8 @@ func TestDoctorPartTimeout(t *testing.T) {
 }
 
 // TestDoctorFlagErrors: bad flags are usage errors (exit 2) naming the
-// problem, before any device is opened.
+// problem, before any device is opened; so is (exit 1) a -json file that
+// cannot be written.
 func TestDoctorFlagErrors(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -158,6 +159,13 @@ func TestDoctorFlagErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr.String(), c.want) {
 			t.Errorf("ooc doctor %v: exit %d, stderr %q; want 2 and %q", c.args, code, stderr.String(), c.want)
 		}
+	}
+	// A -json file that cannot be written stops the doctor before any part.
+	var stdout, stderr bytes.Buffer
+	bad := filepath.Join(t.TempDir(), "no", "such", "dir", "doctor.json")
+	if code := run(context.Background(), []string{"doctor", "-json", bad}, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "-json: ") || stdout.Len() > 0 {
+		t.Errorf("-json %s: exit %d, stdout %q, stderr %q; want 1, nothing run, and a -json error", bad, code, stdout.String(), stderr.String())
 	}
 }
 
