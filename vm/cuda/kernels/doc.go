@@ -125,8 +125,8 @@
 //
 // The checks themselves (inputs, the CPU op's results, the comparison) are
 // package kernelcheck's, one copy that these tests run on the host build and
-// "ooc doctor" runs on a GPU, there normwise within the same tolerances, as a
-// GPU's exp and log are not Go's bit for bit.
+// "ooc doctor" runs on a GPU, there within the same tolerances where these
+// tests ask for bits, as a GPU's exp and log are not Go's bit for bit.
 //
 // The same sources compile with g++ into a host library (kernelstest;
 // src/host.h emulates the grid: blockIdx and threadIdx are loop variables,

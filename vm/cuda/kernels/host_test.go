@@ -35,8 +35,16 @@ var (
 
 func loadHost(t testing.TB) *hostLib {
 	t.Helper()
-	path := kernelstest.BuildHost(t)
-	libOnce.Do(func() {
+	libOnce.Do(func() { lib, libErr = openHost(kernelstest.BuildHost(t)) })
+	if libErr != nil {
+		t.Fatalf("loading the host kernels: %v", libErr)
+	}
+	return lib
+}
+
+// openHost dlopens a host build and looks up its launchers.
+func openHost(path string) (lib *hostLib, libErr error) {
+	func() {
 		// purego reads dlerror in a second call; keep both on one thread.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
@@ -57,11 +65,8 @@ func loadHost(t testing.TB) *hostLib {
 		if l.setOrder, libErr = purego.Dlsym(h, "ooc_host_set_order"); libErr == nil {
 			lib = l
 		}
-	})
-	if libErr != nil {
-		t.Fatalf("loading the host kernels: %v", libErr)
-	}
-	return lib
+	}()
+	return lib, libErr
 }
 
 // guard bytes around every buffer catch out-of-bounds writes without a

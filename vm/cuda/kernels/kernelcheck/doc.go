@@ -6,8 +6,11 @@
 // host build (package kernels' tests: exact, bit for bit where the kernels
 // promise the CPU op's bits, with race, guard and sanitizer checks around
 // each launch), and "ooc doctor" runs them on a GPU through the CUDA driver,
-// where a comparison is normwise within Tolerance (float32 1e-5, float64
-// 1e-12): a GPU's exp and log differ from the CPU's in the last bits.
+// where a check that asks for the CPU op's bits is normwise within
+// Tolerance (float32 1e-5, float64 1e-12) instead, as a GPU's exp and log
+// differ from the CPU's in the last bits, and every other check keeps its
+// measure (elementwise relative for ops computed element by element,
+// normwise for sums) and the same tolerance.
 //
 // A Mem is a check's device memory on a Device (host build or GPU): buffers
 // with host bytes that the device copies in before each launch and back
