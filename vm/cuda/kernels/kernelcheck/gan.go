@@ -11,11 +11,22 @@ import (
 )
 
 func testGAN[T float32 | float64](t TB, m *Mem) {
-	s := suffix[T]()
 	rng := rand.New(rand.NewSource(16))
-	// unaryGrad checks y = op(x) and its gradient, which reads y
-	// (activations) or x (InstanceNorm, readsX).
-	unaryGrad := func(name string, xn, y, dy *G.Node, readsX bool, x []T, args ...kernels.Arg) {
+	unaryGrad := ganUnaryGrad[T](t, m, rng)
+	ganActivations[T](t, unaryGrad, rng)
+	ganInstanceNorm[T](t, unaryGrad, rng)
+	ganReflectPad[T](t, m, rng)
+	ganMeanLosses[T](t, m, rng)
+}
+
+// unaryGradCheck checks y = op(x) (node y of input xn) and its gradient
+// (seeded by node dy), which reads y (activations) or x (InstanceNorm,
+// readsX), launching kernel name with args after the pointers.
+type unaryGradCheck[T float32 | float64] func(name string, xn, y, dy *G.Node, readsX bool, x []T, args ...kernels.Arg)
+
+func ganUnaryGrad[T float32 | float64](t TB, m *Mem, rng *rand.Rand) unaryGradCheck[T] {
+	s := suffix[T]()
+	return func(name string, xn, y, dy *G.Node, readsX bool, x []T, args ...kernels.Arg) {
 		t.Helper()
 		sh := []int(y.Shape())
 		grads, err := y.Op().(G.SDOp).SymDiff(G.Nodes{xn}, y, dy)
@@ -43,7 +54,11 @@ func testGAN[T float32 | float64](t TB, m *Mem) {
 		m.launch(name+"_grad_"+s, append([]kernels.Arg{p(dx), first, p(put(m, dyv))}, args...)...)
 		sameBits(t, m, name+"_grad_"+s, get[T](dx), wantDX)
 	}
+}
 
+// ganActivations: LeakyReLU and Tanh (with special values) and their gradients.
+func ganActivations[T float32 | float64](t TB, unaryGrad unaryGradCheck[T], rng *rand.Rand) {
+	t.Helper()
 	x := append(randn[T](rng, 97, 3), specials[T]()...)
 	n := len(x)
 	for _, act := range []string{"leaky_relu", "tanh"} {
@@ -59,7 +74,12 @@ func testGAN[T float32 | float64](t TB, m *Mem) {
 		}
 		unaryGrad(act, xn, y, input[T](g, "dy", n), false, x, args...)
 	}
+}
 
+// ganInstanceNorm: InstanceNorm forward and backward, planes of fewer and
+// more pixels than a block has threads.
+func ganInstanceNorm[T float32 | float64](t TB, unaryGrad unaryGradCheck[T], rng *rand.Rand) {
+	t.Helper()
 	for _, sh := range [][]int{{2, 3, 5, 7}, {1, 2, 19, 23}} {
 		g := G.NewGraph()
 		xn := input[T](g, "x", sh...)
@@ -68,7 +88,13 @@ func testGAN[T float32 | float64](t TB, m *Mem) {
 		unaryGrad("instnorm", xn, y, input[T](g, "dy", sh...), true, xv,
 			kernels.Int(int64(sh[0]*sh[1])), kernels.Int(int64(sh[2]*sh[3])), kernels.Float(1e-5))
 	}
+}
 
+// ganReflectPad: ReflectionPad2D and its adjoint, pads up to size-1 (a pixel
+// reflected from both sides).
+func ganReflectPad[T float32 | float64](t TB, m *Mem, rng *rand.Rand) {
+	t.Helper()
+	s := suffix[T]()
 	for _, c := range []struct{ H, W, pad int }{{5, 7, 2}, {4, 4, 3}, {6, 3, 1}} {
 		func() {
 			g := G.NewGraph()
@@ -93,7 +119,13 @@ func testGAN[T float32 | float64](t TB, m *Mem) {
 		}()
 
 	}
+}
 
+// ganMeanLosses: MSEToConstant and L1Loss and their gradients over one and
+// several of the CPU op's 16384-element chunks.
+func ganMeanLosses[T float32 | float64](t TB, m *Mem, rng *rand.Rand) {
+	t.Helper()
+	s := suffix[T]()
 	for _, size := range []int{37, 2*16384 + 5} {
 		for kind, mse := range []bool{true, false} {
 			g := G.NewGraph()
