@@ -237,7 +237,7 @@ type doctorLine struct {
 	Part    string             `json:"part"`
 	Name    string             `json:"name"`
 	OK      bool               `json:"ok"`
-	Status  string             `json:"status"` // ok, FAIL or TIMEOUT
+	Status  string             `json:"status"` // ok, FAIL, TIMEOUT, or info (a line of the checks that is no check)
 	Detail  string             `json:"detail,omitempty"`
 	Numbers map[string]float64 `json:"numbers,omitempty"`
 	Seconds float64            `json:"seconds"`

@@ -10,7 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"gorgonia.org/tensor"
+
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch/dispatchtest"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch/zoocheck"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
 )
 
@@ -137,6 +140,25 @@ func TestDoctorPartTimeout(t *testing.T) {
 	}
 	if timeouts != 2 {
 		t.Errorf("%d TIMEOUT records, want 2: %+v", timeouts, lines)
+	}
+}
+
+// TestDoctorModelsOrder: -models all runs the default (small) cases before
+// the deep ones, so a deadline among the deep ones leaves the small checked.
+func TestDoctorModelsOrder(t *testing.T) {
+	cs, err := selectModels("all")
+	if err != nil || len(cs) != len(zoocheck.Cases) {
+		t.Fatalf("%d cases, %v; want %d", len(cs), err, len(zoocheck.Cases))
+	}
+	seenDeep := false
+	for _, c := range cs {
+		if seenDeep && !c.Deep {
+			t.Errorf("%s comes after a deep model", c.Label())
+		}
+		seenDeep = seenDeep || c.Deep
+	}
+	if one, err := selectModels("lstm:float64"); err != nil || len(one) != 1 || one[0].Dtype() != tensor.Float64 {
+		t.Errorf("lstm:float64 picks %v, %v", one, err)
 	}
 }
 

@@ -240,10 +240,22 @@ func selectKernels(list string) ([]kernelcheck.Case, error) {
 }
 
 // selectModels picks zoo cases by model name, or name:dtype
-// ("smallcnn:float32"), or all, in the zoo's order.
+// ("smallcnn:float32"), in the zoo's order, or all, the deep ones last.
 func selectModels(list string) ([]zoocheck.Case, error) {
 	if list == "" || list == "all" {
-		return zoocheck.Cases, nil
+		// The default cases first: they take seconds, so a deadline that
+		// falls among the deep models leaves every small model checked.
+		out := slices.Clone(zoocheck.Cases)
+		slices.SortStableFunc(out, func(a, b zoocheck.Case) int {
+			switch {
+			case a.Deep == b.Deep:
+				return 0
+			case b.Deep:
+				return -1
+			}
+			return 1
+		})
+		return out, nil
 	}
 	var out []zoocheck.Case
 	names := strings.Split(list, ",")
