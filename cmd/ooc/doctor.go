@@ -75,6 +75,16 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fmt.Fprintf(stderr, "ooc doctor: -json: %v\n", rep.jsonErr)
 		}
 	}()
+	// Without a driver or a device every part would fail alike: say what is
+	// missing once, and stop.
+	d, err := cuda.Open(o.ordinal, o.opts...)
+	if err != nil {
+		rep.add(doctorLine{Part: "device", Name: "open", Detail: err.Error()})
+		return err
+	}
+	if err := d.Close(); err != nil {
+		return err
+	}
 	for _, part := range doctorParts {
 		if !slices.Contains(o.parts, part) {
 			continue
