@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -224,5 +225,31 @@ func TestDoctorChecksLines(t *testing.T) {
 		if g := rep.lines[i]; g.Part != w.Part || g.Name != w.Name || g.OK != w.OK || g.Status != w.Status || g.Detail != w.Detail {
 			t.Errorf("record %d: %+v, want %+v", i, g, w)
 		}
+	}
+}
+
+// TestDoctorJSONAfterEveryLine: the -json file holds every line printed so
+// far after each one, so a doctor killed by its caller's deadline leaves them
+// (an infinite error included: JSON has none, it is written as a string).
+func TestDoctorJSONAfterEveryLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "doctor.json")
+	rep := &doctorReport{w: &bytes.Buffer{}, jsonPath: path}
+	for i, add := range []func(){
+		func() { rep.add(doctorLine{Part: "kernels", Name: "relu_f32", OK: true}) },
+		func() { rep.add(doctorLine{Part: "kernels", Name: "relu_f64", Numbers: map[string]float64{"max_rel_err": math.Inf(1)}}) },
+		func() { rep.timeout("models", "0 of 1 models finished") },
+	} {
+		add()
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recs []map[string]any
+		if err := json.Unmarshal(b, &recs); err != nil || len(recs) != i+1 {
+			t.Errorf("after line %d: %d records (%v), want %d:\n%s", i+1, len(recs), err, i+1, b)
+		}
+	}
+	if rep.jsonErr != nil {
+		t.Fatal(rep.jsonErr)
 	}
 }
