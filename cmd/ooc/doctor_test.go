@@ -236,7 +236,9 @@ func TestDoctorJSONAfterEveryLine(t *testing.T) {
 	rep := &doctorReport{w: &bytes.Buffer{}, jsonPath: path}
 	for i, add := range []func(){
 		func() { rep.add(doctorLine{Part: "kernels", Name: "relu_f32", OK: true}) },
-		func() { rep.add(doctorLine{Part: "kernels", Name: "relu_f64", Numbers: map[string]float64{"max_rel_err": math.Inf(1)}}) },
+		func() {
+			rep.add(doctorLine{Part: "kernels", Name: "relu_f64", Numbers: map[string]float64{"max_rel_err": math.Inf(1)}})
+		},
 		func() { rep.timeout("models", "0 of 1 models finished") },
 	} {
 		add()
