@@ -13,6 +13,7 @@
 package sweep
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -70,6 +71,9 @@ type Config struct {
 	Log io.Writer
 	// Verbose also logs every budget the search tried and why it failed.
 	Verbose bool
+	// Context, if set, ends the sweep between points once it is done ("ooc
+	// doctor"'s deadline): Run returns the points measured so far.
+	Context context.Context
 }
 
 // Result is one point of a sweep.
@@ -238,6 +242,9 @@ func Run(cfg Config) ([]Result, error) {
 			}
 			if cfg.TimeLimit > 0 && time.Since(start) >= cfg.TimeLimit {
 				return out, &TimeLimitError{Limit: cfg.TimeLimit, Points: len(out), Batch: batch}
+			}
+			if cfg.Context != nil && cfg.Context.Err() != nil {
+				return out, nil
 			}
 			res := cfg.point(m, batch, r.sched, r.alloc)
 			if !res.OK {

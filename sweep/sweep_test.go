@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -46,6 +47,26 @@ func TestSimulatedSweep(t *testing.T) {
 	require.Contains(t, out, "SIMULATED on sim:v100-pcie")
 	require.True(t, strings.Contains(out, "window + va"))
 	t.Log("\n" + out)
+}
+
+// TestSweepContext: a sweep whose context is done stops between points and
+// returns the points measured before.
+func TestSweepContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var log bytes.Buffer
+	cfg := Config{
+		Model: "smallcnn", Image: 16, Classes: 4, Batches: []int{2, 4},
+		Device: "sim:v100-pcie", Capacity: 64 << 20, ChunkSize: 2 << 20,
+		Schedulers: []string{"baseline", "window"}, Allocators: []string{"va"},
+		Context: ctx, Log: &log,
+	}
+	rs, err := Run(cfg)
+	require.NoError(t, err)
+	require.Len(t, rs, 4, "a live context runs every point")
+	cancel()
+	rs, err = Run(cfg)
+	require.NoError(t, err)
+	require.Empty(t, rs, "a done context runs none")
 }
 
 func TestPlotBudgets(t *testing.T) {

@@ -115,12 +115,12 @@ func TestSweepOnFakeCUDA(t *testing.T) {
 
 // TestDoctorSweepOnFakeCUDA: ooc doctor's GPU sweep runs through ooc sweep on the
 // device it checked and prints a Markdown table in docs/results.md's layout (here a
-// small model on the fake CUDA device; on a GPU, ResNet-50 at 224x224 by default). The
-// checks are off: this fake driver has the project's kernels, not the doctor's test kernel
+// small model on the fake CUDA device; on a GPU, ResNet-50 at 224x224 by default). Only
+// the sweep part runs: this fake driver has the project's kernels, not the doctor's test kernel
 // (vm/cuda's TestDoctor runs the checks on its own fake).
 func TestDoctorSweepOnFakeCUDA(t *testing.T) {
 	dispatchtest.Setenv(t)
-	args := []string{"doctor", "-checks=false", "-sweep-model", "smallcnn", "-sweep-image", "16", "-sweep-classes", "4",
+	args := []string{"doctor", "-parts", "sweep", "-sweep-model", "smallcnn", "-sweep-image", "16", "-sweep-classes", "4",
 		"-sweep-batches", "2", "-sweep-budget", "64MiB"}
 	var stdout, stderr bytes.Buffer
 	if code := run(context.Background(), args, &stdout, &stderr); code != 0 {

@@ -7,7 +7,7 @@
 //	ooc sweep [flags]   batch-size sweep per scheduler and allocator
 //	ooc plan  [flags]   plan one step and show its tape and memory
 //	ooc compare [flags] makespan / lower bound of the schedulers across budgets
-//	ooc doctor [flags]  check a GPU: driver, device, memory, VMM, bandwidth, allocators, streams
+//	ooc doctor [flags]  the acceptance of a GPU: driver, memory, allocators, streams, every kernel, every model step, the sweep
 //	ooc multigpu [flags] the multi-GPU paper's tables (simulated), or -cpu replicas against one device (measured)
 //	ooc gpu-summary -dir DIR  join the GPU bundle's outputs (cmd/gpubundle) into DIR/summary.md
 //
@@ -40,7 +40,7 @@ var commands = []command{
 	{"compare", "makespan / lower bound of every scheduler across budgets (simulated)", runCompare},
 	{"dqn-train", "train the DQN planner's Q-network on one model and budget (simulated); write its weights", runDQNTrain},
 	{"multigpu", "the multi-GPU paper's tables: data-parallel swapping on devices sharing a host link (simulated), or -cpu replicas (measured)", runMultiGPU},
-	{"doctor", "check a GPU: driver, device, memory, VMM, pinned bandwidth, allocators and streams", runDoctor},
+	{"doctor", "the acceptance of a GPU: checks, every kernel and model step against the CPU, the ResNet-50 sweep", runDoctor},
 	{"gpu-summary", "join the GPU bundle's outputs (cmd/gpubundle's run.sh) into summary.md, the targets checked", runGPUSummary},
 }
 

@@ -104,6 +104,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			}
 		}
 	}
+	cfg.Context = ctx
 	rs, err := sweep.Run(cfg)
 	var limited *sweep.TimeLimitError
 	if errors.As(err, &limited) {

@@ -23,8 +23,8 @@ func TestBLASWorkspaceInsideTheBudget(t *testing.T) {
 	if r := dispatch.For(d).Reserve(); r != ws {
 		t.Fatalf("the backend reserves %d bytes, cuBLAS's workspace is %d", r, ws)
 	}
-	c := zooCase{name: "smallcnn", cfg: models.Config{Batch: 2, Channels: 3, Height: 8, Width: 8, Classes: 10, Dtype: tensor.Float32, Seed: 3}}
-	m := c.build(t)
+	c := zooCase{Name: "smallcnn", Cfg: models.Config{Batch: 2, Channels: 3, Height: 8, Width: 8, Classes: 10, Dtype: tensor.Float32, Seed: 3}}
+	m := c.Build(t)
 	full, err := ooc.Plan(m.Graph, ooc.WithDevice(d), ooc.BindDualValues(m.Learnables...))
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +47,6 @@ func TestBLASWorkspaceInsideTheBudget(t *testing.T) {
 		t.Errorf("a budget of the workspace alone: %v", err)
 	}
 	pr := newPairAt(t, d, c, full.Peak)
-	pr.step(t, rand.New(rand.NewSource(1)))
-	pr.check(t, "smallcnn float32 at the budget of its peak plus the cuBLAS workspace", 1e-5)
+	pr.Step(t, rand.New(rand.NewSource(1)))
+	pr.Check(t, "smallcnn float32 at the budget of its peak plus the cuBLAS workspace", 1e-5)
 }

@@ -31,18 +31,18 @@ func TestDeviceSolver(t *testing.T) {
 	} {
 		t.Run(c.kind+"/"+c.dt.String(), func(t *testing.T) {
 			cfg := models.Config{Batch: 2, Channels: 3, Height: 8, Width: 8, Classes: 4, Dtype: c.dt, Seed: 11}
-			p := newPair(t, d, zooCase{name: "smallcnn", cfg: cfg}, ooc.WithBudget(0))
-			p.sc = c.make()
+			p := newPair(t, d, zooCase{Name: "smallcnn", Cfg: cfg}, ooc.WithBudget(0))
+			p.SC = c.make()
 			gs := c.make()
-			ds, err := dispatch.NewSolver(p.mg, gs, p.gpu.Learnables...)
+			ds, err := dispatch.NewSolver(p.MG, gs, p.GPU.Learnables...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ds.Close()
 			rng := rand.New(rand.NewSource(5))
 			for s := 0; s < 3; s++ {
-				x, y := batch(t, rng, p.cpu)
-				for _, m := range []*models.Model{p.cpu, p.gpu} {
+				x, y := batch(t, rng, p.CPU)
+				for _, m := range []*models.Model{p.CPU, p.GPU} {
 					if err := G.Let(m.Input, x.Clone()); err != nil {
 						t.Fatal(err)
 					}
@@ -50,29 +50,29 @@ func TestDeviceSolver(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if err := p.mc.RunAll(); err != nil {
+				if err := p.MC.RunAll(); err != nil {
 					t.Fatal(err)
 				}
-				if err := p.mg.RunAll(); err != nil {
+				if err := p.MG.RunAll(); err != nil {
 					t.Fatal(err)
 				}
-				p.note("loss", floats(t, p.gpuLoss), floats(t, p.cpuLoss))
-				if err := p.sc.Step(G.NodesToValueGrads(p.cpu.Learnables)); err != nil {
+				p.Note("loss", floats(t, p.GPULoss), floats(t, p.CPULoss))
+				if err := p.SC.Step(G.NodesToValueGrads(p.CPU.Learnables)); err != nil {
 					t.Fatal(err)
 				}
 				if err := ds.Step(); err != nil {
 					t.Fatal(err)
 				}
-				p.mc.Reset()
-				p.mg.Reset()
+				p.MC.Reset()
+				p.MG.Reset()
 				if err := ds.SyncToHost(); err != nil {
 					t.Fatal(err)
 				}
-				for i, l := range p.cpu.Learnables {
-					p.note("weights", floats(t, p.gpu.Learnables[i].Value()), floats(t, l.Value()))
+				for i, l := range p.CPU.Learnables {
+					p.Note("weights", floats(t, p.GPU.Learnables[i].Value()), floats(t, l.Value()))
 				}
 			}
-			p.check(t, c.kind+" on the device vs gorgonia's on the CPU, "+c.dt.String(), c.tol)
+			p.Check(t, c.kind+" on the device vs gorgonia's on the CPU, "+c.dt.String(), c.tol)
 			iter, st, err := ds.State()
 			if err != nil {
 				t.Fatal(err)

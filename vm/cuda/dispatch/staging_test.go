@@ -21,7 +21,7 @@ import (
 
 // stagingCase is smallcnn in float32 at half its in-core peak with the VA
 // allocator, the configuration the staging tests train.
-var stagingCase = zooCase{name: "smallcnn", cfg: models.Config{Batch: 4, Channels: 3, Height: 16, Width: 16, Classes: 4, Dtype: tensor.Float32, Seed: 2}}
+var stagingCase = zooCase{Name: "smallcnn", Cfg: models.Config{Batch: 4, Channels: 3, Height: 16, Width: 16, Classes: 4, Dtype: tensor.Float32, Seed: 2}}
 
 // openFakeTraced opens the fake device as openFake does and returns the
 // controls of its driver too.
@@ -51,11 +51,11 @@ type trainee struct {
 
 func newTrainee(t testing.TB, d *cuda.Device, c zooCase) *trainee {
 	t.Helper()
-	peak, err := ooc.InCorePeak(c.build(t).Graph)
+	peak, err := ooc.InCorePeak(c.Build(t).Graph)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := &trainee{m: c.build(t), s: G.NewAdamSolver(G.WithLearnRate(1e-3))}
+	tr := &trainee{m: c.Build(t), s: G.NewAdamSolver(G.WithLearnRate(1e-3))}
 	G.Read(tr.m.Loss, &tr.loss)
 	tr.mach, err = ooc.Compile(tr.m.Graph, ooc.BindDualValues(tr.m.Learnables...), ooc.WithDevice(d),
 		ooc.WithAllocator(ooc.VA), ooc.WithBudget(peak/2+dispatch.For(d).Reserve()))
@@ -381,7 +381,7 @@ func checkWaitedBeforeRead(t *testing.T, tr []fakecuda.TraceEntry, done [2]uint6
 // device alike, and leaves the machine usable.
 func TestStageNextRefuses(t *testing.T) {
 	d, _ := openFakeTraced(t)
-	cpu := stagingCase.build(t)
+	cpu := stagingCase.Build(t)
 	mc, err := ooc.Compile(cpu.Graph, ooc.BindDualValues(cpu.Learnables...))
 	if err != nil {
 		t.Fatal(err)

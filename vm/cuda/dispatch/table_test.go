@@ -16,13 +16,13 @@ import (
 // and cuBLAS calls count 2mnk FLOPs.
 func TestLaunchTable(t *testing.T) {
 	d := openFake(t)
-	p := newPair(t, d, zooCase{name: "smallcnn", cfg: models.Config{Batch: 2, Channels: 3, Height: 8, Width: 8, Classes: 4, Seed: 9}})
-	p.step(t, rand.New(rand.NewSource(1)))
-	ls, ok := dispatch.LaunchesOf(p.mg)
+	p := newPair(t, d, zooCase{Name: "smallcnn", Cfg: models.Config{Batch: 2, Channels: 3, Height: 8, Width: 8, Classes: 4, Seed: 9}})
+	p.Step(t, rand.New(rand.NewSource(1)))
+	ls, ok := dispatch.LaunchesOf(p.MG)
 	if !ok {
 		t.Fatal("the CUDA machine has no dispatch runner")
 	}
-	if _, ok := dispatch.LaunchesOf(p.mc); ok {
+	if _, ok := dispatch.LaunchesOf(p.MC); ok {
 		t.Error("the CPU machine reports a launch table")
 	}
 	funcs := map[int]bool{}
@@ -42,7 +42,7 @@ func TestLaunchTable(t *testing.T) {
 			t.Errorf("unknown launch %+v", l)
 		}
 	}
-	if n := len(p.mg.Program().Funcs); len(funcs) != n {
+	if n := len(p.MG.Program().Funcs); len(funcs) != n {
 		t.Errorf("%d of %d functions have launches", len(funcs), n)
 	}
 	for _, k := range []string{"im2col_f32", "cublasSgemm_v2", "bn_stats_f32", "bn_apply_f32", "relu_f32", "maxpool_f32", "softmax_f32", "copy_f32", "reduce_f32"} {

@@ -20,11 +20,11 @@ func TestSmallCNNStep(t *testing.T) {
 		tol float64
 	}{{tensor.Float64, 1e-12}, {tensor.Float32, 1e-5}} {
 		cfg := models.Config{Batch: 2, Channels: 3, Height: 8, Width: 8, Classes: 10, Dtype: tc.dt, Seed: 3}
-		p := newPair(t, d, zooCase{name: "smallcnn", cfg: cfg})
+		p := newPair(t, d, zooCase{Name: "smallcnn", Cfg: cfg})
 		rng := rand.New(rand.NewSource(1))
 		for s := 0; s < 3; s++ {
-			p.step(t, rng)
+			p.Step(t, rng)
 		}
-		p.check(t, "smallcnn "+tc.dt.String(), tc.tol)
+		p.Check(t, "smallcnn "+tc.dt.String(), tc.tol)
 	}
 }

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"runtime"
-	"slices"
 	"sync"
 	"testing"
 	"unsafe"
@@ -14,6 +12,7 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels/kernelcheck"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels/kernelstest"
 )
 
@@ -36,8 +35,16 @@ var (
 
 func loadHost(t testing.TB) *hostLib {
 	t.Helper()
-	path := kernelstest.BuildHost(t)
-	libOnce.Do(func() {
+	libOnce.Do(func() { lib, libErr = openHost(kernelstest.BuildHost(t)) })
+	if libErr != nil {
+		t.Fatalf("loading the host kernels: %v", libErr)
+	}
+	return lib
+}
+
+// openHost dlopens a host build and looks up its launchers.
+func openHost(path string) (lib *hostLib, libErr error) {
+	func() {
 		// purego reads dlerror in a second call; keep both on one thread.
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
@@ -58,170 +65,103 @@ func loadHost(t testing.TB) *hostLib {
 		if l.setOrder, libErr = purego.Dlsym(h, "ooc_host_set_order"); libErr == nil {
 			lib = l
 		}
-	})
-	if libErr != nil {
-		t.Fatalf("loading the host kernels: %v", libErr)
-	}
-	return lib
+	}()
+	return lib, libErr
 }
 
 // guard bytes around every buffer catch out-of-bounds writes without a
 // sanitizer (the sanitizer test catches reads too).
 const guard = 64
 
-// mem is a test's "device": buffers with guards, launches that check them,
-// and a record of everything for the sanitizer replay.
-type mem struct {
-	t    testing.TB
-	lib  *hostLib
-	bufs []*buffer
+// hostDev is the kernelcheck.Device of the tests: buffers are Go memory with
+// guards, launches run twice (forward and reverse thread order) and are
+// recorded for the sanitizer replay.
+type hostDev struct {
+	t   testing.TB
+	lib *hostLib
+	raw map[uintptr][]byte // guard, data, guard, by data address
 }
 
-type buffer struct {
-	raw  []byte // guard, data, guard
-	size int
+// newMem is a kernelcheck.Mem on the host build, exact (the host build
+// promises the CPU op's bits where package kernels says so); its accuracy
+// goes into the report at the end of the test.
+func newMem(t testing.TB) *kernelcheck.Mem {
+	d := &hostDev{t: t, lib: loadHost(t), raw: map[uintptr][]byte{}}
+	m := kernelcheck.NewMem(t, d, true)
+	t.Cleanup(func() { keep(m) })
+	return m
 }
 
-func (b *buffer) data() []byte { return b.raw[guard : guard+b.size] }
-func (b *buffer) addr() uintptr {
-	return uintptr(unsafe.Pointer(unsafe.SliceData(b.raw))) + guard
-}
-
-func newMem(t testing.TB) *mem { return &mem{t: t, lib: loadHost(t)} }
-
-// alloc makes a zeroed buffer of n bytes; the guards hold 0xA5.
-func (m *mem) alloc(n int) *buffer {
-	b := &buffer{raw: make([]byte, n+2*guard), size: n}
+// Alloc makes a zeroed buffer of n bytes; the guards hold 0xA5.
+func (d *hostDev) Alloc(n int) ([]byte, uintptr, error) {
+	raw := make([]byte, n+2*guard)
 	for i := 0; i < guard; i++ {
-		b.raw[i], b.raw[guard+n+i] = 0xA5, 0xA5
+		raw[i], raw[guard+n+i] = 0xA5, 0xA5
 	}
-	m.bufs = append(m.bufs, b)
-	return b
+	addr := uintptr(unsafe.Pointer(unsafe.SliceData(raw))) + guard
+	d.raw[addr] = raw
+	return raw[guard : guard+n], addr, nil
 }
 
-func f32s(b *buffer) []float32 {
-	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b.data()))), b.size/4)
-}
-func f64s(b *buffer) []float64 {
-	return unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(b.data()))), b.size/8)
-}
-
-// put copies values into a new buffer of the float type T.
-func put[T float32 | float64](m *mem, v []T) *buffer {
-	var z T
-	b := m.alloc(len(v) * int(unsafe.Sizeof(z)))
-	copy(unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b.data()))), len(v)), v)
-	return b
-}
-
-// get reads a buffer as T.
-func get[T float32 | float64](b *buffer) []T {
-	var z T
-	return append([]T(nil), unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b.data()))), b.size/int(unsafe.Sizeof(z)))...)
-}
-
-// newOut makes a buffer of n elements of T filled with NaN, so an element the
-// kernel forgets to write shows.
-func newOut[T float32 | float64](m *mem, n int) *buffer {
-	v := make([]T, n)
-	for i := range v {
-		v[i] = T(math.NaN())
-	}
-	return put(m, v)
-}
-
-// launch runs kernel name on args twice, blocks and threads forward and then
-// in reverse order from the same inputs, and fails the test if the results
-// differ in any bit (a race: a result that depends on the order threads run
-// in) or if a guard was written.
-func (m *mem) launch(name string, args ...kernels.Arg) *kernels.Launch {
-	m.t.Helper()
-	s, ok := kernels.Lookup(name)
-	if !ok {
-		m.t.Fatalf("no kernel %s", name)
-	}
-	l, err := s.Prepare(args...)
-	if err != nil {
-		m.t.Fatalf("%s: %v", name, err)
-	}
-	bufs := m.used(s, l)
-	before := snapshot(bufs)
-	m.run(l, 0)
-	after := snapshot(bufs)
-	restore(bufs, before)
-	m.run(l, 1)
+// Launch runs the kernel twice, blocks and threads forward and then in
+// reverse order from the same inputs, and fails if the results differ in
+// any bit (a race: a result that depends on the order threads run in) or if
+// a guard was written.
+func (d *hostDev) Launch(s *kernels.Spec, l *kernels.Launch, bufs []*kernelcheck.Buffer) error {
+	raws := make([][]byte, len(bufs))
 	for i, b := range bufs {
-		if !bytes.Equal(b.raw, after[i]) {
-			m.t.Fatalf("%s: buffer %d differs between forward and reverse thread order (a race)", name, i)
+		raws[i] = d.raw[b.Addr()]
+	}
+	before := snapshot(raws)
+	d.run(l, 0)
+	after := snapshot(raws)
+	restore(raws, before)
+	d.run(l, 1)
+	for i, r := range raws {
+		if !bytes.Equal(r, after[i]) {
+			return fmt.Errorf("buffer %d differs between forward and reverse thread order (a race)", i)
 		}
+		n := bufs[i].Size()
 		for j := 0; j < guard; j++ {
-			if b.raw[j] != 0xA5 || b.raw[guard+b.size+j] != 0xA5 {
-				m.t.Fatalf("%s: wrote outside buffer %d (%d bytes)", name, i, b.size)
+			if r[j] != 0xA5 || r[guard+n+j] != 0xA5 {
+				return fmt.Errorf("wrote outside buffer %d (%d bytes)", i, n)
 			}
 		}
 	}
+	runtime.KeepAlive(raws)
 	record(bufs, s, l, before)
-	launched[name]++
-	return l
-}
-
-func (m *mem) run(l *kernels.Launch, order int) {
-	if l.Empty() {
-		return
-	}
-	purego.SyscallN(m.lib.setOrder, uintptr(order))
-	grid, block := l.Grid, l.Block
-	purego.SyscallN(m.lib.fns[l.Kernel], uintptr(unsafe.Pointer(&grid)), uintptr(unsafe.Pointer(&block)),
-		uintptr(l.SharedBytes), uintptr(l.Params().Pointer()))
-	runtime.KeepAlive(l)
-	runtime.KeepAlive(m.bufs)
-	purego.SyscallN(m.lib.setOrder, 0)
-}
-
-// used is the buffers the launch's pointer arguments point into.
-func (m *mem) used(s *kernels.Spec, l *kernels.Launch) []*buffer {
-	var out []*buffer
-	ps := unsafe.Slice((*unsafe.Pointer)(l.Params().Pointer()), len(s.Params))
-	for i, prm := range s.Params {
-		if !prm.Type.IsPtr() {
-			continue
-		}
-		addr := *(*uintptr)(ps[i])
-		if b := m.find(addr); b != nil && !slices.Contains(out, b) {
-			out = append(out, b)
-		}
-	}
-	return out
-}
-
-func (m *mem) find(addr uintptr) *buffer {
-	for _, b := range m.bufs {
-		if addr >= b.addr() && addr <= b.addr()+uintptr(b.size) {
-			return b
-		}
-	}
 	return nil
 }
 
-func snapshot(bufs []*buffer) [][]byte {
-	s := make([][]byte, len(bufs))
-	for i, b := range bufs {
-		s[i] = append([]byte(nil), b.raw...)
+func (d *hostDev) run(l *kernels.Launch, order int) {
+	if l.Empty() {
+		return
+	}
+	purego.SyscallN(d.lib.setOrder, uintptr(order))
+	grid, block := l.Grid, l.Block
+	purego.SyscallN(d.lib.fns[l.Kernel], uintptr(unsafe.Pointer(&grid)), uintptr(unsafe.Pointer(&block)),
+		uintptr(l.SharedBytes), uintptr(l.Params().Pointer()))
+	runtime.KeepAlive(l)
+	purego.SyscallN(d.lib.setOrder, 0)
+}
+
+func snapshot(raws [][]byte) [][]byte {
+	s := make([][]byte, len(raws))
+	for i, r := range raws {
+		s[i] = append([]byte(nil), r...)
 	}
 	return s
 }
 
-func restore(bufs []*buffer, s [][]byte) {
-	for i, b := range bufs {
-		copy(b.raw, s[i])
+func restore(raws [][]byte, s [][]byte) {
+	for i, r := range raws {
+		copy(r, s[i])
 	}
 }
 
-func p(b *buffer) kernels.Arg { return kernels.Ptr(b.addr()) }
-
 // ---- accuracy bookkeeping ----
 
-// worst is the largest error seen per kernel and metric, reported by
+// worst is the largest error seen per kernel, reported by
 // TestZAccuracyReport (and in doc.go).
 var (
 	worstMu  sync.Mutex
@@ -230,76 +170,30 @@ var (
 	launched = map[string]int{}
 )
 
-func note(kernel string, err float64, exact bool) {
+// keep adds a test's accuracy to the report.
+func keep(m *kernelcheck.Mem) {
 	worstMu.Lock()
 	defer worstMu.Unlock()
-	if err > worst[kernel] || !(err == err) {
-		worst[kernel] = err
-	}
-	if !exact {
-		inexact[kernel] = true
-	}
-	if _, ok := worst[kernel]; !ok {
-		worst[kernel] = 0
+	for _, a := range m.Report() {
+		if e, ok := worst[a.Kernel]; !ok || a.MaxRelErr > e || a.MaxRelErr != a.MaxRelErr {
+			worst[a.Kernel] = a.MaxRelErr
+		}
+		if !a.Exact {
+			inexact[a.Kernel] = true
+		}
+		launched[a.Kernel] += a.Launches
 	}
 }
 
-// tol is the tolerance for a dtype: relative 1e-5 for float32, 1e-12 for float64.
-func tol[T float32 | float64]() float64 {
-	var z T
-	if unsafe.Sizeof(z) == 4 {
-		return 1e-5
+// runGroup runs a kernelcheck group's cases (f32, then f64) on the host build.
+func runGroup(t *testing.T, group string) {
+	cs := kernelcheck.Group(group)
+	if len(cs) == 0 {
+		t.Fatalf("no kernelcheck group %q", group)
 	}
-	return 1e-12
-}
-
-func same(a, b float64) bool {
-	return a == b || (a != a && b != b)
-}
-
-// compare checks got against want. norm selects the error measure:
-// elementwise, |got-want|/|want| (ops whose every element is computed on
-// its own), or normwise, max|got-want|/max|want| (sums, whose small
-// elements come from cancellation). Both must agree on NaN and infinities.
-func compare[T float32 | float64](t testing.TB, kernel string, got, want []T, norm bool) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d results, want %d", kernel, len(got), len(want))
+	for _, c := range cs {
+		c.Run(t, newMem(t))
 	}
-	scale := 0.0
-	for _, w := range want {
-		if a := math.Abs(float64(w)); a > scale && !math.IsInf(a, 0) {
-			scale = a
-		}
-	}
-	worstErr, exact := 0.0, true
-	for i := range got {
-		g, w := float64(got[i]), float64(want[i])
-		if math.Float64bits(g) != math.Float64bits(w) && !same(g, w) {
-			exact = false
-		}
-		if same(g, w) {
-			continue
-		}
-		if g != g || w != w || math.IsInf(g, 0) || math.IsInf(w, 0) {
-			t.Fatalf("%s: element %d is %v, want %v", kernel, i, g, w)
-		}
-		den := math.Abs(w)
-		if norm {
-			den = scale
-		}
-		e := math.Abs(g-w) / den
-		if den == 0 {
-			e = math.Abs(g - w)
-		}
-		if e > worstErr {
-			worstErr = e
-		}
-		if e > tol[T]() {
-			t.Fatalf("%s: element %d is %v, want %v (relative error %.3g > %.0g)", kernel, i, g, w, e, tol[T]())
-		}
-	}
-	note(kernel, worstErr, exact)
 }
 
 // ---- the sanitizer replay record ----
@@ -314,7 +208,7 @@ var (
 
 // record appends the launch to the replay the sanitizer test runs: the
 // buffers as they were before it (snapshotted inputs), then the call.
-func record(bufs []*buffer, s *kernels.Spec, l *kernels.Launch, before [][]byte) {
+func record(bufs []*kernelcheck.Buffer, s *kernels.Spec, l *kernels.Launch, before [][]byte) {
 	recMu.Lock()
 	defer recMu.Unlock()
 	if ncalls > 4000 || l.Empty() {
@@ -324,8 +218,8 @@ func record(bufs []*buffer, s *kernels.Spec, l *kernels.Launch, before [][]byte)
 	for i, b := range bufs {
 		ids[i] = nbufs
 		nbufs++
-		binary.Write(&rbufs, binary.LittleEndian, uint64(b.size))
-		rbufs.Write(before[i][guard : guard+b.size])
+		binary.Write(&rbufs, binary.LittleEndian, uint64(b.Size()))
+		rbufs.Write(before[i][guard : guard+b.Size()])
 	}
 	ncalls++
 	binary.Write(&rcalls, binary.LittleEndian, uint32(len(s.Name)))
@@ -340,10 +234,10 @@ func record(bufs []*buffer, s *kernels.Spec, l *kernels.Launch, before [][]byte)
 			addr := uintptr(binary.LittleEndian.Uint64(raw))
 			found := false
 			for j, b := range bufs {
-				if addr >= b.addr() && addr <= b.addr()+uintptr(b.size) {
+				if addr >= b.Addr() && addr <= b.Addr()+uintptr(b.Size()) {
 					rcalls.WriteByte(0)
 					binary.Write(&rcalls, binary.LittleEndian, ids[j])
-					binary.Write(&rcalls, binary.LittleEndian, uint64(addr-b.addr()))
+					binary.Write(&rcalls, binary.LittleEndian, uint64(addr-b.Addr()))
 					found = true
 					break
 				}

@@ -48,6 +48,14 @@ func BuildHost(t testing.TB) (libPath string) {
 	return buildKind(t, build.Library)
 }
 
+// BuildPortable builds the host library with the portable exp and log the
+// PTX runs instead of Go's amd64 ones: a GPU's arithmetic, for checking that
+// "ooc doctor"'s tolerances hold on it.
+func BuildPortable(t testing.TB) (libPath string) {
+	t.Helper()
+	return buildKind(t, build.Portable)
+}
+
 // BuildSanitized builds the sanitizer harness (AddressSanitizer and
 // UndefinedBehaviorSanitizer) and returns its path; it skips when the
 // compiler cannot build with sanitizers.

@@ -44,7 +44,7 @@ OOC_FN double ooc_inf(int sign) {
 OOC_FN double ooc_nan() { return ooc_from_bits(0x7ff8000000000001ULL); }
 OOC_FN bool ooc_signbit(double x) { return (ooc_bits(x) >> 63) != 0; }
 
-#if !defined(__CUDA__) && defined(__x86_64__)
+#if !defined(__CUDA__) && defined(__x86_64__) && !defined(OOC_PORTABLE_MATH)
 #include "hostmath.h" /* Go's amd64 Exp and Log, for the host build */
 #define OOC_GO_AMD64_MATH 1
 #endif

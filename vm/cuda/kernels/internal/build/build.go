@@ -93,6 +93,10 @@ const (
 	// AddressSanitizer and UndefinedBehaviorSanitizer, replaying a recorded
 	// list of launches on exactly sized buffers.
 	Sanitized
+	// Portable is Library with the portable exp and log the PTX runs
+	// (oocmath.h) instead of Go's amd64 ones (hostmath.h): the arithmetic of
+	// a GPU, whose results "ooc doctor" compares within its tolerances.
+	Portable
 )
 
 func (k Kind) flags() (args []string, name string) {
@@ -101,6 +105,9 @@ func (k Kind) flags() (args []string, name string) {
 		// -O1 -g1: a third of -O2 -g's compile time, and still line numbers in reports.
 		return append(common, "-O1", "-g1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all",
 			"-fno-omit-frame-pointer", "-DOOC_HARNESS", "launch.cpp", "harness.cpp", "-o", "harness"), "harness"
+	}
+	if k == Portable {
+		return append(common, "-O2", "-fPIC", "-shared", "-DOOC_PORTABLE_MATH", "launch.cpp", "-o", "libooc_kernels.so"), "libooc_kernels.so"
 	}
 	return append(common, "-O2", "-fPIC", "-shared", "launch.cpp", "-o", "libooc_kernels.so"), "libooc_kernels.so"
 }

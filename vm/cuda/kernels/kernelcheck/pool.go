@@ -1,9 +1,8 @@
-package kernels_test
+package kernelcheck
 
 import (
 	"math"
 	"math/rand"
-	"testing"
 
 	G "gorgonia.org/gorgonia"
 
@@ -11,19 +10,7 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
 )
 
-// TestPool: max and average pooling (with and without the padding in the
-// count) forward and backward against
-// models/layers' ops, with overlapping windows (ResNet's 3x3 stride 2 pad 1),
-// ties, a NaN, and odd sizes.
-func TestPool(t *testing.T) {
-	for _, c := range []struct{ H, W, k, s, pad int }{{9, 7, 3, 2, 1}, {8, 8, 2, 2, 0}, {5, 6, 3, 1, 1}, {4, 4, 4, 4, 2}} {
-		testPool[float32](t, c.H, c.W, c.k, c.s, c.pad)
-		testPool[float64](t, c.H, c.W, c.k, c.s, c.pad)
-	}
-}
-
-func testPool[T float32 | float64](t *testing.T, H, W, k, st, pad int) {
-	m := newMem(t)
+func testPool[T float32 | float64](t TB, m *Mem, H, W, k, st, pad int) {
 	s := suffix[T]()
 	rng := rand.New(rand.NewSource(14))
 	N, C := 2, 3
@@ -65,25 +52,18 @@ func testPool[T float32 | float64](t *testing.T, H, W, k, st, pad int) {
 		name := kind + "_" + s
 		yb := newOut[T](m, len(wantY))
 		m.launch(name, p(yb), p(put(m, x)), geo)
-		compare(t, name, get[T](yb), wantY, false)
+		compare(t, m, name, get[T](yb), wantY, false)
 		dx := newOut[T](m, len(x))
 		if max {
 			m.launch(kind+"_grad_"+s, p(dx), p(put(m, x)), p(put(m, dy)), geo)
 		} else {
 			m.launch(kind+"_grad_"+s, p(dx), p(put(m, dy)), geo)
 		}
-		compare(t, kind+"_grad_"+s, get[T](dx), wantDX, false)
+		compare(t, m, kind+"_grad_"+s, get[T](dx), wantDX, false)
 	}
 }
 
-// TestGlobalAvgPool and TestReLU: the remaining models/layers ops.
-func TestGlobalAvgPool(t *testing.T) {
-	testGAP[float32](t)
-	testGAP[float64](t)
-}
-
-func testGAP[T float32 | float64](t *testing.T) {
-	m := newMem(t)
+func testGAP[T float32 | float64](t TB, m *Mem) {
 	s := suffix[T]()
 	rng := rand.New(rand.NewSource(15))
 	shape := []int{3, 5, 7, 6}
@@ -101,19 +81,13 @@ func testGAP[T float32 | float64](t *testing.T) {
 	wantDX := data[T](t, do(t, grads[0].Op(), dense(dy, 3, 5)))
 	yb := newOut[T](m, 15)
 	m.launch("gap_"+s, p(yb), p(put(m, x)), kernels.Int(15), kernels.Int(42))
-	compare(t, "gap_"+s, get[T](yb), wantY, false)
+	compare(t, m, "gap_"+s, get[T](yb), wantY, false)
 	dx := newOut[T](m, len(x))
 	m.launch("gap_grad_"+s, p(dx), p(put(m, dy)), kernels.Int(15), kernels.Int(42))
-	compare(t, "gap_grad_"+s, get[T](dx), wantDX, false)
+	compare(t, m, "gap_grad_"+s, get[T](dx), wantDX, false)
 }
 
-func TestReLU(t *testing.T) {
-	testReLU[float32](t)
-	testReLU[float64](t)
-}
-
-func testReLU[T float32 | float64](t *testing.T) {
-	m := newMem(t)
+func testReLU[T float32 | float64](t TB, m *Mem) {
 	s := suffix[T]()
 	rng := rand.New(rand.NewSource(16))
 	for _, n := range sizes {
@@ -131,9 +105,9 @@ func testReLU[T float32 | float64](t *testing.T) {
 		wantDX := data[T](t, do(t, grads[0].Op(), dense(wantY, len(x)), dense(dy, len(x))))
 		yb := newOut[T](m, len(x))
 		m.launch("relu_"+s, p(yb), p(put(m, x)), kernels.Int(int64(len(x))))
-		compare(t, "relu_"+s, get[T](yb), wantY, false)
+		compare(t, m, "relu_"+s, get[T](yb), wantY, false)
 		dx := newOut[T](m, len(x))
 		m.launch("relu_grad_"+s, p(dx), p(yb), p(put(m, dy)), kernels.Int(int64(len(x))))
-		compare(t, "relu_grad_"+s, get[T](dx), wantDX, false)
+		compare(t, m, "relu_grad_"+s, get[T](dx), wantDX, false)
 	}
 }

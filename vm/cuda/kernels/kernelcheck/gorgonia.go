@@ -1,9 +1,8 @@
-package kernels_test
+package kernelcheck
 
 import (
 	"math"
 	"math/rand"
-	"testing"
 	"unsafe"
 
 	G "gorgonia.org/gorgonia"
@@ -24,7 +23,7 @@ func dense[T float32 | float64](v []T, shape ...int) *tensor.Dense {
 	return tensor.New(tensor.WithShape(shape...), tensor.WithBacking(append([]T(nil), v...)))
 }
 
-func data[T float32 | float64](t testing.TB, v G.Value) []T {
+func data[T float32 | float64](t TB, v G.Value) []T {
 	t.Helper()
 	if sc, ok := v.(G.Scalar); ok {
 		return []T{sc.Data().(T)}
@@ -40,7 +39,7 @@ func data[T float32 | float64](t testing.TB, v G.Value) []T {
 }
 
 // do runs op.Do and fails the test on error.
-func do(t testing.TB, op G.Op, in ...G.Value) G.Value {
+func do(t TB, op G.Op, in ...G.Value) G.Value {
 	t.Helper()
 	v, err := op.Do(in...)
 	if err != nil {
@@ -54,7 +53,7 @@ func input[T float32 | float64](g *G.ExprGraph, name string, shape ...int) *G.No
 	return G.NewTensor(g, dtOf[T](), len(shape), G.WithShape(shape...), G.WithName(name))
 }
 
-func must(t testing.TB) func(n *G.Node, err error) *G.Node {
+func must(t TB) func(n *G.Node, err error) *G.Node {
 	return func(n *G.Node, err error) *G.Node {
 		t.Helper()
 		if err != nil {

@@ -1,8 +1,7 @@
-package kernels_test
+package kernelcheck
 
 import (
 	"math/rand"
-	"testing"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -19,13 +18,7 @@ var unaryBuilders = map[kernels.UnaryOp]func(*G.Node) (*G.Node, error){
 	kernels.UnaryExpm1: G.Expm1, kernels.UnarySoftplus: G.Softplus,
 }
 
-func TestUnary(t *testing.T) {
-	testUnary[float32](t)
-	testUnary[float64](t)
-}
-
-func testUnary[T float32 | float64](t *testing.T) {
-	m := newMem(t)
+func testUnary[T float32 | float64](t TB, m *Mem) {
 	rng := rand.New(rand.NewSource(1))
 	name := "unary_" + suffix[T]()
 	for op, build := range unaryBuilders {
@@ -42,7 +35,7 @@ func testUnary[T float32 | float64](t *testing.T) {
 			want := data[T](t, do(t, node.Op(), dense(x, len(x))))
 			y := newOut[T](m, len(x))
 			m.launch(name, kernels.Int(int64(op)), p(y), p(put(m, x)), kernels.Int(int64(len(x))))
-			compare(t, name+" "+op.String(), get[T](y), want, false)
+			compare(t, m, name+" "+op.String(), get[T](y), want, false)
 		}
 	}
 	// Zero elements: no blocks, nothing launched.
@@ -76,13 +69,6 @@ var binCases = []binCase{
 	{"!=", func(a, b *G.Node) (*G.Node, error) { return G.Ne(a, b, true) }, true},
 }
 
-// TestBinary: tensor OP tensor, tensor OP scalar and scalar OP tensor, each
-// against the elemBinOp's Do, with the operator BinaryOpFor picks.
-func TestBinary(t *testing.T) {
-	testBinary[float32](t)
-	testBinary[float64](t)
-}
-
 func scalarValue[T float32 | float64](v T) G.Value {
 	if dtOf[T]() == tensor.Float32 {
 		return G.NewF32(float32(v))
@@ -90,8 +76,7 @@ func scalarValue[T float32 | float64](v T) G.Value {
 	return G.NewF64(float64(v))
 }
 
-func testBinary[T float32 | float64](t *testing.T) {
-	m := newMem(t)
+func testBinary[T float32 | float64](t TB, m *Mem) {
 	rng := rand.New(rand.NewSource(2))
 	name := "binary_" + suffix[T]()
 	for _, c := range binCases {
@@ -130,7 +115,7 @@ func testBinary[T float32 | float64](t *testing.T) {
 				}
 				y := newOut[T](m, N)
 				m.launch(name, kernels.Int(int64(op)), p(y), p(ab), p(bb), kernels.Int(int64(N)), kernels.LayoutArg(l))
-				compare(t, name+" "+op.String()+" "+form, get[T](y), want, false)
+				compare(t, m, name+" "+op.String()+" "+form, get[T](y), want, false)
 			}
 		}
 	}
@@ -138,14 +123,7 @@ func testBinary[T float32 | float64](t *testing.T) {
 
 func rotate[T any](s []T, k int) []T { return append(append([]T(nil), s[k:]...), s[:k]...) }
 
-// TestCompare: comparisons with gorgonia's bool results.
-func TestCompare(t *testing.T) {
-	testCompare[float32](t)
-	testCompare[float64](t)
-}
-
-func testCompare[T float32 | float64](t *testing.T) {
-	m := newMem(t)
+func testCompare[T float32 | float64](t TB, m *Mem) {
 	name := "compare_" + suffix[T]()
 	rng := rand.New(rand.NewSource(3))
 	for _, c := range binCases {
@@ -175,26 +153,11 @@ func testCompare[T float32 | float64](t *testing.T) {
 		op, _ := kernels.BinaryOpFor(c.sym, false)
 		out := m.alloc(N)
 		m.launch(name, kernels.Int(int64(op)), p(out), p(put(m, a)), p(put(m, b)), kernels.Int(int64(N)), kernels.LayoutArg(kernels.Contiguous()))
-		for i, v := range out.data() {
+		for i, v := range out.host {
 			if (v == 1) != res[i] || v > 1 {
 				t.Fatalf("%s %s: element %d (%v, %v) is %d, want %v", name, c.sym, i, a[i], b[i], v, res[i])
 			}
 		}
-		note(name+" "+op.String(), 0, true)
+		m.exactly()
 	}
-}
-
-func TestFill(t *testing.T) {
-	m := newMem(t)
-	y := newOut[float32](m, 1000)
-	m.launch("fill_f32", p(y), kernels.Float(-2.5), kernels.Int(1000))
-	for _, v := range get[float32](y) {
-		if v != -2.5 {
-			t.Fatalf("fill_f32 wrote %v", v)
-		}
-	}
-	z := newOut[float64](m, 3)
-	m.launch("fill_f64", p(z), kernels.Float(0), kernels.Int(3))
-	compare(t, "fill_f64", get[float64](z), []float64{0, 0, 0}, false)
-	note("fill_f32", 0, true)
 }

@@ -1,9 +1,8 @@
-package kernels_test
+package kernelcheck
 
 import (
 	"math"
 	"math/rand"
-	"testing"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -63,21 +62,11 @@ func (c solverCfg) flags(l1 bool, clipCheck bool) int64 {
 // float32 conversions (or float32 arithmetic) of the float64 settings.
 func num[T float32 | float64](v T) kernels.Arg { return kernels.Float(float64(v)) }
 
-// TestSolvers runs three steps of each solver on the CPU (gorgonia's Step)
-// and with the kernels, and compares weights, caches and zeroed gradients.
-func TestSolvers(t *testing.T) {
-	for _, c := range solverCfgs {
-		testSolvers[float32](t, c)
-		testSolvers[float64](t, c)
-	}
-}
-
-func testSolvers[T float32 | float64](t *testing.T, c solverCfg) {
+func testSolvers[T float32 | float64](t TB, m *Mem, c solverCfg) {
 	rng := rand.New(rand.NewSource(17))
 	const n = 301
 	s := suffix[T]()
 	for _, kind := range []string{"sgd", "momentum", "adam", "rmsprop"} {
-		m := newMem(t)
 		w0 := randn[T](rng, n, 1)
 		w0[3] = 0 // sign 0 for L1
 		var solver G.Solver
@@ -133,8 +122,8 @@ func testSolvers[T float32 | float64](t *testing.T, c solverCfg) {
 				m.launch("rmsprop_"+s, p(wb), p(gb), p(c1), kernels.Int(n), kernels.Int(c.flags(false, false)&^int64(kernels.OptBatch)),
 					num(T(decay)), num(om), num(T(1e-6)), num(l2), num(negClip), num(clip), num(T(-0.05)))
 			}
-			compare(t, kind+"_"+s+" weights", get[T](wb), data[T](t, cpuW), false)
-			compare(t, kind+"_"+s+" gradient", get[T](gb), data[T](t, cpuG), false)
+			compare(t, m, kind+"_"+s+" weights", get[T](wb), data[T](t, cpuW), false)
+			compare(t, m, kind+"_"+s+" gradient", get[T](gb), data[T](t, cpuG), false)
 		}
 	}
 }

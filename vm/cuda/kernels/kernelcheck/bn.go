@@ -1,9 +1,7 @@
-package kernels_test
+package kernelcheck
 
 import (
-	"math"
 	"math/rand"
-	"testing"
 
 	G "gorgonia.org/gorgonia"
 
@@ -11,20 +9,7 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
 )
 
-// TestBatchNorm: training and inference forward, running statistics, and the
-// x, gamma and beta gradients against models/layers' BatchNormOp and its
-// gradient ops, on NCHW and (N, C) inputs, channels of fewer and more
-// elements than a block has threads. The block reductions sum in the CPU
-// op's order (layers' lanes), so every result is the CPU op's bits.
-func TestBatchNorm(t *testing.T) {
-	for _, shape := range [][]int{{2, 3, 5, 3}, {1, 2, 1, 1}, {5, 3}, {3, 4, 17, 13}} {
-		testBN[float32](t, shape)
-		testBN[float64](t, shape)
-	}
-}
-
-func testBN[T float32 | float64](t *testing.T, shape []int) {
-	m := newMem(t)
+func testBN[T float32 | float64](t TB, m *Mem, shape []int) {
 	s := suffix[T]()
 	rng := rand.New(rand.NewSource(13))
 	N, C := shape[0], shape[1]
@@ -68,42 +53,27 @@ func testBN[T float32 | float64](t *testing.T, shape []int) {
 				unbias = cnt / (cnt - 1)
 			}
 			m.launch("bn_running", p(rm), p(rv), p(mean), p(vr), kernels.Int(int64(C)), kernels.Float(0.1), kernels.Float(unbias))
-			sameBits(t, "bn_running mean", get[float64](rm), rm1)
-			sameBits(t, "bn_running var", get[float64](rv), rv1)
+			sameBits(t, m, "bn_running mean", get[float64](rm), rm1)
+			sameBits(t, m, "bn_running var", get[float64](rv), rv1)
 		} else {
 			m.launch("bn_infer_stats", p(mean), p(inv), p(put(m, rm0)), p(put(m, rv0)), kernels.Int(int64(C)), kernels.Float(1e-5))
 		}
 		yb := newOut[T](m, sz)
 		m.launch("bn_apply_"+s, append([]kernels.Arg{p(yb), p(put(m, x)), p(put(m, gamma)), p(put(m, beta)), p(mean), p(inv)}, geo...)...)
-		sameBits(t, "bn_apply_"+s, get[T](yb), wantY)
+		sameBits(t, m, "bn_apply_"+s, get[T](yb), wantY)
 
 		dg, sdy, sdxh := newOut[T](m, C), newOut[float64](m, C), newOut[float64](m, C)
 		m.launch("bn_grad_sums_"+s, append([]kernels.Arg{p(dg), p(sdy), p(sdxh), p(put(m, x)), p(put(m, dy)), p(mean), p(inv)}, geo...)...)
-		sameBits(t, "bn_grad_sums_"+s+" (dgamma)", get[T](dg), wantDG)
+		sameBits(t, m, "bn_grad_sums_"+s+" (dgamma)", get[T](dg), wantDG)
 		dx := newOut[T](m, sz)
 		tr := int64(0)
 		if training {
 			tr = 1
 		}
 		m.launch("bn_grad_x_"+s, append(append([]kernels.Arg{p(dx), p(put(m, x)), p(put(m, dy)), p(put(m, gamma)), p(mean), p(inv), p(sdy), p(sdxh)}, geo...), kernels.Int(tr))...)
-		sameBits(t, "bn_grad_x_"+s, get[T](dx), wantDX)
+		sameBits(t, m, "bn_grad_x_"+s, get[T](dx), wantDX)
 		db := newOut[T](m, C)
 		m.launch("channel_sum_"+s, append([]kernels.Arg{p(db), p(put(m, dy))}, geo...)...)
-		sameBits(t, "channel_sum_"+s, get[T](db), wantDB)
+		sameBits(t, m, "channel_sum_"+s, get[T](db), wantDB)
 	}
-}
-
-// sameBits requires got to be want bit for bit (NaNs alike), and records the
-// kernel as exact in the report.
-func sameBits[T float32 | float64](t testing.TB, kernel string, got, want []T) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("%s: %d results, want %d", kernel, len(got), len(want))
-	}
-	for i := range got {
-		if g, w := float64(got[i]), float64(want[i]); math.Float64bits(g) != math.Float64bits(w) && !same(g, w) {
-			t.Fatalf("%s: element %d is %v, want the CPU op's %v bit for bit", kernel, i, g, w)
-		}
-	}
-	compare(t, kernel, got, want, true)
 }

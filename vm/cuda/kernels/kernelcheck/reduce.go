@@ -1,10 +1,9 @@
-package kernels_test
+package kernelcheck
 
 import (
 	"math"
 	"math/rand"
 	"runtime"
-	"testing"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -27,17 +26,7 @@ func split(shape []int, axis int) (outer, k, inner int64) {
 	return outer, int64(shape[axis]), inner
 }
 
-// TestReduce: Sum and Max over one axis against gorgonia's sumOp/maxOp Do
-// (first and last axes, and a middle axis of length 2, the cases tensor
-// reduces correctly), Mean against Sum then ÷ k, and a middle axis of
-// another length against a float64 reference (tensor gets that one wrong).
-func TestReduce(t *testing.T) {
-	testReduce[float32](t)
-	testReduce[float64](t)
-}
-
-func testReduce[T float32 | float64](t *testing.T) {
-	m := newMem(t)
+func testReduce[T float32 | float64](t TB, m *Mem) {
 	rng := rand.New(rand.NewSource(8))
 	name := "reduce_" + suffix[T]()
 	run := func(op kernels.ReduceOp, x []T, shape []int, axis int) []T {
@@ -59,15 +48,15 @@ func testReduce[T float32 | float64](t *testing.T) {
 		sum := must(t)(G.Sum(input[T](g, "x", c.shape...), c.axis))
 		mx := must(t)(G.Max(input[T](g, "y", c.shape...), c.axis))
 		wantSum := data[T](t, do(t, sum.Op(), dense(x, c.shape...)))
-		compare(t, name+" sum", run(kernels.ReduceSum, x, c.shape, c.axis), wantSum, true)
+		compare(t, m, name+" sum", run(kernels.ReduceSum, x, c.shape, c.axis), wantSum, true)
 		wantMax := data[T](t, do(t, mx.Op(), dense(x, c.shape...)))
-		compare(t, name+" max", run(kernels.ReduceMax, x, c.shape, c.axis), wantMax, false)
+		compare(t, m, name+" max", run(kernels.ReduceMax, x, c.shape, c.axis), wantMax, false)
 		_, k, _ := split(c.shape, c.axis)
 		wantMean := make([]T, len(wantSum))
 		for i, s := range wantSum {
 			wantMean[i] = s / T(k)
 		}
-		compare(t, name+" mean", run(kernels.ReduceMean, x, c.shape, c.axis), wantMean, true)
+		compare(t, m, name+" mean", run(kernels.ReduceMean, x, c.shape, c.axis), wantMean, true)
 	}
 	// A middle axis of length 3, against a plain reference.
 	shape := []int{2, 3, 4}
@@ -82,21 +71,10 @@ func testReduce[T float32 | float64](t *testing.T) {
 			want[o*4+in] = s
 		}
 	}
-	compare(t, name+" sum", run(kernels.ReduceSum, x, shape, 1), want, true)
+	compare(t, m, name+" sum", run(kernels.ReduceSum, x, shape, 1), want, true)
 }
 
-// TestSoftmax: LogSoftMax and SoftMax forward and backward against tensor's
-// (what gorgonia's softmaxOp and softmaxDiffOp run), on the last axis of a
-// matrix (classifier logits, with mode 2: tensor's last-axis maximum) and on
-// axis 1 of an NCHW tensor (U-Net). In float64 the results are tensor's bits
-// on amd64, where the host build's exp and log are Go's (hostmath.h).
-func TestSoftmax(t *testing.T) {
-	testSoftmax[float32](t)
-	testSoftmax[float64](t)
-}
-
-func testSoftmax[T float32 | float64](t *testing.T) {
-	m := newMem(t)
+func testSoftmax[T float32 | float64](t TB, m *Mem) {
 	rng := rand.New(rand.NewSource(9))
 	bits := runtime.GOARCH == "amd64" && suffix[T]() == "f64"
 	for _, shape := range [][]int{{6, 5}, {1, 1}, {2, 4, 3, 5}, {3, 7}} {
@@ -110,9 +88,9 @@ func testSoftmax[T float32 | float64](t *testing.T) {
 		}
 		check := func(name string, got, want []T, norm bool) {
 			if bits {
-				sameBits(t, name, got, want)
+				sameBits(t, m, name, got, want)
 			} else {
-				compare(t, name, got, want, norm)
+				compare(t, m, name, got, want, norm)
 			}
 		}
 		for _, lg := range []int{1, 0} {
@@ -148,20 +126,19 @@ func testSoftmax[T float32 | float64](t *testing.T) {
 	}
 }
 
-// TestSoftmaxLastAxisBug: tensor's last-axis softmax takes row r's maximum
+// softmaxLastAxisBug: tensor's last-axis softmax takes row r's maximum
 // as max(x[0], x[r][1:]). With mode 2 the kernel takes that maximum where it
 // is within 16 of the row's own and gives tensor's bits (rows 1 and 2:
 // x[0] above the row; the row's first element, left out, above the rest);
 // in row 3, 1100 below x[0], tensor underflows to log(0) and gives +Inf,
 // and the kernel takes the row's own maximum and is right.
-func TestSoftmaxLastAxisBug(t *testing.T) {
+func softmaxLastAxisBug(t TB, m *Mem) {
 	x := []float64{100, 0, 97.5, 91.25, 103, 99.5, -1000, -1001}
 	yT, err := tensor.LogSoftMax(dense(x, 4, 2), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cpu := data[float64](t, yT)
-	m := newMem(t)
 	y := newOut[float64](m, 8)
 	m.launch("softmax_f64", kernels.Int(3), p(y), p(put(m, x)), kernels.Int(4), kernels.Int(2), kernels.Int(1))
 	got := get[float64](y)
@@ -183,16 +160,7 @@ func TestSoftmaxLastAxisBug(t *testing.T) {
 	}
 }
 
-// TestSoftmaxCrossEntropy: the fused loss and logits gradient against the
-// zoo's loss graph (layers.SoftmaxCrossEntropy and PixelSoftmaxCrossEntropy,
-// differentiated by gorgonia and run by a TapeMachine).
-func TestSoftmaxCrossEntropy(t *testing.T) {
-	testXent[float32](t)
-	testXent[float64](t)
-}
-
-func testXent[T float32 | float64](t *testing.T) {
-	m := newMem(t)
+func testXent[T float32 | float64](t TB, m *Mem) {
 	rng := rand.New(rand.NewSource(10))
 	for _, shape := range [][]int{{4, 5}, {300, 3}, {2, 3, 4, 4}} {
 		n := prod(shape)
@@ -230,10 +198,10 @@ func testXent[T float32 | float64](t *testing.T) {
 
 		l := newOut[T](m, 1)
 		m.launch("xent_loss_"+suffix[T](), p(l), p(put(m, x)), p(put(m, tg)), kernels.Int(o), kernels.Int(k), kernels.Int(in))
-		compare(t, "xent_loss_"+suffix[T](), get[T](l), wantLoss, false)
+		compare(t, m, "xent_loss_"+suffix[T](), get[T](l), wantLoss, false)
 		dx := newOut[T](m, n)
 		m.launch("xent_grad_"+suffix[T](), p(dx), p(put(m, x)), p(put(m, tg)), kernels.Int(o), kernels.Int(k), kernels.Int(in),
 			kernels.Float(float64(T(1)/T(o*in))))
-		compare(t, "xent_grad_"+suffix[T](), get[T](dx), wantGrad, true)
+		compare(t, m, "xent_grad_"+suffix[T](), get[T](dx), wantGrad, true)
 	}
 }

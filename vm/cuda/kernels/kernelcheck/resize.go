@@ -1,9 +1,7 @@
-package kernels_test
+package kernelcheck
 
 import (
-	"fmt"
 	"math/rand"
-	"testing"
 
 	G "gorgonia.org/gorgonia"
 
@@ -11,23 +9,7 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
 )
 
-// TestResizeBilinear: models/layers' ResizeBilinear and its gradient (the
-// adjoint, which the kernel gathers where the CPU op scatters) bit for bit,
-// up and down, with and without align_corners, from 1x1 (DeepLabv3+'s image
-// pooling) and to sizes that clamp the last tap.
-func TestResizeBilinear(t *testing.T) {
-	for _, c := range []struct{ ih, iw, oh, ow int }{{5, 7, 11, 13}, {9, 8, 4, 3}, {1, 1, 3, 3}, {3, 4, 12, 17}, {6, 2, 6, 5}, {4, 4, 1, 1}} {
-		for _, align := range []bool{true, false} {
-			t.Run(fmt.Sprintf("%+v/align=%t", c, align), func(t *testing.T) {
-				testResize[float32](t, c.ih, c.iw, c.oh, c.ow, align)
-				testResize[float64](t, c.ih, c.iw, c.oh, c.ow, align)
-			})
-		}
-	}
-}
-
-func testResize[T float32 | float64](t *testing.T, ih, iw, oh, ow int, align bool) {
-	m := newMem(t)
+func testResize[T float32 | float64](t TB, m *Mem, ih, iw, oh, ow int, align bool) {
 	s := suffix[T]()
 	rng := rand.New(rand.NewSource(15))
 	N, C := 2, 3
@@ -51,8 +33,8 @@ func testResize[T float32 | float64](t *testing.T, ih, iw, oh, ow int, align boo
 	geo := []kernels.Arg{kernels.Int(int64(N * C)), kernels.Int(int64(ih)), kernels.Int(int64(iw)), kernels.Int(int64(oh)), kernels.Int(int64(ow)), kernels.Int(al)}
 	yb := newOut[T](m, len(wantY))
 	m.launch("resize_bilinear_"+s, append([]kernels.Arg{p(yb), p(put(m, x))}, geo...)...)
-	sameBits(t, "resize_bilinear_"+s, get[T](yb), wantY)
+	sameBits(t, m, "resize_bilinear_"+s, get[T](yb), wantY)
 	dx := newOut[T](m, len(x))
 	m.launch("resize_bilinear_grad_"+s, append([]kernels.Arg{p(dx), p(put(m, dy))}, geo...)...)
-	sameBits(t, "resize_bilinear_grad_"+s, get[T](dx), wantDX)
+	sameBits(t, m, "resize_bilinear_grad_"+s, get[T](dx), wantDX)
 }

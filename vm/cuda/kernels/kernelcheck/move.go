@@ -1,8 +1,7 @@
-package kernels_test
+package kernelcheck
 
 import (
 	"math/rand"
-	"testing"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -36,14 +35,7 @@ func prod(shape []int) int {
 	return n
 }
 
-// TestCopyTranspose: gorgonia's Transpose of a 4-D tensor as a strided copy.
-func TestCopyTranspose(t *testing.T) {
-	testTranspose[float32](t)
-	testTranspose[float64](t)
-}
-
-func testTranspose[T float32 | float64](t *testing.T) {
-	m := newMem(t)
+func testTranspose[T float32 | float64](t TB, m *Mem) {
 	rng := rand.New(rand.NewSource(4))
 	shape := []int{2, 3, 5, 7}
 	perm := []int{0, 2, 3, 1}
@@ -63,18 +55,10 @@ func testTranspose[T float32 | float64](t *testing.T) {
 	}
 	y := newOut[T](m, len(x))
 	m.launch("copy_"+suffix[T](), p(y), p(put(m, x)), kernels.Int(int64(len(x))), kernels.LayoutArg(l))
-	compare(t, "copy_"+suffix[T]()+" transpose", get[T](y), want, false)
+	compare(t, m, "copy_"+suffix[T]()+" transpose", get[T](y), want, false)
 }
 
-// TestCopyConcatSlice: DenseNet's channel concat (one launch per input into
-// its block of the output) and the slice that is its gradient.
-func TestCopyConcatSlice(t *testing.T) {
-	testConcatSlice[float32](t)
-	testConcatSlice[float64](t)
-}
-
-func testConcatSlice[T float32 | float64](t *testing.T) {
-	m := newMem(t)
+func testConcatSlice[T float32 | float64](t TB, m *Mem) {
 	rng := rand.New(rand.NewSource(5))
 	N, H, W := 2, 3, 5
 	chans := []int{4, 1, 3}
@@ -97,11 +81,11 @@ func testConcatSlice[T float32 | float64](t *testing.T) {
 		// Output block: (N, c, H*W) with the output's strides, based at channel off.
 		l := kernels.Layout{Rank: 3, Dim: [6]int64{int64(N), int64(c), int64(H * W)},
 			Out: [6]int64{int64(Ct * H * W), int64(H * W), 1}, A: strides([]int{N, c, H * W})}
-		base := kernels.Ptr(y.addr() + uintptr(off*H*W)*uintptr(sizeOf[T]()))
+		base := kernels.Ptr(y.addr + uintptr(off*H*W)*uintptr(sizeOf[T]()))
 		m.launch("copy_"+suffix[T](), base, p(put(m, xs[i])), kernels.Int(int64(N*c*H*W)), kernels.LayoutArg(l))
 		off += c
 	}
-	compare(t, "copy_"+suffix[T]()+" concat", get[T](y), want, false)
+	compare(t, m, "copy_"+suffix[T]()+" concat", get[T](y), want, false)
 
 	// Slice channels [4,5) back out, as concat's gradient does.
 	sl := must(t)(G.Slice(cat, nil, G.S(4, 5)))
@@ -109,9 +93,9 @@ func testConcatSlice[T float32 | float64](t *testing.T) {
 	z := newOut[T](m, N*H*W)
 	l := kernels.Layout{Rank: 3, Dim: [6]int64{int64(N), 1, int64(H * W)}, Out: strides([]int{N, 1, H * W}),
 		A: [6]int64{int64(Ct * H * W), int64(H * W), 1}}
-	src := kernels.Ptr(y.addr() + uintptr(4*H*W)*uintptr(sizeOf[T]()))
+	src := kernels.Ptr(y.addr + uintptr(4*H*W)*uintptr(sizeOf[T]()))
 	m.launch("copy_"+suffix[T](), p(z), src, kernels.Int(int64(N*H*W)), kernels.LayoutArg(l))
-	compare(t, "copy_"+suffix[T]()+" slice", get[T](z), wantS, false)
+	compare(t, m, "copy_"+suffix[T]()+" slice", get[T](z), wantS, false)
 }
 
 func sizeOf[T float32 | float64]() int {
@@ -121,15 +105,7 @@ func sizeOf[T float32 | float64]() int {
 	return 8
 }
 
-// TestCopyRepeat: tensor.Repeat (what gorgonia's repeatOp runs) of an axis
-// of length 1 (broadcast, as BroadcastAdd uses it) and of a longer axis.
-func TestCopyRepeat(t *testing.T) {
-	testRepeat[float32](t)
-	testRepeat[float64](t)
-}
-
-func testRepeat[T float32 | float64](t *testing.T) {
-	m := newMem(t)
+func testRepeat[T float32 | float64](t TB, m *Mem) {
 	rng := rand.New(rand.NewSource(6))
 	for _, c := range []struct {
 		shape     []int
@@ -147,14 +123,13 @@ func testRepeat[T float32 | float64](t *testing.T) {
 		l.Rep[c.axis] = int64(c.rep)
 		y := newOut[T](m, len(want))
 		m.launch("copy_"+suffix[T](), p(y), p(put(m, x)), kernels.Int(int64(len(want))), kernels.LayoutArg(l))
-		compare(t, "copy_"+suffix[T]()+" repeat", get[T](y), want, false)
+		compare(t, m, "copy_"+suffix[T]()+" repeat", get[T](y), want, false)
 	}
 }
 
-// TestBinaryBroadcast: a (2,5) + (5) bias as BroadcastAdd computes it (Repeat then +),
+// binaryBroadcast: a (2,5) + (5) bias as BroadcastAdd computes it (Repeat then +),
 // in one launch with a stride-0 axis.
-func TestBinaryBroadcast(t *testing.T) {
-	m := newMem(t)
+func binaryBroadcast(t TB, m *Mem) {
 	rng := rand.New(rand.NewSource(7))
 	a, b := randn[float32](rng, 10, 1), randn[float32](rng, 5, 1)
 	g := G.NewGraph()
@@ -168,5 +143,5 @@ func TestBinaryBroadcast(t *testing.T) {
 	y := newOut[float32](m, 10)
 	l := kernels.Layout{Rank: 2, Dim: [6]int64{2, 5}, Out: [6]int64{5, 1}, A: [6]int64{5, 1}, B: [6]int64{0, 1}}
 	m.launch("binary_f32", kernels.Int(int64(kernels.BinaryAdd)), p(y), p(put(m, a)), p(put(m, b)), kernels.Int(10), kernels.LayoutArg(l))
-	compare(t, "binary_f32 add broadcast", get[float32](y), want, false)
+	compare(t, m, "binary_f32 add broadcast", get[float32](y), want, false)
 }

@@ -1,9 +1,7 @@
-package kernels_test
+package kernelcheck
 
 import (
-	"fmt"
 	"math/rand"
-	"testing"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -12,24 +10,23 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
 )
 
-// TestGANOps: the kernels of the image-to-image models' ops against
-// models/layers, bit for bit (float64 Tanh within 1e-12: below): LeakyReLU and Tanh (with special values) and
-// their gradients, InstanceNorm forward and backward (planes of fewer and
-// more pixels than a block has threads), ReflectionPad2D and its adjoint
-// (pads up to size-1, where a pixel is reflected from both sides), and the
-// mean losses over one and several of the CPU op's 16384-element chunks.
-func TestGANOps(t *testing.T) {
-	testGAN[float32](t)
-	testGAN[float64](t)
+func testGAN[T float32 | float64](t TB, m *Mem) {
+	rng := rand.New(rand.NewSource(16))
+	unaryGrad := ganUnaryGrad[T](t, m, rng)
+	ganActivations[T](t, unaryGrad, rng)
+	ganInstanceNorm[T](t, unaryGrad, rng)
+	ganReflectPad[T](t, m, rng)
+	ganMeanLosses[T](t, m, rng)
 }
 
-func testGAN[T float32 | float64](t *testing.T) {
+// unaryGradCheck checks y = op(x) (node y of input xn) and its gradient
+// (seeded by node dy), which reads y (activations) or x (InstanceNorm,
+// readsX), launching kernel name with args after the pointers.
+type unaryGradCheck[T float32 | float64] func(name string, xn, y, dy *G.Node, readsX bool, x []T, args ...kernels.Arg)
+
+func ganUnaryGrad[T float32 | float64](t TB, m *Mem, rng *rand.Rand) unaryGradCheck[T] {
 	s := suffix[T]()
-	rng := rand.New(rand.NewSource(16))
-	m := newMem(t)
-	// unaryGrad checks y = op(x) and its gradient, which reads y
-	// (activations) or x (InstanceNorm, readsX).
-	unaryGrad := func(name string, xn, y, dy *G.Node, readsX bool, x []T, args ...kernels.Arg) {
+	return func(name string, xn, y, dy *G.Node, readsX bool, x []T, args ...kernels.Arg) {
 		t.Helper()
 		sh := []int(y.Shape())
 		grads, err := y.Op().(G.SDOp).SymDiff(G.Nodes{xn}, y, dy)
@@ -43,9 +40,9 @@ func testGAN[T float32 | float64](t *testing.T) {
 		if name == "tanh" && s == "f64" {
 			// Go's math.Tanh calls math.Exp, which on amd64 is assembly; the
 			// kernel has Go's portable Exp (oocmath.h): the last bit may differ.
-			compare(t, name+"_"+s, get[T](yb), wantY, false)
+			compare(t, m, name+"_"+s, get[T](yb), wantY, false)
 		} else {
-			sameBits(t, name+"_"+s, get[T](yb), wantY)
+			sameBits(t, m, name+"_"+s, get[T](yb), wantY)
 		}
 		gin := []G.Value{dense(wantY, sh...), dense(dyv, sh...)}
 		first := p(put(m, wantY))
@@ -55,9 +52,13 @@ func testGAN[T float32 | float64](t *testing.T) {
 		wantDX := data[T](t, do(t, grads[0].Op(), gin...))
 		dx := newOut[T](m, len(x))
 		m.launch(name+"_grad_"+s, append([]kernels.Arg{p(dx), first, p(put(m, dyv))}, args...)...)
-		sameBits(t, name+"_grad_"+s, get[T](dx), wantDX)
+		sameBits(t, m, name+"_grad_"+s, get[T](dx), wantDX)
 	}
+}
 
+// ganActivations: LeakyReLU and Tanh (with special values) and their gradients.
+func ganActivations[T float32 | float64](t TB, unaryGrad unaryGradCheck[T], rng *rand.Rand) {
+	t.Helper()
 	x := append(randn[T](rng, 97, 3), specials[T]()...)
 	n := len(x)
 	for _, act := range []string{"leaky_relu", "tanh"} {
@@ -73,7 +74,12 @@ func testGAN[T float32 | float64](t *testing.T) {
 		}
 		unaryGrad(act, xn, y, input[T](g, "dy", n), false, x, args...)
 	}
+}
 
+// ganInstanceNorm: InstanceNorm forward and backward, planes of fewer and
+// more pixels than a block has threads.
+func ganInstanceNorm[T float32 | float64](t TB, unaryGrad unaryGradCheck[T], rng *rand.Rand) {
+	t.Helper()
 	for _, sh := range [][]int{{2, 3, 5, 7}, {1, 2, 19, 23}} {
 		g := G.NewGraph()
 		xn := input[T](g, "x", sh...)
@@ -82,9 +88,15 @@ func testGAN[T float32 | float64](t *testing.T) {
 		unaryGrad("instnorm", xn, y, input[T](g, "dy", sh...), true, xv,
 			kernels.Int(int64(sh[0]*sh[1])), kernels.Int(int64(sh[2]*sh[3])), kernels.Float(1e-5))
 	}
+}
 
+// ganReflectPad: ReflectionPad2D and its adjoint, pads up to size-1 (a pixel
+// reflected from both sides).
+func ganReflectPad[T float32 | float64](t TB, m *Mem, rng *rand.Rand) {
+	t.Helper()
+	s := suffix[T]()
 	for _, c := range []struct{ H, W, pad int }{{5, 7, 2}, {4, 4, 3}, {6, 3, 1}} {
-		t.Run(fmt.Sprintf("pad %+v", c), func(t *testing.T) {
+		func() {
 			g := G.NewGraph()
 			sh := []int{2, 3, c.H, c.W}
 			xn := input[T](g, "x", sh...)
@@ -99,14 +111,21 @@ func testGAN[T float32 | float64](t *testing.T) {
 			wantY := data[T](t, do(t, y.Op(), dense(xv, sh...)))
 			yb := newOut[T](m, len(wantY))
 			m.launch("reflect_pad_"+s, append([]kernels.Arg{p(yb), p(put(m, xv))}, geo...)...)
-			sameBits(t, "reflect_pad_"+s, get[T](yb), wantY)
+			sameBits(t, m, "reflect_pad_"+s, get[T](yb), wantY)
 			wantDX := data[T](t, do(t, grads[0].Op(), dense(dyv, ys...)))
 			dx := newOut[T](m, len(xv))
 			m.launch("reflect_pad_grad_"+s, append([]kernels.Arg{p(dx), p(put(m, dyv))}, geo...)...)
-			sameBits(t, "reflect_pad_grad_"+s, get[T](dx), wantDX)
-		})
-	}
+			sameBits(t, m, "reflect_pad_grad_"+s, get[T](dx), wantDX)
+		}()
 
+	}
+}
+
+// ganMeanLosses: MSEToConstant and L1Loss and their gradients over one and
+// several of the CPU op's 16384-element chunks.
+func ganMeanLosses[T float32 | float64](t TB, m *Mem, rng *rand.Rand) {
+	t.Helper()
+	s := suffix[T]()
 	for _, size := range []int{37, 2*16384 + 5} {
 		for kind, mse := range []bool{true, false} {
 			g := G.NewGraph()
@@ -138,14 +157,14 @@ func testGAN[T float32 | float64](t *testing.T) {
 				pb = pa
 			}
 			m.launch("mean_loss_"+s, p(lb), kernels.Int(int64(kind)), p(pa), p(pb), kernels.Int(int64(size)), kernels.Float(target), kernels.Float(scale))
-			sameBits(t, "mean_loss_"+s, get[T](lb), want)
+			sameBits(t, m, "mean_loss_"+s, get[T](lb), want)
 			dlv := T(0.75)
 			for wrt := range ins {
 				wantD := data[T](t, do(t, grads[wrt].Op(), append(append([]G.Value{}, vals...), tensor.New(tensor.FromScalar(dlv)))...))
 				d := newOut[T](m, size)
 				m.launch("mean_loss_grad_"+s, p(d), kernels.Int(int64(kind)), kernels.Int(int64(wrt)), p(pa), p(pb), p(put(m, []T{dlv})),
 					kernels.Int(int64(size)), kernels.Float(target), kernels.Float(scale))
-				sameBits(t, "mean_loss_grad_"+s, get[T](d), wantD)
+				sameBits(t, m, "mean_loss_grad_"+s, get[T](d), wantD)
 			}
 		}
 	}

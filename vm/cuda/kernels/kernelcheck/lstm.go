@@ -1,9 +1,8 @@
-package kernels_test
+package kernelcheck
 
 import (
 	"math"
 	"math/rand"
-	"testing"
 
 	G "gorgonia.org/gorgonia"
 
@@ -11,19 +10,9 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
 )
 
-// TestLSTMOps: Embedding and its gradient bit for bit (repeated tokens, so
-// the gradient accumulates), an invalid id giving NaN, and the six LSTM cell
-// kernels against models/layers within 1e-5 / 1e-12 (the gates use Go's
-// portable exp, the CPU op amd64's assembly one: below).
-func TestLSTMOps(t *testing.T) {
-	testLSTM[float32](t)
-	testLSTM[float64](t)
-}
-
-func testLSTM[T float32 | float64](t *testing.T) {
+func testLSTM[T float32 | float64](t TB, m *Mem) {
 	s := suffix[T]()
 	rng := rand.New(rand.NewSource(17))
-	m := newMem(t)
 	N, Tn, V, E := 3, 5, 4, 6
 	g := G.NewGraph()
 	idn, tabn := input[T](g, "ids", N, 1, 1, Tn), input[T](g, "table", V, E)
@@ -42,17 +31,18 @@ func testLSTM[T float32 | float64](t *testing.T) {
 	want := data[T](t, do(t, y.Op(), dense(ids, N, 1, 1, Tn), dense(table, V, E)))
 	out := newOut[T](m, len(want))
 	m.launch("embedding_"+s, append([]kernels.Arg{p(out), p(put(m, ids)), p(put(m, table))}, geo...)...)
-	sameBits(t, "embedding_"+s, get[T](out), want)
+	sameBits(t, m, "embedding_"+s, get[T](out), want)
 	wantD := data[T](t, do(t, grads[1].Op(), dense(ids, N, 1, 1, Tn), dense(dy, ys...)))
 	dt := newOut[T](m, V*E)
 	m.launch("embedding_grad_"+s, append([]kernels.Arg{p(dt), p(put(m, ids)), p(put(m, dy))}, geo...)...)
-	sameBits(t, "embedding_grad_"+s, get[T](dt), wantD)
+	sameBits(t, m, "embedding_grad_"+s, get[T](dt), wantD)
 	bad := append([]T(nil), ids...)
 	bad[2] = 1.5
 	m.launch("embedding_"+s, append([]kernels.Arg{p(out), p(put(m, bad)), p(put(m, table))}, geo...)...)
 	if v := get[T](out)[2]; !math.IsNaN(float64(v)) { // element (n 0, e 0, t 2)
 		t.Errorf("embedding_%s of id 1.5: %v, want NaN", s, v)
 	}
+	m.exactly() // the NaN check is exact: the LSTM's comparisons below are not embedding's
 
 	H := 7
 	pre, c, dn := randn[T](rng, N*4*H, 2), randn[T](rng, N*H, 1), randn[T](rng, N*H, 1)
@@ -70,7 +60,7 @@ func testLSTM[T float32 | float64](t *testing.T) {
 			want := data[T](t, do(t, op, ins...))
 			res := newOut[T](m, len(want))
 			m.launch("lstm_cell_"+s, kernels.Int(int64(k)), p(res), p(put(m, pre)), p(put(m, x)), p(put(m, d)), kernels.Int(int64(N)), kernels.Int(int64(H)))
-			compare(t, "lstm_cell_"+s, get[T](res), want, false)
+			compare(t, m, "lstm_cell_"+s, get[T](res), want, false)
 		}
 		check(kind, y.Op(), []G.Value{pv, cv}, c, c) // c' or h'
 		if kind == 0 {
