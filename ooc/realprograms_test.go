@@ -55,6 +55,8 @@ type realProgram struct {
 	dts   []tensor.Dtype
 	steps int
 	build func(dt tensor.Dtype) *realRun
+	// half: run at half the in-core peak too, where it plans.
+	half bool
 }
 
 var bothDtypes = []tensor.Dtype{tensor.Float32, tensor.Float64}
@@ -86,7 +88,9 @@ func (r *realRun) run(t *testing.T, ms []G.VM, steps int) [][]uint64 {
 }
 
 // checkRealPrograms runs each program under TapeMachine and out of core, in
-// core and at the least feasible budget, and compares what its loop reads.
+// core, at half the in-core peak (programs with half set, where every graph
+// plans there) and at the least feasible budget, and compares what its loop
+// reads.
 func checkRealPrograms(t *testing.T, progs map[string]realProgram) {
 	for _, name := range sortedNames(progs) {
 		p := progs[name]
@@ -105,44 +109,68 @@ func checkRealPrograms(t *testing.T, progs map[string]realProgram) {
 				for _, tm := range tms {
 					require.NoError(t, tm.Close())
 				}
-
-				// The least feasible budget of each graph.
-				var peaks, leasts []int64
-				for k, probe := range p.build(dt).graphs() {
-					inCore, err := ooc.Plan(probe.g, append(probe.oocOptions(), ooc.Baseline())...)
-					require.NoError(t, err)
-					peaks = append(peaks, inCore.Peak)
-					leasts = append(leasts, leastBudget(inCore.Peak, func(b int64) bool {
-						r := p.build(dt).graphs()[k]
-						_, err := ooc.Plan(r.g, append(r.oocOptions(), ooc.WithBudget(b))...)
-						return err == nil
-					}))
-				}
-				for _, least := range []bool{false, true} {
+				peaks, budgets := realBudgets(t, p, dt)
+				for _, bud := range budgets {
 					got := p.build(dt)
 					var ms []G.VM
 					for k, r := range got.graphs() {
 						opts := append(r.oocOptions(), ooc.Baseline())
-						if least {
-							opts = append(r.oocOptions(), ooc.WithBudget(leasts[k]))
+						if bud.bytes != nil {
+							opts = append(r.oocOptions(), ooc.WithBudget(bud.bytes[k]))
 						}
 						m, err := ooc.Compile(r.g, opts...)
-						require.NoError(t, err, "least budget %v", least)
+						require.NoError(t, err, bud.name)
 						ms = append(ms, m)
 					}
 					res := got.run(t, ms, p.steps)
 					for k, m := range ms {
 						st := m.(interface{ Stats() vm.Stats }).Stats()
 						require.NoError(t, m.Close())
-						if least {
-							require.LessOrEqual(t, st.PeakDeviceBytes, leasts[k])
+						if bud.bytes != nil {
+							require.LessOrEqual(t, st.PeakDeviceBytes, bud.bytes[k], bud.name)
 						}
 					}
-					requireSameReads(t, want, res, "least budget %v %v (in-core peaks %v), from %s", least, leasts, peaks, p.from)
+					requireSameReads(t, want, res, "%s %v (in-core peaks %v), from %s", bud.name, bud.bytes, peaks, p.from)
 				}
 			})
 		}
 	}
+}
+
+// realBudget is one budget a program runs at: bytes per graph (nil: in
+// core, Baseline).
+type realBudget struct {
+	name  string
+	bytes []int64
+}
+
+// realBudgets returns each graph's in-core peak and the budgets p runs at:
+// in core, half the peak (p.half, where every graph plans there) and each
+// graph's least feasible budget.
+func realBudgets(t *testing.T, p realProgram, dt tensor.Dtype) (peaks []int64, budgets []realBudget) {
+	t.Helper()
+	plans := func(k int, b int64) bool {
+		r := p.build(dt).graphs()[k]
+		_, err := ooc.Plan(r.g, append(r.oocOptions(), ooc.WithBudget(b))...)
+		return err == nil
+	}
+	var halves, leasts []int64
+	halfPlans := p.half
+	for k, probe := range p.build(dt).graphs() {
+		inCore, err := ooc.Plan(probe.g, append(probe.oocOptions(), ooc.Baseline())...)
+		require.NoError(t, err)
+		peaks = append(peaks, inCore.Peak)
+		halves = append(halves, inCore.Peak/2)
+		leasts = append(leasts, leastBudget(inCore.Peak, func(b int64) bool { return plans(k, b) }))
+		halfPlans = halfPlans && plans(k, halves[k])
+	}
+	budgets = []realBudget{{name: "in core"}}
+	if halfPlans {
+		budgets = append(budgets, realBudget{"half the in-core peak", halves})
+	} else if p.half {
+		t.Logf("no schedule at half the in-core peaks %v (least %v)", peaks, leasts)
+	}
+	return peaks, append(budgets, realBudget{"least budget", leasts})
 }
 
 // requireSameReads fails naming the first read that differs (the full
