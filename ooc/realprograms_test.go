@@ -1339,13 +1339,39 @@ func clobberNetOf(natural, deadEnd bool) realProgram {
 	}}
 }
 
+// concatClobberNet is clobberNet's residual block with the feed-forward
+// reading norm through a Concat of one operand (one attention head, say),
+// whose Do returns norm's tensor itself: under TapeMachine the natural
+// Add(norm, ffn) writes over it before the gradient of w1 (norm ⊙ the
+// output's gradient) reads it.
+func concatClobberNet(natural bool) realProgram {
+	return realProgram{dts: bothDtypes, steps: 2, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(19))}
+		x := c.leaf("x", 1, 10, 8)
+		w0, w1 := c.leaf("w0", 0.3, 8, 8), c.leaf("w1", 0.3, 10, 8)
+		norm := G.Must(G.Add(G.Must(G.Mul(x, w0)), x))
+		ffn := G.Must(G.HadamardProd(G.Must(G.Concat(1, norm)), w1))
+		out := G.Must(G.Add(ffn, norm))
+		if natural {
+			out = G.Must(G.Add(norm, ffn))
+		}
+		cost := G.Must(G.Sum(G.Must(G.Sum(G.Must(G.Square(out)), 1))))
+		learn := G.Nodes{x, w0, w1}
+		mustGrad(cost, learn...)
+		solver := G.NewAdamSolver(G.WithLearnRate(0.01))
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(nil, []any{cost, gradOf(learn)}, solverOn{solver, learn})}
+	}}
+}
+
 // TestTapeMachineViewClobber: where TapeMachine reads memory an in-place op
-// wrote over through a Reshape's sharing (its gradient of w1 differs from
-// the same sum written the other way round), ooc reads what TapeMachine
-// reads, bit for bit, in core and at the least feasible budget, also where
-// the op writing over it is one the cost does not need (ooc computes it
-// then). (ooc read the values the graph means, and differed from
-// TapeMachine.)
+// wrote over through a view's sharing (a Reshape's, a Concat of one
+// operand's: its gradient of w1 differs from the same sum written the
+// other way round), ooc reads what TapeMachine reads, bit for bit, in core
+// and at the least feasible budget, also where the op writing over it is
+// one the cost does not need (ooc computes it then). (ooc read the values
+// the graph means, and differed from TapeMachine: through the Concat, until
+// isView knew it.)
 func TestTapeMachineViewClobber(t *testing.T) {
 	for _, dt := range bothDtypes {
 		tapeOf := func(p realProgram) [][]uint64 {
@@ -1358,10 +1384,13 @@ func TestTapeMachineViewClobber(t *testing.T) {
 			"%v: TapeMachine no longer reads the clobbered reshape; the test shows nothing", dt)
 		require.NotEqual(t, tapeOf(clobberNetOf(true, true)), tapeOf(clobberNetOf(false, true)),
 			"%v: TapeMachine's dead-end sum no longer writes over the reshaped node; the test shows nothing", dt)
+		require.NotEqual(t, tapeOf(concatClobberNet(true)), tapeOf(concatClobberNet(false)),
+			"%v: TapeMachine no longer reads the clobbered Concat of one operand; the test shows nothing", dt)
 	}
 	checkRealPrograms(t, map[string]realProgram{
 		"residual-add-over-reshaped": clobberNet(true), "residual-add-other-way": clobberNet(false),
 		"dead-end-add-over-reshaped": clobberNetOf(true, true),
+		"residual-add-over-concat":   concatClobberNet(true), "residual-add-other-way-concat": concatClobberNet(false),
 	})
 }
 
