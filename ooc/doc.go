@@ -339,7 +339,9 @@
 // TestRealProgramsBitForBit: gorgonia's examples iris, logisticregression,
 // charRNN, convnet, resnet and stacked_autoencoder ported with their own
 // loops, and VAE, GAN, transformer, seq2seq, DQN, word2vec, REINFORCE,
-// FGSM and other patterns):
+// FGSM and other patterns; TestStackedDenoisingAutoencoderBitForBit: the
+// stacked autoencoder's pretraining whole, three layers of 1000, 500 and
+// 250 in one machine, where TapeMachine equals LispMachine too):
 // BatchNorm over a 2-D batch of features, a user's own op through ApplyOp
 // (run by Do, its result on the host heap counted in the budget),
 // gorgonia.Backpropagate from outputs of any shape, two Grad calls of two
