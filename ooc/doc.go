@@ -221,21 +221,26 @@
 //
 // # Where TapeMachine reads clobbered memory
 //
-// gorgonia's Reshape returns a tensor over its operand's memory, but
-// TapeMachine gives it a register of its own when the operand is still
-// live, and lets a later elementwise op write in place over either
-// register once that register is dead: the other, still to be read, then
-// holds the elementwise op's result. A transformer block written the usual
-// way, Add(norm, ffn(Reshape(norm))), computes its feed-forward weight's
-// gradient from norm + ffn(norm) under TapeMachine. Compile replays the
+// gorgonia's Reshape (and Ravel) returns a tensor over its operand's
+// memory, and Concat of a single operand returns the operand's tensor
+// itself (Transpose and Slice copy: the views gorgonia makes,
+// TestGorgoniaViews), but TapeMachine gives such a view a register of its
+// own when the operand is still live, and lets a later elementwise op
+// write in place over either register once that register is dead: the
+// other, still to be read, then holds the elementwise op's result. A
+// transformer block written the usual way, Add(norm, ffn(Reshape(norm))),
+// computes its feed-forward weight's gradient from norm + ffn(norm) under
+// TapeMachine, and so does one whose feed-forward reads Concat(norm) of
+// one head. Compile replays the
 // program TapeMachine runs (gorgonia.Compile's, read by reflection) over
 // which memory each register holds, and has each function read the value
 // TapeMachine's register holds when it runs (a view of that node in the
 // operand's shape), so loss, gradients and weights still equal
 // TapeMachine's (TestTapeMachineViewClobber; the transformer of
 // TestRealProgramsBitForBit). The replay follows whole tensors shared by
-// Reshape; should the program not read as gorgonia v0.9.18's does, it
-// substitutes nothing.
+// these views; should the program not read as gorgonia v0.9.18's does, it
+// substitutes nothing. ooc computes no view: it reads the operand's memory
+// in the view's shape.
 //
 // Gradients are those of the learnables gorgonia.Grad or
 // gorgonia.Backpropagate differentiated for: Backpropagate from outputs of
@@ -334,7 +339,9 @@
 // TestRealProgramsBitForBit: gorgonia's examples iris, logisticregression,
 // charRNN, convnet, resnet and stacked_autoencoder ported with their own
 // loops, and VAE, GAN, transformer, seq2seq, DQN, word2vec, REINFORCE,
-// FGSM and other patterns):
+// FGSM and other patterns; TestStackedDenoisingAutoencoderBitForBit: the
+// stacked autoencoder's pretraining whole, three layers of 1000, 500 and
+// 250 in one machine, where TapeMachine equals LispMachine too):
 // BatchNorm over a 2-D batch of features, a user's own op through ApplyOp
 // (run by Do, its result on the host heap counted in the budget),
 // gorgonia.Backpropagate from outputs of any shape, two Grad calls of two

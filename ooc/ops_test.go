@@ -358,6 +358,7 @@ var opRows = []opRow{
 	{name: "Transpose 3-D axes", in: []int{2, 3, 4}, op: func(c *opCtx, h *G.Node) *G.Node { return G.Must(G.Transpose(h, 2, 0, 1)) }},
 	{name: "Concat", op: func(c *opCtx, h *G.Node) *G.Node { return G.Must(G.Concat(1, h, c.act(4, 3))) }},
 	{name: "Concat axis 0", op: func(c *opCtx, h *G.Node) *G.Node { return G.Must(G.Concat(0, h, c.act(2, 6), h)) }},
+	{name: "Concat of one", op: func(c *opCtx, h *G.Node) *G.Node { return G.Must(G.Concat(1, h)) }},
 	{name: "Unconcat", op: func(c *opCtx, h *G.Node) *G.Node {
 		us, err := G.Unconcat(h, 1, 2)
 		if err != nil {

@@ -23,9 +23,10 @@ import (
 // before each run, what it reads after (node values, gorgonia.Read
 // destinations, gradients), its solver or its in-graph update, Reset.
 // Each is built twice from the same seed, run by gorgonia's TapeMachine
-// and by ooc.Compile (in core, and at the least feasible budget with fresh
-// device memory poisoned), and everything the loop reads, and the weights
-// at the end, must agree bit for bit.
+// and by ooc.Compile (in core, at half the in-core peak where it plans, and
+// at the least feasible budget, with fresh device memory poisoned), and
+// everything the loop reads, and the weights at the end, must agree bit
+// for bit.
 //
 // Each runs in well under a second (all of them take about 5 s together,
 // on this 2-vCPU machine under load), so none is behind an opt-in.
@@ -86,7 +87,8 @@ func (r *realRun) run(t *testing.T, ms []G.VM, steps int) [][]uint64 {
 }
 
 // checkRealPrograms runs each program under TapeMachine and out of core, in
-// core and at the least feasible budget, and compares what its loop reads.
+// core, at half the in-core peak (where every graph plans there) and at the
+// least feasible budget, and compares what its loop reads.
 func checkRealPrograms(t *testing.T, progs map[string]realProgram) {
 	for _, name := range sortedNames(progs) {
 		p := progs[name]
@@ -105,44 +107,68 @@ func checkRealPrograms(t *testing.T, progs map[string]realProgram) {
 				for _, tm := range tms {
 					require.NoError(t, tm.Close())
 				}
-
-				// The least feasible budget of each graph.
-				var peaks, leasts []int64
-				for k, probe := range p.build(dt).graphs() {
-					inCore, err := ooc.Plan(probe.g, append(probe.oocOptions(), ooc.Baseline())...)
-					require.NoError(t, err)
-					peaks = append(peaks, inCore.Peak)
-					leasts = append(leasts, leastBudget(inCore.Peak, func(b int64) bool {
-						r := p.build(dt).graphs()[k]
-						_, err := ooc.Plan(r.g, append(r.oocOptions(), ooc.WithBudget(b))...)
-						return err == nil
-					}))
-				}
-				for _, least := range []bool{false, true} {
+				peaks, budgets := realBudgets(t, p, dt)
+				for _, bud := range budgets {
 					got := p.build(dt)
 					var ms []G.VM
 					for k, r := range got.graphs() {
 						opts := append(r.oocOptions(), ooc.Baseline())
-						if least {
-							opts = append(r.oocOptions(), ooc.WithBudget(leasts[k]))
+						if bud.bytes != nil {
+							opts = append(r.oocOptions(), ooc.WithBudget(bud.bytes[k]))
 						}
 						m, err := ooc.Compile(r.g, opts...)
-						require.NoError(t, err, "least budget %v", least)
+						require.NoError(t, err, bud.name)
 						ms = append(ms, m)
 					}
 					res := got.run(t, ms, p.steps)
 					for k, m := range ms {
 						st := m.(interface{ Stats() vm.Stats }).Stats()
 						require.NoError(t, m.Close())
-						if least {
-							require.LessOrEqual(t, st.PeakDeviceBytes, leasts[k])
+						if bud.bytes != nil {
+							require.LessOrEqual(t, st.PeakDeviceBytes, bud.bytes[k], bud.name)
 						}
 					}
-					requireSameReads(t, want, res, "least budget %v %v (in-core peaks %v), from %s", least, leasts, peaks, p.from)
+					requireSameReads(t, want, res, "%s %v (in-core peaks %v), from %s", bud.name, bud.bytes, peaks, p.from)
 				}
 			})
 		}
 	}
+}
+
+// realBudget is one budget a program runs at: bytes per graph (nil: in
+// core, Baseline).
+type realBudget struct {
+	name  string
+	bytes []int64
+}
+
+// realBudgets returns each graph's in-core peak and the budgets p runs at:
+// in core, half the peak (where every graph plans there) and each graph's
+// least feasible budget.
+func realBudgets(t *testing.T, p realProgram, dt tensor.Dtype) (peaks []int64, budgets []realBudget) {
+	t.Helper()
+	plans := func(k int, b int64) bool {
+		r := p.build(dt).graphs()[k]
+		_, err := ooc.Plan(r.g, append(r.oocOptions(), ooc.WithBudget(b))...)
+		return err == nil
+	}
+	var halves, leasts []int64
+	halfPlans := true
+	for k, probe := range p.build(dt).graphs() {
+		inCore, err := ooc.Plan(probe.g, append(probe.oocOptions(), ooc.Baseline())...)
+		require.NoError(t, err)
+		peaks = append(peaks, inCore.Peak)
+		halves = append(halves, inCore.Peak/2)
+		leasts = append(leasts, leastBudget(inCore.Peak, func(b int64) bool { return plans(k, b) }))
+		halfPlans = halfPlans && plans(k, halves[k])
+	}
+	budgets = []realBudget{{name: "in core"}}
+	if halfPlans {
+		budgets = append(budgets, realBudget{"half the in-core peak", halves})
+	} else {
+		t.Logf("no schedule at half the in-core peaks %v (least %v)", peaks, leasts)
+	}
+	return peaks, append(budgets, realBudget{"least budget", leasts})
 }
 
 // requireSameReads fails naming the first read that differs (the full
@@ -1261,7 +1287,8 @@ var realPrograms = map[string]realProgram{
 }
 
 // TestRealProgramsBitForBit: the programs above train bit for bit as under
-// TapeMachine, in core and at the least feasible budget.
+// TapeMachine, in core, at half the in-core peak where they plan there and
+// at the least feasible budget.
 func TestRealProgramsBitForBit(t *testing.T) {
 	checkRealPrograms(t, realPrograms)
 }
@@ -1311,13 +1338,39 @@ func clobberNetOf(natural, deadEnd bool) realProgram {
 	}}
 }
 
+// concatClobberNet is clobberNet's residual block with the feed-forward
+// reading norm through a Concat of one operand (one attention head, say),
+// whose Do returns norm's tensor itself: under TapeMachine the natural
+// Add(norm, ffn) writes over it before the gradient of w1 (norm ⊙ the
+// output's gradient) reads it.
+func concatClobberNet(natural bool) realProgram {
+	return realProgram{dts: bothDtypes, steps: 2, build: func(dt tensor.Dtype) *realRun {
+		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(19))}
+		x := c.leaf("x", 1, 10, 8)
+		w0, w1 := c.leaf("w0", 0.3, 8, 8), c.leaf("w1", 0.3, 10, 8)
+		norm := G.Must(G.Add(G.Must(G.Mul(x, w0)), x))
+		ffn := G.Must(G.HadamardProd(G.Must(G.Concat(1, norm)), w1))
+		out := G.Must(G.Add(ffn, norm))
+		if natural {
+			out = G.Must(G.Add(norm, ffn))
+		}
+		cost := G.Must(G.Sum(G.Must(G.Sum(G.Must(G.Square(out)), 1))))
+		learn := G.Nodes{x, w0, w1}
+		mustGrad(cost, learn...)
+		solver := G.NewAdamSolver(G.WithLearnRate(0.01))
+		return &realRun{g: c.g, learn: learn, final: learn,
+			step: trainLoop(nil, []any{cost, gradOf(learn)}, solverOn{solver, learn})}
+	}}
+}
+
 // TestTapeMachineViewClobber: where TapeMachine reads memory an in-place op
-// wrote over through a Reshape's sharing (its gradient of w1 differs from
-// the same sum written the other way round), ooc reads what TapeMachine
-// reads, bit for bit, in core and at the least feasible budget, also where
-// the op writing over it is one the cost does not need (ooc computes it
-// then). (ooc read the values the graph means, and differed from
-// TapeMachine.)
+// wrote over through a view's sharing (a Reshape's, a Concat of one
+// operand's: its gradient of w1 differs from the same sum written the
+// other way round), ooc reads what TapeMachine reads, bit for bit, in core
+// and at the least feasible budget, also where the op writing over it is
+// one the cost does not need (ooc computes it then). (ooc read the values
+// the graph means, and differed from TapeMachine: through the Concat, until
+// isView knew it.)
 func TestTapeMachineViewClobber(t *testing.T) {
 	for _, dt := range bothDtypes {
 		tapeOf := func(p realProgram) [][]uint64 {
@@ -1330,10 +1383,13 @@ func TestTapeMachineViewClobber(t *testing.T) {
 			"%v: TapeMachine no longer reads the clobbered reshape; the test shows nothing", dt)
 		require.NotEqual(t, tapeOf(clobberNetOf(true, true)), tapeOf(clobberNetOf(false, true)),
 			"%v: TapeMachine's dead-end sum no longer writes over the reshaped node; the test shows nothing", dt)
+		require.NotEqual(t, tapeOf(concatClobberNet(true)), tapeOf(concatClobberNet(false)),
+			"%v: TapeMachine no longer reads the clobbered Concat of one operand; the test shows nothing", dt)
 	}
 	checkRealPrograms(t, map[string]realProgram{
 		"residual-add-over-reshaped": clobberNet(true), "residual-add-other-way": clobberNet(false),
 		"dead-end-add-over-reshaped": clobberNetOf(true, true),
+		"residual-add-over-concat":   concatClobberNet(true), "residual-add-other-way-concat": concatClobberNet(false),
 	})
 }
 

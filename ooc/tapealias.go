@@ -14,15 +14,18 @@ import (
 // TapeMachine reads some operands clobbered, and ooc reads them as
 // TapeMachine does.
 //
-// gorgonia's Reshape returns a tensor over its operand's memory, but
-// TapeMachine's register allocator gives it a register of its own when the
-// operand is still live, and knows nothing of the sharing (regalloc.go).
+// gorgonia's Reshape returns a tensor over its operand's memory, and
+// Concat of one operand the operand's tensor itself (isView), but
+// TapeMachine's register allocator gives such a view a register of its own
+// when the operand is still live, and knows nothing of the sharing
+// (regalloc.go).
 // A later elementwise op may then write its result in place over the
 // operand's register, which is the reshape's memory too, while the reshape
 // is still to be read: the reader gets the elementwise op's result instead.
 // A transformer written the usual way does this: Add(norm, ffn(norm))
 // writes over norm, and the gradient of the feed-forward's first weight,
-// computed from Reshape(norm), reads norm + ffn(norm) (TestTapeMachineViewClobber).
+// computed from Reshape(norm), reads norm + ffn(norm); so does one computed
+// from Concat(norm) (TestTapeMachineViewClobber).
 //
 // tapeClobbers replays TapeMachine's program (gorgonia.Compile's, the one
 // TapeMachine runs) over which memory each register holds, and returns,
@@ -72,7 +75,7 @@ func tapeClobbers(g *gorgonia.ExprGraph, nodes []*gorgonia.Node) (subs map[*gorg
 		return &tensorState{buf: nextBuf, bytes: bytes}
 	}
 	dataOf := func(n *gorgonia.Node) *gorgonia.Node {
-		for isView(n.Op()) && len(operands(n)) == 1 {
+		for isView(n) {
 			n = operands(n)[0]
 		}
 		return n
@@ -132,9 +135,10 @@ func tapeClobbers(g *gorgonia.ExprGraph, nodes []*gorgonia.Node) (subs map[*gorg
 			_, prealloc := op.(gorgonia.UsePreallocDoer)
 			_, unsafeDo := op.(gorgonia.UnsafeDoer)
 			switch {
-			case isView(op):
-				// Do gives a tensor over the operand's memory, UnsafeDo
-				// the operand's tensor reshaped: the same buffer either way.
+			case isView(n):
+				// Do gives a tensor over the operand's memory (Concat: the
+				// operand's tensor), Reshape's UnsafeDo the operand's
+				// tensor reshaped: the same buffer either way.
 				t := regs[regID(readFrom.Index(0))]
 				regs[dest] = &tensorState{buf: t.buf, bytes: t.bytes}
 			case held != nil && prealloc && held.bytes == nodeBytes(n):
@@ -159,14 +163,14 @@ func tapeClobbers(g *gorgonia.ExprGraph, nodes []*gorgonia.Node) (subs map[*gorg
 
 // mayClobber is a cheap necessary condition for tapeClobbers to find
 // anything (gorgonia.Compile takes several times as long as the trace): a
-// Reshape of a computed node, and an op that may write over that node or
-// one of its reshapes (an op overwriting its operand, with a result of the
+// view (isView) of a computed node, and an op that may write over that
+// node or one of its views (an op overwriting its operand, with a result of the
 // operand's size, calling nothing external) reading one of them.
 func mayClobber(nodes []*gorgonia.Node) bool {
-	data := map[*gorgonia.Node]*gorgonia.Node{} // reshape -> the computed node whose memory it shares
+	data := map[*gorgonia.Node]*gorgonia.Node{} // view -> the computed node whose memory it shares
 	viewed := map[*gorgonia.Node]bool{}
 	for _, n := range nodes {
-		if ops := operands(n); isView(n.Op()) && len(ops) == 1 {
+		if ops := operands(n); isView(n) {
 			d := ops[0]
 			if b, ok := data[d]; ok {
 				d = b
@@ -182,12 +186,12 @@ func mayClobber(nodes []*gorgonia.Node) bool {
 	for _, n := range nodes {
 		// TapeMachine lets an op write over its operand's register only if
 		// the op calls nothing external (regalloc.go).
-		if n.Op() == nil || isView(n.Op()) || n.Op().CallsExtern() {
+		if n.Op() == nil || isView(n) || n.Op().CallsExtern() {
 			continue
 		}
 		ops := operands(n)
 		if k := n.Op().OverwritesInput(); k >= 0 && k < len(ops) && nodeBytes(ops[k]) == nodeBytes(n) {
-			if _, isReshape := data[ops[k]]; isReshape || viewed[ops[k]] {
+			if _, shares := data[ops[k]]; shares || viewed[ops[k]] {
 				return true
 			}
 		}
@@ -224,7 +228,7 @@ func (t *Trace) readAsTapeMachine(subs map[*gorgonia.Node]map[int]*gorgonia.Node
 			wi, ok := index[w]
 			if !ok || t.Vars[wi].View || t.Vars[wi].IsLeaf() || t.Vars[wi].Producer >= i {
 				return fmt.Errorf("ooc: %s reads %s under TapeMachine, whose register for %s holds %s by then "+
-					"(an op wrote in place over the memory a Reshape shares), and ooc cannot read it there",
+					"(an op wrote in place over the memory a view, Reshape or Concat of one operand, shares), and ooc cannot read it there",
 					f.Node.Name(), t.Vars[f.Args[k]].Name, t.Vars[f.Args[k]].Name, w.Name())
 			}
 			op := &t.Vars[f.Args[k]]

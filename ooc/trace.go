@@ -444,7 +444,7 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 			continue
 		}
 		ops := operands(n)
-		if isView(n.Op()) && len(ops) == 1 {
+		if isView(n) {
 			base := index[ops[0]]
 			if b := &t.Vars[base]; b.View {
 				base = b.Base
@@ -638,10 +638,22 @@ func isYOLO(op gorgonia.Op) bool {
 	return op != nil && fmt.Sprintf("%T", op) == "*gorgonia.yoloOp"
 }
 
-// isView recognises ops whose result shares its operand's memory:
-// gorgonia's Reshape (its Do returns a header over the operand's data).
-func isView(op gorgonia.Op) bool {
-	return op != nil && fmt.Sprintf("%T", op) == "gorgonia.reshapeOp"
+// isView recognises the nodes whose value shares their operand's memory,
+// every such op gorgonia has (v0.9.18; TestGorgoniaViews checks each op
+// that might): Reshape and Ravel (Do returns a header over the operand's
+// data) and Concat of a single operand (Do returns the operand's tensor
+// itself). Transpose and Slice copy.
+func isView(n *gorgonia.Node) bool {
+	if n.Op() == nil {
+		return false
+	}
+	switch fmt.Sprintf("%T", n.Op()) {
+	case "gorgonia.reshapeOp":
+		return len(operands(n)) == 1
+	case "gorgonia.concatOp":
+		return len(operands(n)) == 1
+	}
+	return false
 }
 
 // inPlaceOps are gorgonia's elementwise ops: each output element depends
