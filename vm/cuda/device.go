@@ -30,6 +30,8 @@ type Device struct {
 	closing atomic.Bool
 	lost    atomic.Pointer[error] // the sticky error that lost the context
 
+	noVMMNote sync.Once // NewVA says once that it gives best-fit
+
 	mem     *memory
 	pinned  *PinnedPool
 	streams [numStreams]*Stream
@@ -176,11 +178,7 @@ func (d *Device) setUp(cfg config) error {
 		}
 		d.info.FreeMemory = int64(free)
 		if d.info.VMM {
-			g, err := granularity(drv, d.dev)
-			if err != nil {
-				d.info.VMM, d.info.NoVMMReason = false, fmt.Sprintf("cuMemGetAllocationGranularity failed: %v", err)
-			}
-			d.info.Granularity = g
+			d.tryVMM(drv)
 		}
 		for k := range d.streams {
 			s := &Stream{d: d, kind: StreamKind(k)}
@@ -217,6 +215,45 @@ func (d *Device) setUp(cfg config) error {
 			d.name, d.info.Name, d.info.NoVMMReason)
 	}
 	return nil
+}
+
+// tryVMM turns VMM off, saying why, unless the driver both reports a granularity and
+// maps, gives access to and unmaps one chunk of it. Attributes alone are not enough: under a
+// virtual machine's GPU proxy (gVisor's, for one) the device reports VMM support while
+// cuMemCreate or cuMemMap fail with results that are not out-of-memory.
+func (d *Device) tryVMM(drv *driver) {
+	g, err := granularity(drv, d.dev)
+	if err == nil {
+		err = vmmRoundTrip(drv, d.dev, g)
+	}
+	if err != nil {
+		d.info.VMM, d.info.Granularity = false, 0
+		d.info.NoVMMReason = fmt.Sprintf("the virtual memory management round trip at Open failed: %v", d.wrap(err))
+		return
+	}
+	d.info.Granularity = g
+}
+
+// vmmRoundTrip reserves, creates, maps, gives access to, unmaps, releases and frees one
+// granule, the calls the VA allocator makes, undoing what succeeded when a call fails.
+func vmmRoundTrip(drv *driver, dev int32, g int64) error {
+	var p, h uint64
+	if err := drv.check(fnMemAddressReserve, drv.call(fnMemAddressReserve, uintptr(unsafe.Pointer(&p)), uintptr(g), uintptr(g), 0, 0)); err != nil {
+		return err
+	}
+	free := func() error { return drv.check(fnMemAddressFree, drv.call(fnMemAddressFree, uintptr(p), uintptr(g))) }
+	prop := allocationProp(dev)
+	if err := drv.check(fnMemCreate, drv.call(fnMemCreate, uintptr(unsafe.Pointer(&h)), uintptr(g), uintptr(unsafe.Pointer(&prop)), 0)); err != nil {
+		return errors.Join(err, free())
+	}
+	release := func() error { return drv.check(fnMemRelease, drv.call(fnMemRelease, uintptr(h))) }
+	if err := drv.check(fnMemMap, drv.call(fnMemMap, uintptr(p), uintptr(g), 0, uintptr(h), 0)); err != nil {
+		return errors.Join(err, release(), free())
+	}
+	desc := memAccessDesc{location: memLocation{typ: memLocationTypeDevice, id: dev}, flags: memAccessFlagsProtReadWrite}
+	access := drv.check(fnMemSetAccess, drv.call(fnMemSetAccess, uintptr(p), uintptr(g), uintptr(unsafe.Pointer(&desc)), 1))
+	unmap := drv.check(fnMemUnmap, drv.call(fnMemUnmap, uintptr(p), uintptr(g)))
+	return errors.Join(access, unmap, release(), free())
 }
 
 // granularity asks the driver for the minimum mapping granularity of device memory.

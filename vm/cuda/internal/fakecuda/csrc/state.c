@@ -15,8 +15,31 @@ off_t memfd_end;
 vec ctxs, allocs, pinned, handles, resvs, maps, events, streams, modules, functions;
 __thread ctx_t *current;
 
-static char fail_call[64];
-static CUresult fail_result;
+/* Injected failures: rule i makes calls of fails[i].call, after skipping fails[i].after of
+ * them, return fails[i].result, fails[i].times times (forever when negative). */
+static struct fail_rule {
+	char call[64];
+	CUresult result;
+	long long after, times;
+} fails[16];
+
+/* injected returns the failure injected into this call of name, or CUDA_SUCCESS. */
+static CUresult injected(const char *name) {
+	for (size_t i = 0; i < sizeof fails / sizeof fails[0]; i++) {
+		struct fail_rule *f = &fails[i];
+		if (!f->call[0] || strcmp(f->call, name) != 0)
+			continue;
+		if (f->after > 0) {
+			f->after--;
+			return CUDA_SUCCESS;
+		}
+		CUresult r = f->result;
+		if (f->times > 0 && --f->times == 0)
+			f->call[0] = 0;
+		return r;
+	}
+	return CUDA_SUCCESS;
+}
 
 void vpush(vec *a, void *x) {
 	if (a->n == a->cap) {
@@ -56,9 +79,8 @@ static void lose_all(CUresult r) {
 }
 
 CUresult enter(const char *name, int needctx) {
-	if (fail_call[0] && strcmp(fail_call, name) == 0) {
-		CUresult r = fail_result;
-		fail_call[0] = 0;
+	CUresult r = injected(name);
+	if (r != CUDA_SUCCESS) {
 		if (sticky(r))
 			lose_all(r);
 		return r;
@@ -167,13 +189,38 @@ long long fakecuda_get(const char *key) {
 	return v;
 }
 
-/* fakecuda_fail makes the next call of the named function return result, doing nothing. */
-void fakecuda_fail(const char *call, int result) {
+/* fakecuda_fail_at makes calls of the named function return result, doing nothing: after
+ * the next `after` calls succeed, `times` calls fail (every later one when times < 0; times
+ * 0 removes the rule). A new rule for a function replaces its old one. It returns -1 when
+ * no rule is free. */
+int fakecuda_fail_at(const char *call, int result, long long after, long long times) {
 	pthread_mutex_lock(&mu);
-	snprintf(fail_call, sizeof fail_call, "%s", call);
-	fail_result = result;
+	struct fail_rule *free_rule = NULL, *rule = NULL;
+	for (size_t i = 0; i < sizeof fails / sizeof fails[0]; i++) {
+		if (fails[i].call[0] && strcmp(fails[i].call, call) == 0)
+			rule = &fails[i];
+		else if (!fails[i].call[0] && !free_rule)
+			free_rule = &fails[i];
+	}
+	if (!rule)
+		rule = free_rule;
+	int ret = 0;
+	if (!rule)
+		ret = -1;
+	else if (times == 0)
+		rule->call[0] = 0;
+	else {
+		snprintf(rule->call, sizeof rule->call, "%s", call);
+		rule->result = result;
+		rule->after = after;
+		rule->times = times;
+	}
 	pthread_mutex_unlock(&mu);
+	return ret;
 }
+
+/* fakecuda_fail makes the next call of the named function return result, doing nothing. */
+void fakecuda_fail(const char *call, int result) { fakecuda_fail_at(call, result, 0, 1); }
 
 /* fakecuda_layout gives sizes and offsets of the ABI structs as the C compiler lays them out. */
 long long fakecuda_layout(const char *what) {
@@ -202,10 +249,9 @@ long long fakecuda_layout(const char *what) {
 
 CUresult cuInit(unsigned int flags) {
 	pthread_mutex_lock(&mu);
-	if (fail_call[0] && strcmp(fail_call, "cuInit") == 0) {
-		fail_call[0] = 0;
-		return leave(fail_result);
-	}
+	CUresult r = injected("cuInit");
+	if (r != CUDA_SUCCESS)
+		return leave(r);
 	if (flags != 0)
 		return leave(CUDA_ERROR_INVALID_VALUE);
 	if (knob.devices <= 0)
