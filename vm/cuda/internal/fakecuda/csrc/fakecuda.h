@@ -17,7 +17,10 @@
  *     offsets, a map over a mapping, a map at a non-zero handle offset, an unmap that
  *     cuts a mapping, copies to or from device addresses that are not mapped with access;
  *   - each stream is a worker thread running its queue in order; events record when the
- *     worker reaches them; cuStreamWaitEvent makes a worker block until the event's
+ *     worker reaches them; cuMemUnmap and cuMemFree do not wait for queued work, as the
+ *     driver need not: a queued copy or kernel (by its pointer arguments) that touches
+ *     memory unmapped or freed before it ran fails the context with
+ *     CUDA_ERROR_ILLEGAL_ADDRESS instead of running, and every later call returns it; cuStreamWaitEvent makes a worker block until the event's
  *     record has run. Knobs delay copies and kernels, or hold a stream's queue until
  *     released, so that a missing wait shows up as a wrong result rather than being
  *     saved by luck;
@@ -188,6 +191,10 @@ typedef struct op_s {
 	void *dst;
 	const void *src;
 	size_t n;
+	uintptr_t dev; /* a copy's device side: [dev, dev+n) */
+	CUresult fault; /* set when memory the op touches went before it ran */
+	int running;    /* its copy or kernel is running: its memory must stay */
+	const unsigned *sizes; /* a kernel's parameter sizes (function_t), or NULL */
 	void *staging; /* freed after the copy */
 	event_t *ev;
 	unsigned long long seq;
@@ -295,6 +302,7 @@ void release_handle(void *x);
 /* ---- streams.c ---- */
 
 void drain(ctx_t *c);
+void doom(ctx_t *c, uintptr_t p, size_t n);
 void stop_stream(stream_t *s);
 void release_module(void *x);
 

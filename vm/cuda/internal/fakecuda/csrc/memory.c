@@ -85,13 +85,19 @@ static int region_index(vec *rs, uintptr_t p) {
 	return -1;
 }
 
-/* free_region frees the region of rs at p, once the context's queued work, which may
- * still use it, has run: the driver synchronizes before freeing too. */
+/* free_region frees the region of rs at p. Pinned host memory goes once the context's
+ * queued work, which may still use it, has run (cuMemFreeHost synchronizes). Device memory
+ * goes at once: queued work that touches it faults when it comes to run (doom), as
+ * cuMemFree_v2 need not wait for it. */
 static CUresult free_region(vec *rs, uintptr_t p, void (*release)(void *)) {
-	if (region_index(rs, p) < 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	drain(current);
 	int i = region_index(rs, p);
+	if (i < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (rs == &pinned)
+		drain(current);
+	else
+		doom(current, p, ((region_t *)rs->v[i])->size);
+	i = region_index(rs, p);
 	if (i < 0)
 		return CUDA_ERROR_INVALID_VALUE; /* another thread freed it meanwhile */
 	region_t *r = rs->v[i];
@@ -346,7 +352,10 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 	ENTER("cuMemUnmap", 1);
 	if (!whole_maps(ptr, size, NULL, NULL))
 		return leave(CUDA_ERROR_INVALID_VALUE);
-	drain(current); /* synchronous, as the header notes: queued work may use the memory */
+	/* The driver need not wait for queued work that uses the range (PyTorch's expandable
+	 * segments synchronize first because it "does not appear to synchronize in all cases"):
+	 * such work faults when it comes to run. */
+	doom(current, ptr, size);
 	if (!whole_maps(ptr, size, NULL, NULL))
 		return leave(CUDA_ERROR_INVALID_VALUE);
 	if (mmap((void *)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
