@@ -269,10 +269,7 @@ func TestNCCLAllReduceMeanDevice(t *testing.T) {
 			must(t, err)
 			t.Cleanup(func() { must(t, d.Memory().FreeSegment(seg)) })
 			addrs[i] = seg.Addr
-			src := raw(xs[i])
-			must(t, d.do(func(drv *driver) error {
-				return drv.check(fnMemcpyHtoD, drv.call(fnMemcpyHtoD, seg.Addr, uintptr(unsafe.Pointer(&src[0])), 4*n))
-			}))
+			must(t, d.copySync(seg.Addr, raw(xs[i])))
 		}
 		err = c.AllReduceMeanDevice(tensor.Float32, addrs, n)
 		if version < ncclAvgVersion {

@@ -24,6 +24,11 @@
  *     record has run. Knobs delay copies and kernels, or hold a stream's queue until
  *     released, so that a missing wait shows up as a wrong result rather than being
  *     saved by luck;
+ *   - a synchronous cuMemcpyHtoD_v2 from pageable memory returns once the bytes are
+ *     staged, as the header says, and lands on the legacy stream: at the next call ordered
+ *     with that stream (a synchronous copy, cuStreamSynchronize(0), cuCtxSynchronize, work
+ *     on stream 0) or, the worst order the non-blocking streams allow, right after the
+ *     first copy or kernel queued on one of them after it has run;
  *   - cuModuleGetFunction(mod, "K") looks up ooc_host_K in the shared library named by
  *     OOC_FAKECUDA_KERNELS; cuLaunchKernel queues a call of it on the stream's worker.
  *
@@ -195,6 +200,7 @@ typedef struct op_s {
 	CUresult fault; /* set when memory the op touches went before it ran */
 	int running;    /* its copy or kernel is running: its memory must stay */
 	const unsigned *sizes; /* a kernel's parameter sizes (function_t), or NULL */
+	unsigned long long issued; /* op_seq when queued */
 	void *staging; /* freed after the copy */
 	event_t *ev;
 	unsigned long long seq;
@@ -203,6 +209,15 @@ typedef struct op_s {
 	void *params[65];
 	unsigned long long slots[64];
 } op_t;
+
+/* A synchronous copy from pageable memory to the device (cuMemcpyHtoD_v2): staged at the
+ * call, landing later on the legacy stream, unordered with the non-blocking streams. */
+typedef struct {
+	ctx_t *ctx;
+	void *dst, *staging;
+	size_t n;
+	unsigned long long issued; /* op_seq when made */
+} legacy_t;
 
 typedef struct {
 	ctx_t *ctx;
@@ -250,7 +265,8 @@ extern long long freed_by_destroy; /* objects a context destroy had to free: wha
 extern unsigned long long next_handle;
 extern int memfd;
 extern off_t memfd_end;
-extern vec ctxs, allocs, pinned, handles, resvs, maps, events, streams, modules, functions;
+extern vec ctxs, allocs, pinned, handles, resvs, maps, events, streams, modules, functions, legacy;
+extern unsigned long long op_seq; /* counts queued ops and legacy copies, in order */
 extern __thread ctx_t *current;
 
 void vpush(vec *a, void *x);
@@ -303,6 +319,7 @@ void release_handle(void *x);
 
 void drain(ctx_t *c);
 void doom(ctx_t *c, uintptr_t p, size_t n);
+void land_legacy(ctx_t *c, unsigned long long before);
 void stop_stream(stream_t *s);
 void release_module(void *x);
 

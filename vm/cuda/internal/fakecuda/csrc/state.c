@@ -12,7 +12,8 @@ long long used, pinned_used, launches, modules_loaded, image_bytes, host_syncs, 
 unsigned long long next_handle = 0x100000;
 int memfd = -1;
 off_t memfd_end;
-vec ctxs, allocs, pinned, handles, resvs, maps, events, streams, modules, functions;
+vec ctxs, allocs, pinned, handles, resvs, maps, events, streams, modules, functions, legacy;
+unsigned long long op_seq;
 __thread ctx_t *current;
 
 /* Injected failures: rule i makes calls of fails[i].call, after skipping fails[i].after of
@@ -405,6 +406,7 @@ CUresult cuCtxDestroy_v2(ctx_t *c) {
 	int i = vfind(&ctxs, c);
 	if (!initialized || i < 0)
 		return leave(CUDA_ERROR_INVALID_CONTEXT);
+	land_legacy(c, ~0ULL);
 	for (int j = streams.n - 1; j >= 0; j--) {
 		stream_t *s = streams.v[j];
 		if (s->ctx == c) {
@@ -451,6 +453,7 @@ CUresult cuCtxGetCurrent(ctx_t **pc) {
 CUresult cuCtxSynchronize(void) {
 	ENTER("cuCtxSynchronize", 1);
 	host_syncs++;
+	land_legacy(current, ~0ULL);
 	drain(current);
 	return leave(current->lost);
 }

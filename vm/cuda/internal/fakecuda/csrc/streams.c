@@ -66,6 +66,7 @@ static int touches(const op_t *o, uintptr_t p, size_t n) {
  * about to be unmapped or freed, to fault when its stream reaches it, and waits for those
  * running now (their host memory must not go from under them). Called with mu held. */
 void doom(ctx_t *c, uintptr_t p, size_t n) {
+	land_legacy(c, ~0ULL); /* the driver orders a free after the legacy stream's copies */
 	for (;;) {
 		int running = 0;
 		for (int i = 0; i < streams.n; i++) {
@@ -113,6 +114,7 @@ static void *worker(void *arg) {
 			break;
 		default:
 			run_checked(s, o);
+			land_legacy(s->ctx, o->issued);
 		}
 		s->head = o->next;
 		if (!s->head)
@@ -136,7 +138,9 @@ static stream_t *stream_of(uintptr_t h) {
 /* enqueue queues o on s and returns its ticket: the stream's done count once it has run.
  * The legacy stream 0 is synchronous here: o runs at once on the calling thread. */
 static unsigned long long enqueue(stream_t *s, op_t *o) {
+	o->issued = ++op_seq;
 	if (!s) {
+		land_legacy(current, ~0ULL);
 		if (o->kind == OP_RECORD) {
 			record_now(o->ev, o->seq);
 		} else if (o->kind == OP_WAIT) {
@@ -268,6 +272,8 @@ CUresult cuStreamSynchronize(uintptr_t h) {
 	trace_op(TRACE_HOST_WAIT, 0, NULL, 0, 0, 0, 0);
 	if (s)
 		wait_ticket(s, s->enq);
+	else
+		land_legacy(current, ~0ULL);
 	return leave(current->lost);
 }
 
