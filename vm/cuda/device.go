@@ -21,7 +21,10 @@ type Device struct {
 	name string
 	dev  int32 // CUdevice
 	ctx  uintptr
-	log  io.Writer
+	// primary: ctx is the device's primary context, retained at Open and released at
+	// Close (else one created for the device, and destroyed at Close).
+	primary bool
+	log     io.Writer
 
 	// mu is held shared by every driver call and exclusively by Close, so that Close
 	// never pulls the context from under a call.
@@ -74,9 +77,10 @@ type Info struct {
 func DefaultReserve(total int64) int64 { return max(256<<20, total/32) }
 
 // Open opens CUDA device ordinal (cuda:N) through the driver library (DefaultLibrary,
-// $OOC_CUDA_LIBRARY, or WithLibrary). It creates a context with blocking synchronization
-// (a host wait sleeps instead of spinning) and the compute, device-to-host and
-// host-to-device streams.
+// $OOC_CUDA_LIBRARY, or WithLibrary). It retains the device's primary context, asking for
+// blocking synchronization (a host wait sleeps instead of spinning), tries the virtual
+// memory management calls once (Info.VMM, Info.NoVMMReason), and makes the compute,
+// device-to-host and host-to-device streams.
 //
 // The errors a machine gives, each wrapping a sentinel: no libcuda (ErrNoDriver), a driver
 // older than MinDriverVersion (ErrDriverTooOld), no device or no device with that ordinal
@@ -100,7 +104,7 @@ func Open(ordinal int, opts ...Option) (*Device, error) {
 	if err := d.describe(ordinal); err != nil {
 		return nil, err
 	}
-	if err := d.createContext(); err != nil {
+	if err := d.openContext(cfg.ownContext); err != nil {
 		return nil, err
 	}
 	if err := d.setUp(cfg); err != nil {
@@ -161,12 +165,41 @@ func (d *Device) describe(ordinal int) error {
 	return nil
 }
 
-// createContext makes the device's own context. cuCtxCreate makes it current on the
-// calling thread only; every later call path sets it again (see do).
-func (d *Device) createContext() error {
+// openContext retains the device's primary context, the one the CUDA runtime and so
+// NCCL, cuBLAS and cuDNN work in: a stream of another context handed to NCCL is used in
+// the wrong context. It asks for blocking synchronization first (a host wait sleeps rather
+// than spins); cuDevicePrimaryCtxSetFlags_v2 applies that to a primary context another
+// user of this process made already, and where the driver refuses, the context keeps its
+// flags and Open says so on the log. own makes a context of the device's own instead
+// (cuCtxCreate_v2), for the tests. Either is current on the calling thread only; every
+// later call path sets it again (see do).
+func (d *Device) openContext(own bool) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	return d.wrap(d.drv.check(fnCtxCreate, d.drv.call(fnCtxCreate, uintptr(unsafe.Pointer(&d.ctx)), ctxSchedBlockingSync, uintptr(d.dev))))
+	drv := d.drv
+	if own {
+		return d.wrap(drv.check(fnCtxCreate, drv.call(fnCtxCreate, uintptr(unsafe.Pointer(&d.ctx)), ctxSchedBlockingSync, uintptr(d.dev))))
+	}
+	if err := drv.check(fnDevicePrimaryCtxSetFlags, drv.call(fnDevicePrimaryCtxSetFlags, uintptr(d.dev), ctxSchedBlockingSync)); err != nil {
+		fmt.Fprintf(d.log, "cuda: %s: the primary context keeps its scheduling flags (%v): host waits may spin\n", d.name, d.wrap(err))
+	}
+	if err := d.wrap(drv.check(fnDevicePrimaryCtxRetain, drv.call(fnDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&d.ctx)), uintptr(d.dev)))); err != nil {
+		return err
+	}
+	d.primary = true
+	if err := d.wrap(drv.check(fnCtxSetCurrent, drv.call(fnCtxSetCurrent, d.ctx))); err != nil {
+		return errors.Join(err, d.closeContext())
+	}
+	return nil
+}
+
+// closeContext releases the primary context (the driver destroys it when its last user
+// releases it) or destroys the device's own, with the thread locked.
+func (d *Device) closeContext() error {
+	if d.primary {
+		return d.drv.check(fnDevicePrimaryCtxRelease, d.drv.call(fnDevicePrimaryCtxRelease, uintptr(d.dev)))
+	}
+	return d.drv.check(fnCtxDestroy, d.drv.call(fnCtxDestroy, d.ctx))
 }
 
 // setUp sizes the capacity, finds the granularity and makes the streams and pools.
@@ -354,9 +387,12 @@ func (d *Device) FreeMemory() (free, total int64, err error) {
 func (d *Device) Lost() error { return d.lostError() }
 
 // Close waits for queued work, returns every device and pinned byte, destroys the
-// modules, events and streams, and destroys the context. Allocators over Memory() must be
-// closed first. A device whose context was lost closes too: then only the context is
-// destroyed, which takes everything in it along. Close is idempotent.
+// modules, events and streams, and releases the primary context. That context is shared
+// (the CUDA runtime, NCCL, cuBLAS and other devices of this ordinal use it), so Close frees
+// everything the device made itself rather than leave it to the context's end, which comes
+// only with the last release. Allocators over Memory() must be closed first. A device whose
+// context was lost closes too: then only the context is released (the driver wants the
+// process restarted anyway). Close is idempotent.
 //
 // Everything but the context goes through the ordinary call paths (each part's own lock,
 // then the device's), so Close takes locks in the order every other method does.
@@ -380,7 +416,7 @@ func (d *Device) Close() error {
 	d.closed = true
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := d.drv.check(fnCtxDestroy, d.drv.call(fnCtxDestroy, d.ctx)); err != nil && d.lost.Load() == nil {
+	if err := d.closeContext(); err != nil && d.lost.Load() == nil {
 		errs = append(errs, d.wrap(err))
 	}
 	for i, err := range errs {

@@ -32,6 +32,13 @@
  *   - cuModuleGetFunction(mod, "K") looks up ooc_host_K in the shared library named by
  *     OOC_FAKECUDA_KERNELS; cuLaunchKernel queues a call of it on the stream's worker.
  *
+ * Contexts are either created (cuCtxCreate_v2, destroyed by cuCtxDestroy_v2) or a device's
+ * primary context: cuDevicePrimaryCtxRetain makes it at the first retain and
+ * cuDevicePrimaryCtxRelease_v2 destroys it at the last release, taking what is left in it;
+ * cuCtxDestroy_v2 refuses it. Its flags (cuDevicePrimaryCtxSetFlags_v2) persist while it
+ * is inactive, as the driver's do. Each stream belongs to the context current at its
+ * creation (cuStreamGetCtx), which the fake NCCL checks against the primary one.
+ *
  * One global mutex guards all state: the fake is for correctness, not speed. The sources:
  * state.c (state, control, initialization, devices, contexts), memory.c (segments,
  * virtual memory management, pinned memory, synchronous copies), streams.c (stream workers,
@@ -152,6 +159,8 @@ typedef struct {
 typedef struct ctx_s {
 	int dev;
 	CUresult lost; /* a sticky error: every call in the context returns it */
+	int primary;   /* the device's primary context (cuDevicePrimaryCtxRetain) */
+	unsigned flags;
 } ctx_t;
 
 typedef struct {

@@ -14,6 +14,7 @@ int memfd = -1;
 off_t memfd_end;
 vec ctxs, allocs, pinned, handles, resvs, maps, events, streams, modules, functions, legacy;
 unsigned long long op_seq;
+static long long primary_retains; /* retains ever */
 __thread ctx_t *current;
 
 /* Injected failures: rule i makes calls of fails[i].call, after skipping fails[i].after of
@@ -182,6 +183,8 @@ long long fakecuda_get(const char *key) {
 		v = launches;
 	else if (strcmp(key, "contexts") == 0)
 		v = ctxs.n;
+	else if (strcmp(key, "primary_retains") == 0)
+		v = primary_retains;
 	else if (strcmp(key, "host_syncs") == 0)
 		v = host_syncs;
 	else if (strcmp(key, "freed_by_destroy") == 0)
@@ -381,6 +384,7 @@ CUresult cuCtxCreate_v2(ctx_t **pctx, unsigned int flags, CUdevice d) {
 		return leave(CUDA_ERROR_OUT_OF_MEMORY);
 	ctx_t *c = calloc(1, sizeof(ctx_t));
 	c->dev = d;
+	c->flags = flags;
 	vpush(&ctxs, c);
 	used += knob.ctx_overhead;
 	current = c;
@@ -401,11 +405,8 @@ static void free_where(vec *a, ctx_t *c, void (*release)(void *)) {
 	}
 }
 
-CUresult cuCtxDestroy_v2(ctx_t *c) {
-	pthread_mutex_lock(&mu);
-	int i = vfind(&ctxs, c);
-	if (!initialized || i < 0)
-		return leave(CUDA_ERROR_INVALID_CONTEXT);
+/* destroy_ctx frees a context and everything left in it; called with mu held. */
+static void destroy_ctx(ctx_t *c) {
 	land_legacy(c, ~0ULL);
 	for (int j = streams.n - 1; j >= 0; j--) {
 		stream_t *s = streams.v[j];
@@ -431,6 +432,100 @@ CUresult cuCtxDestroy_v2(ctx_t *c) {
 	free(c);
 	if (current == c)
 		current = NULL;
+}
+
+CUresult cuCtxDestroy_v2(ctx_t *c) {
+	pthread_mutex_lock(&mu);
+	int i = vfind(&ctxs, c);
+	if (!initialized || i < 0 || c->primary)
+		return leave(CUDA_ERROR_INVALID_CONTEXT); /* a primary context is released, not destroyed */
+	destroy_ctx(c);
+	return leave(CUDA_SUCCESS);
+}
+
+/* ---- Primary contexts ---- */
+
+#define MAX_DEVICES 16
+static ctx_t *primaries[MAX_DEVICES];
+static int primary_refs[MAX_DEVICES];
+static unsigned primary_flags[MAX_DEVICES];
+
+static CUresult primary_device(CUdevice d) {
+	if (!initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	return valid_device(d) && d < MAX_DEVICES ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult cuDevicePrimaryCtxRetain(ctx_t **pctx, CUdevice d) {
+	ENTER("cuDevicePrimaryCtxRetain", 0);
+	CUresult r = primary_device(d);
+	if (r != CUDA_SUCCESS || !pctx)
+		return leave(r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE);
+	if (!primaries[d]) {
+		if (used + knob.ctx_overhead > knob.memory)
+			return leave(CUDA_ERROR_OUT_OF_MEMORY);
+		ctx_t *c = calloc(1, sizeof(ctx_t));
+		*c = (ctx_t){d, CUDA_SUCCESS, 1, primary_flags[d]};
+		vpush(&ctxs, c);
+		used += knob.ctx_overhead;
+		primaries[d] = c;
+	}
+	primary_refs[d]++;
+	primary_retains++;
+	*pctx = primaries[d];
+	return leave(CUDA_SUCCESS);
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+	ENTER("cuDevicePrimaryCtxRelease_v2", 0);
+	CUresult r = primary_device(d);
+	if (r != CUDA_SUCCESS)
+		return leave(r);
+	if (!primaries[d] || primary_refs[d] == 0)
+		return leave(CUDA_ERROR_INVALID_CONTEXT);
+	if (--primary_refs[d] == 0) {
+		destroy_ctx(primaries[d]);
+		primaries[d] = NULL;
+	}
+	return leave(CUDA_SUCCESS);
+}
+
+CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice d, unsigned flags) {
+	ENTER("cuDevicePrimaryCtxSetFlags_v2", 0);
+	CUresult r = primary_device(d);
+	if (r != CUDA_SUCCESS)
+		return leave(r);
+	if (flags > 0x3f || (flags & 0x7) == 0x3 || (flags & 0x7) > 0x4)
+		return leave(CUDA_ERROR_INVALID_VALUE); /* one scheduling policy: AUTO, SPIN, YIELD or BLOCKING_SYNC */
+	primary_flags[d] = flags;
+	if (primaries[d])
+		primaries[d]->flags = flags;
+	return leave(CUDA_SUCCESS);
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active) {
+	ENTER("cuDevicePrimaryCtxGetState", 0);
+	CUresult r = primary_device(d);
+	if (r != CUDA_SUCCESS || !flags || !active)
+		return leave(r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE);
+	*flags = primary_flags[d];
+	*active = primaries[d] != NULL;
+	return leave(CUDA_SUCCESS);
+}
+
+CUresult cuCtxGetDevice(CUdevice *d) {
+	ENTER("cuCtxGetDevice", 1);
+	if (!d)
+		return leave(CUDA_ERROR_INVALID_VALUE);
+	*d = current->dev;
+	return leave(CUDA_SUCCESS);
+}
+
+CUresult cuCtxGetFlags(unsigned *flags) {
+	ENTER("cuCtxGetFlags", 1);
+	if (!flags)
+		return leave(CUDA_ERROR_INVALID_VALUE);
+	*flags = current->flags;
 	return leave(CUDA_SUCCESS);
 }
 

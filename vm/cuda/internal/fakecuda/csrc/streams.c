@@ -254,6 +254,16 @@ CUresult cuStreamCreate(uintptr_t *ph, unsigned int flags) {
 	return leave(CUDA_SUCCESS);
 }
 
+CUresult cuStreamGetCtx(uintptr_t h, ctx_t **pctx) {
+	ENTER("cuStreamGetCtx", 1);
+	int i = vfind(&streams, (void *)h);
+	if (!pctx || (h && i < 0))
+		return leave(h && i < 0 ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE);
+	stream_t *s = h ? streams.v[i] : NULL;
+	*pctx = s ? s->ctx : current; /* the legacy stream is the current context's */
+	return leave(CUDA_SUCCESS);
+}
+
 CUresult cuStreamDestroy_v2(uintptr_t h) {
 	ENTER("cuStreamDestroy_v2", 1);
 	stream_t *s = stream_of(h);
