@@ -12,8 +12,9 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
 
-// Device is one GPU through the CUDA driver: a context of its own, three streams, its
-// memory as an alloc.Memory and a pool of pinned host buffers. It implements vm.Device.
+// Device is one GPU through the CUDA driver: its primary context, three streams, its
+// memory as an alloc.Memory and a pool of pinned host buffers. It implements vm.Device
+// and vm.AllocatorMaker.
 // Its methods are safe for concurrent use.
 type Device struct {
 	drv  *driver
@@ -59,8 +60,9 @@ type Info struct {
 	TotalMemory, FreeMemory int64
 	// Reserve is left to the driver; Capacity is what the allocators may use.
 	Reserve, Capacity int64
-	// VMM reports virtual memory management (cuMemCreate, cuMemMap, ...): without it only
-	// the best-fit allocator runs. Granularity is cuMemGetAllocationGranularity's minimum,
+	// VMM reports virtual memory management (cuMemCreate, cuMemMap, ...) that the device
+	// reports and that worked in a round trip at Open: without it only the best-fit
+	// allocator runs. Granularity is cuMemGetAllocationGranularity's minimum,
 	// the unit of chunk sizes and mapping offsets (0 without VMM).
 	VMM         bool
 	Granularity int64

@@ -66,7 +66,8 @@ func (f *Fake) Set(t testing.TB, key string, v int64) {
 
 // Get returns a knob or a count of live objects: used (device bytes), allocs, handles,
 // handles_held, mappings, reservations, pinned_bytes, pinned_allocs, streams, events,
-// modules, modules_loaded, image_bytes, launches, contexts, host_syncs (calls that make
+// modules, modules_loaded, image_bytes, launches, contexts, primary_retains (every
+// cuDevicePrimaryCtxRetain so far), host_syncs (calls that make
 // the host wait for the device), and freed_by_destroy: the
 // objects context destroys had to free because their owner had not.
 func (f *Fake) Get(t testing.TB, key string) int64 {

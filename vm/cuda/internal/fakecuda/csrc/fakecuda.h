@@ -46,7 +46,8 @@
  *
  * Control from tests (not part of CUDA): fakecuda_set / fakecuda_get for knobs and
  * counters, fakecuda_fail to make the next call of a function fail with a given result
- * (a sticky result also loses the context), fakecuda_layout for the sizes and offsets
+ * (a sticky result also loses the context), fakecuda_fail_at for the Nth call or every
+ * call from the Nth on, fakecuda_layout for the sizes and offsets
  * of the ABI structs as this compiler lays them out.
  *
  * Where the header documents something the fake cannot check (a kernel's memory
