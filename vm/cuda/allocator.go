@@ -81,7 +81,8 @@ func (a *fenced) Free(b *alloc.Block) error {
 	if err := a.Allocator.Free(b); err != nil {
 		return err
 	}
-	return a.m.fence(addr)
+	// A device closed or lost has nothing left to order: every later call says so.
+	return closeError(a.m.fence(addr))
 }
 
 // Close waits for the compute stream before the allocator returns everything: blocks
