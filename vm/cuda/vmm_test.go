@@ -116,3 +116,44 @@ func TestVMMFailsMidRun(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmapFailsMidRun: an eviction whose cuMemUnmap fails (with a result other than
+// out-of-memory) fails the Alloc naming the call, keeps the cached range mapped and
+// cached, returns the chunks the Alloc gathered, and the next Alloc evicts it once the
+// driver unmaps again; Close leaves the driver nothing.
+func TestUnmapFailsMidRun(t *testing.T) {
+	withKernels(t)
+	d := openFake(t, nil, WithCapacity(8*mib))
+	a, err := d.NewVA(2 * mib)
+	must(t, err)
+	old, err := a.Alloc(4 * mib)
+	must(t, err)
+	must(t, a.Free(old)) // cached: two chunks
+	d.fake.FailAt(t, "cuMemUnmap", 801, 0, fakecuda.Always)
+	before := d.MemoryStats()
+	if _, err := a.Alloc(5 * mib); err == nil || !strings.Contains(err.Error(), "cuMemUnmap: CUDA_ERROR_NOT_SUPPORTED") {
+		t.Fatalf("Alloc needing an eviction that fails: %v, want an error naming cuMemUnmap", err)
+	}
+	after := d.MemoryStats()
+	if after.Mapping != before.Mapping || after.Ranges != before.Ranges {
+		t.Errorf("the failed eviction changed the mappings: %+v, then %+v", before, after)
+	}
+	if s := a.Stats(); s.Requested != 0 || s.Mapped != 0 {
+		t.Errorf("allocator stats after the failure: %+v", s)
+	}
+	d.fake.FailAt(t, "cuMemUnmap", 0, 0, 0)
+	b, err := a.Alloc(5 * mib)
+	must(t, err)
+	f, err := d.checkKernel()
+	must(t, err)
+	must(t, d.Launch(f, Dim3{X: 1}, Dim3{X: 256}, 0, b.Addr(), uint32(256)))
+	_, err = d.EndStep()
+	must(t, err)
+	must(t, a.Free(b))
+	must(t, a.Close())
+	for _, k := range []string{"mappings", "handles_held", "reservations"} {
+		if n := d.fake.Get(t, k); n != 0 {
+			t.Errorf("%d %s left after Close", n, k)
+		}
+	}
+}
