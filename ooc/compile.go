@@ -66,9 +66,9 @@ func compile(g *gorgonia.ExprGraph, s *settings) (m *vm.Machine, err error) {
 	var al alloc.Allocator
 	switch s.allocator {
 	case BestFit:
-		al = alloc.NewBestFit(s.device.Memory())
+		al = vm.NewBestFit(s.device)
 	default:
-		if al, err = alloc.NewVA(s.device.Memory(), s.chunk); err != nil {
+		if al, err = vm.NewVA(s.device, s.chunk); err != nil {
 			return nil, fmt.Errorf("ooc: device %s: %w", s.device.Name(), err)
 		}
 	}

@@ -146,7 +146,7 @@ func TuneLMS(p *Problem) (LMS, []LMSTrial, error) {
 // simulate runs a tape once on a simulated device with a VA allocator and
 // returns the step time.
 func simulate(prog *vm.Program, sim *vm.Sim, budget int64) (time.Duration, error) {
-	al, err := alloc.NewVA(sim.Memory(), alloc.DefaultChunkSize)
+	al, err := vm.NewVA(sim, alloc.DefaultChunkSize)
 	if err != nil {
 		return 0, err
 	}

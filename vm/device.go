@@ -179,3 +179,35 @@ func knownDevices() string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// AllocatorMaker is implemented by devices that make the allocators over their memory
+// themselves: a CUDA device whose virtual memory management failed its trial at Open gives
+// best-fit for VA, and its allocators order the unmapping and freeing of device memory
+// after the device work queued on it. Every allocator for a device is made through NewVA
+// or NewBestFit, so that the device's choice is never bypassed.
+type AllocatorMaker interface {
+	// NewVA returns the VA allocator with chunks of about chunkSize bytes (the device may
+	// round it to its mapping granularity), or what the device uses instead.
+	NewVA(chunkSize int64) (alloc.Allocator, error)
+	// NewBestFit returns the best-fit allocator over the device's memory.
+	NewBestFit() alloc.Allocator
+}
+
+// NewVA makes the VA allocator for d with physical chunks of chunkSize bytes: the
+// device's own (AllocatorMaker) when it makes its allocators, else alloc.NewVA over its
+// memory.
+func NewVA(d Device, chunkSize int64) (alloc.Allocator, error) {
+	if m, ok := d.(AllocatorMaker); ok {
+		return m.NewVA(chunkSize)
+	}
+	return alloc.NewVA(d.Memory(), chunkSize)
+}
+
+// NewBestFit makes the best-fit allocator for d: the device's own (AllocatorMaker) when
+// it makes its allocators, else alloc.NewBestFit over its memory.
+func NewBestFit(d Device) alloc.Allocator {
+	if m, ok := d.(AllocatorMaker); ok {
+		return m.NewBestFit()
+	}
+	return alloc.NewBestFit(d.Memory())
+}

@@ -13,6 +13,10 @@
 // vm/alloc over the device's physical memory, so a budget is a hard limit, as
 // on a GPU: an allocation past it fails with an out-of-memory error. Leaf
 // values (inputs, learnables, constants) stay where the user bound them.
+// Allocators for a device are made through NewVA and NewBestFit, which defer
+// to a device that makes its own (AllocatorMaker: a CUDA device falls back to
+// best-fit where virtual memory management failed, and orders unmapping after
+// queued work).
 //
 // On the CPU device the ops are gorgonia's own CPU ops, run on tensors whose
 // bytes are device memory, so a Machine's results equal gorgonia's

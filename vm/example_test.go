@@ -27,6 +27,34 @@ func ExampleNewDevice() {
 	// cpu: simulated false
 }
 
+// Allocators for a device are made through it: vm.NewVA asks the device when it makes its
+// own (a CUDA device without working virtual memory management gives best-fit), and makes
+// package alloc's VA allocator over the device's memory otherwise, as here on the CPU device.
+func ExampleNewVA() {
+	d, err := vm.NewCPU(64 << 20)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer d.Close()
+	va, err := vm.NewVA(d, 2<<20)
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := va.Alloc(3 << 20)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(va.Name(), b.Size(), va.Stats().Mapped)
+	_ = va.Free(b)
+	_ = va.Close()
+	bf := vm.NewBestFit(d)
+	fmt.Println(bf.Name())
+	_ = bf.Close()
+	// Output:
+	// va 3145728 4194304
+	// bestfit
+}
+
 // A Machine runs the tape ooc.Compile makes, here on a CPU device of 64 MiB;
 // its Stats say how much device memory the step held at once: the 256 KiB
 // product and a few bytes for the sum; the input x is a leaf, which the CPU

@@ -208,19 +208,27 @@ func (a *va) evictOldest() error {
 	r := a.cache[oldest][0]
 	a.cache[oldest] = a.cache[oldest][1:]
 	a.cachedChunks -= oldest
-	return a.dropRange(r)
+	if err := a.dropRange(r); err != nil {
+		if _, mapped := a.ranges[r]; mapped {
+			a.cache[oldest] = append([]*vaRange{r}, a.cache[oldest]...) // still the oldest
+			a.cachedChunks += oldest
+		}
+		return err
+	}
+	return nil
 }
 
-// dropRange unmaps a range, frees its chunks and releases its address space.
+// dropRange unmaps a range, frees its chunks and releases its address space. A range the
+// Memory failed to unmap stays held, and mapped, so that nothing leaks: a later eviction
+// or Close tries again.
 func (a *va) dropRange(r *vaRange) error {
-	delete(a.ranges, r)
 	a.stats.MapCalls += 2
-	err := a.mem.Unmap(r.r, 0, r.r.Size)
-	if err == nil {
-		a.free = append(a.free, r.chunks...)
-		err = a.mem.ReleaseRange(r.r)
+	if err := a.mem.Unmap(r.r, 0, r.r.Size); err != nil {
+		return err
 	}
-	return err
+	delete(a.ranges, r)
+	a.free = append(a.free, r.chunks...)
+	return a.mem.ReleaseRange(r.r)
 }
 
 func (a *va) putCache(r *vaRange) {

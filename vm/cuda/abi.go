@@ -1,6 +1,7 @@
 package cuda
 
-// The ABI of the driver API as cuda.h (CUDA 12.6) declares it: struct layouts, enum values
+// The ABI of the driver API as cuda.h (CUDA 12.6) declares it (the primary-context calls
+// checked against CUDA 13.0's, through cudarc's CUDA 13000 bindings): struct layouts, enum values
 // and the versioned symbol names the header's macros expand to. Written from the header,
 // not generated; TestABILayout checks the structs against a C compiler's layout of the
 // same declarations.
@@ -51,9 +52,12 @@ const (
 )
 
 // MinDriverVersion is the oldest driver this package runs on, as cuDriverGetVersion
-// reports it (1000*major + 10*minor): CUDA 10.2, the first with the virtual memory
-// management API (cuMemCreate, cuMemMap, ...) and its CUmemAllocationProp layout.
-const MinDriverVersion = 10020
+// reports it (1000*major + 10*minor): CUDA 11.0, the first with cuDevicePrimaryCtxRelease_v2
+// and cuDevicePrimaryCtxSetFlags_v2 (the latter may set the flags of a primary context
+// already active, where the older one fails), which cuda.h's macros name in every release
+// since, CUDA 13 included; the virtual memory management API (cuMemCreate, cuMemMap, ...)
+// and its CUmemAllocationProp layout came with CUDA 10.2.
+const MinDriverVersion = 11000
 
 // fn names a bound driver function.
 type fn int
@@ -70,6 +74,9 @@ const (
 	fnDeviceGetAttribute
 	fnCtxCreate
 	fnCtxDestroy
+	fnDevicePrimaryCtxRetain
+	fnDevicePrimaryCtxRelease
+	fnDevicePrimaryCtxSetFlags
 	fnCtxSetCurrent
 	fnCtxSynchronize
 	fnMemGetInfo
@@ -120,6 +127,9 @@ var symbols = [numFns]string{
 	fnDeviceGetAttribute:          "cuDeviceGetAttribute",
 	fnCtxCreate:                   "cuCtxCreate_v2",
 	fnCtxDestroy:                  "cuCtxDestroy_v2",
+	fnDevicePrimaryCtxRetain:      "cuDevicePrimaryCtxRetain",
+	fnDevicePrimaryCtxRelease:     "cuDevicePrimaryCtxRelease_v2",
+	fnDevicePrimaryCtxSetFlags:    "cuDevicePrimaryCtxSetFlags_v2",
 	fnCtxSetCurrent:               "cuCtxSetCurrent",
 	fnCtxSynchronize:              "cuCtxSynchronize",
 	fnMemGetInfo:                  "cuMemGetInfo_v2",

@@ -108,11 +108,18 @@ func memcpyIn(dst uintptr, src []byte) func(*driver, *Stream) error {
 	}
 }
 
-// copySync copies src into device memory at dst and returns when it has landed
-// (cuMemcpyHtoD, outside the streams), and readSync the other way.
+// copySync copies src into device memory at dst and returns when it has landed, and
+// readSync the other way. cuMemcpyHtoD from pageable memory returns once src is staged,
+// with the copy to dst still on the legacy stream ("the DMA to final destination may not
+// have completed"), which the device's non-blocking streams do not wait for: so copySync
+// synchronizes the legacy stream (cuStreamSynchronize(0)) before it returns, and work
+// queued on the device's streams afterwards sees the bytes.
 func (d *Device) copySync(dst uintptr, src []byte) error {
 	return d.do(func(drv *driver) error {
-		return drv.check(fnMemcpyHtoD, drv.call(fnMemcpyHtoD, dst, uintptr(unsafe.Pointer(&src[0])), uintptr(len(src))))
+		if err := drv.check(fnMemcpyHtoD, drv.call(fnMemcpyHtoD, dst, uintptr(unsafe.Pointer(&src[0])), uintptr(len(src)))); err != nil {
+			return err
+		}
+		return drv.check(fnStreamSynchronize, drv.call(fnStreamSynchronize, 0))
 	})
 }
 

@@ -12,8 +12,9 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
 
-// Device is one GPU through the CUDA driver: a context of its own, three streams, its
-// memory as an alloc.Memory and a pool of pinned host buffers. It implements vm.Device.
+// Device is one GPU through the CUDA driver: its primary context, three streams, its
+// memory as an alloc.Memory and a pool of pinned host buffers. It implements vm.Device
+// and vm.AllocatorMaker.
 // Its methods are safe for concurrent use.
 type Device struct {
 	drv  *driver
@@ -21,7 +22,10 @@ type Device struct {
 	name string
 	dev  int32 // CUdevice
 	ctx  uintptr
-	log  io.Writer
+	// primary: ctx is the device's primary context, retained at Open and released at
+	// Close (else one created for the device, and destroyed at Close).
+	primary bool
+	log     io.Writer
 	// search finds cuBLAS and NCCL for this device as Open found its driver.
 	search Search
 
@@ -31,6 +35,8 @@ type Device struct {
 	closed  bool
 	closing atomic.Bool
 	lost    atomic.Pointer[error] // the sticky error that lost the context
+
+	noVMMNote sync.Once // NewVA says once that it gives best-fit
 
 	mem     *memory
 	pinned  *PinnedPool
@@ -56,8 +62,9 @@ type Info struct {
 	TotalMemory, FreeMemory int64
 	// Reserve is left to the driver; Capacity is what the allocators may use.
 	Reserve, Capacity int64
-	// VMM reports virtual memory management (cuMemCreate, cuMemMap, ...): without it only
-	// the best-fit allocator runs. Granularity is cuMemGetAllocationGranularity's minimum,
+	// VMM reports virtual memory management (cuMemCreate, cuMemMap, ...) that the device
+	// reports and that worked in a round trip at Open: without it only the best-fit
+	// allocator runs. Granularity is cuMemGetAllocationGranularity's minimum,
 	// the unit of chunk sizes and mapping offsets (0 without VMM).
 	VMM         bool
 	Granularity int64
@@ -75,9 +82,10 @@ func DefaultReserve(total int64) int64 { return max(256<<20, total/32) }
 
 // Open opens CUDA device ordinal (cuda:N) through the driver library (WithLibrary, else
 // $OOC_CUDA_LIBRARY, else the first libcuda.so.1 the Search finds: DefaultSearch or
-// WithSearch). It creates a context with blocking synchronization
-// (a host wait sleeps instead of spinning) and the compute, device-to-host and
-// host-to-device streams.
+// WithSearch). It retains the device's primary context, asking for blocking
+// synchronization (a host wait sleeps instead of spinning), tries the virtual memory
+// management calls once (Info.VMM, Info.NoVMMReason), and makes the compute,
+// device-to-host and host-to-device streams.
 //
 // The errors a machine gives, each wrapping a sentinel: no libcuda (ErrNoDriver), a driver
 // older than MinDriverVersion (ErrDriverTooOld), no device or no device with that ordinal
@@ -101,7 +109,7 @@ func Open(ordinal int, opts ...Option) (*Device, error) {
 	if err := d.describe(ordinal); err != nil {
 		return nil, err
 	}
-	if err := d.createContext(); err != nil {
+	if err := d.openContext(cfg.ownContext); err != nil {
 		return nil, err
 	}
 	if err := d.setUp(cfg); err != nil {
@@ -162,12 +170,41 @@ func (d *Device) describe(ordinal int) error {
 	return nil
 }
 
-// createContext makes the device's own context. cuCtxCreate makes it current on the
-// calling thread only; every later call path sets it again (see do).
-func (d *Device) createContext() error {
+// openContext retains the device's primary context, the one the CUDA runtime and so
+// NCCL, cuBLAS and cuDNN work in: a stream of another context handed to NCCL is used in
+// the wrong context. It asks for blocking synchronization first (a host wait sleeps rather
+// than spins); cuDevicePrimaryCtxSetFlags_v2 applies that to a primary context another
+// user of this process made already, and where the driver refuses, the context keeps its
+// flags and Open says so on the log. own makes a context of the device's own instead
+// (cuCtxCreate_v2), for the tests. Either is current on the calling thread only; every
+// later call path sets it again (see do).
+func (d *Device) openContext(own bool) error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	return d.wrap(d.drv.check(fnCtxCreate, d.drv.call(fnCtxCreate, uintptr(unsafe.Pointer(&d.ctx)), ctxSchedBlockingSync, uintptr(d.dev))))
+	drv := d.drv
+	if own {
+		return d.wrap(drv.check(fnCtxCreate, drv.call(fnCtxCreate, uintptr(unsafe.Pointer(&d.ctx)), ctxSchedBlockingSync, uintptr(d.dev))))
+	}
+	if err := drv.check(fnDevicePrimaryCtxSetFlags, drv.call(fnDevicePrimaryCtxSetFlags, uintptr(d.dev), ctxSchedBlockingSync)); err != nil {
+		fmt.Fprintf(d.log, "cuda: %s: the primary context keeps its scheduling flags (%v): host waits may spin\n", d.name, d.wrap(err))
+	}
+	if err := d.wrap(drv.check(fnDevicePrimaryCtxRetain, drv.call(fnDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&d.ctx)), uintptr(d.dev)))); err != nil {
+		return err
+	}
+	d.primary = true
+	if err := d.wrap(drv.check(fnCtxSetCurrent, drv.call(fnCtxSetCurrent, d.ctx))); err != nil {
+		return errors.Join(err, d.closeContext())
+	}
+	return nil
+}
+
+// closeContext releases the primary context (the driver destroys it when its last user
+// releases it) or destroys the device's own, with the thread locked.
+func (d *Device) closeContext() error {
+	if d.primary {
+		return d.drv.check(fnDevicePrimaryCtxRelease, d.drv.call(fnDevicePrimaryCtxRelease, uintptr(d.dev)))
+	}
+	return d.drv.check(fnCtxDestroy, d.drv.call(fnCtxDestroy, d.ctx))
 }
 
 // setUp sizes the capacity, finds the granularity and makes the streams and pools.
@@ -179,11 +216,7 @@ func (d *Device) setUp(cfg config) error {
 		}
 		d.info.FreeMemory = int64(free)
 		if d.info.VMM {
-			g, err := granularity(drv, d.dev)
-			if err != nil {
-				d.info.VMM, d.info.NoVMMReason = false, fmt.Sprintf("cuMemGetAllocationGranularity failed: %v", err)
-			}
-			d.info.Granularity = g
+			d.tryVMM(drv)
 		}
 		for k := range d.streams {
 			s := &Stream{d: d, kind: StreamKind(k)}
@@ -220,6 +253,45 @@ func (d *Device) setUp(cfg config) error {
 			d.name, d.info.Name, d.info.NoVMMReason)
 	}
 	return nil
+}
+
+// tryVMM turns VMM off, saying why, unless the driver both reports a granularity and
+// maps, gives access to and unmaps one chunk of it. Attributes alone are not enough: under a
+// virtual machine's GPU proxy (gVisor's, for one) the device reports VMM support while
+// cuMemCreate or cuMemMap fail with results that are not out-of-memory.
+func (d *Device) tryVMM(drv *driver) {
+	g, err := granularity(drv, d.dev)
+	if err == nil {
+		err = vmmRoundTrip(drv, d.dev, g)
+	}
+	if err != nil {
+		d.info.VMM, d.info.Granularity = false, 0
+		d.info.NoVMMReason = fmt.Sprintf("the virtual memory management round trip at Open failed: %v", d.wrap(err))
+		return
+	}
+	d.info.Granularity = g
+}
+
+// vmmRoundTrip reserves, creates, maps, gives access to, unmaps, releases and frees one
+// granule, the calls the VA allocator makes, undoing what succeeded when a call fails.
+func vmmRoundTrip(drv *driver, dev int32, g int64) error {
+	var p, h uint64
+	if err := drv.check(fnMemAddressReserve, drv.call(fnMemAddressReserve, uintptr(unsafe.Pointer(&p)), uintptr(g), uintptr(g), 0, 0)); err != nil {
+		return err
+	}
+	free := func() error { return drv.check(fnMemAddressFree, drv.call(fnMemAddressFree, uintptr(p), uintptr(g))) }
+	prop := allocationProp(dev)
+	if err := drv.check(fnMemCreate, drv.call(fnMemCreate, uintptr(unsafe.Pointer(&h)), uintptr(g), uintptr(unsafe.Pointer(&prop)), 0)); err != nil {
+		return errors.Join(err, free())
+	}
+	release := func() error { return drv.check(fnMemRelease, drv.call(fnMemRelease, uintptr(h))) }
+	if err := drv.check(fnMemMap, drv.call(fnMemMap, uintptr(p), uintptr(g), 0, uintptr(h), 0)); err != nil {
+		return errors.Join(err, release(), free())
+	}
+	desc := memAccessDesc{location: memLocation{typ: memLocationTypeDevice, id: dev}, flags: memAccessFlagsProtReadWrite}
+	access := drv.check(fnMemSetAccess, drv.call(fnMemSetAccess, uintptr(p), uintptr(g), uintptr(unsafe.Pointer(&desc)), 1))
+	unmap := drv.check(fnMemUnmap, drv.call(fnMemUnmap, uintptr(p), uintptr(g)))
+	return errors.Join(access, unmap, release(), free())
 }
 
 // granularity asks the driver for the minimum mapping granularity of device memory.
@@ -320,9 +392,12 @@ func (d *Device) FreeMemory() (free, total int64, err error) {
 func (d *Device) Lost() error { return d.lostError() }
 
 // Close waits for queued work, returns every device and pinned byte, destroys the
-// modules, events and streams, and destroys the context. Allocators over Memory() must be
-// closed first. A device whose context was lost closes too: then only the context is
-// destroyed, which takes everything in it along. Close is idempotent.
+// modules, events and streams, and releases the primary context. That context is shared
+// (the CUDA runtime, NCCL, cuBLAS and other devices of this ordinal use it), so Close frees
+// everything the device made itself rather than leave it to the context's end, which comes
+// only with the last release. Allocators over Memory() must be closed first. A device whose
+// context was lost closes too: then only the context is released (the driver wants the
+// process restarted anyway). Close is idempotent.
 //
 // Everything but the context goes through the ordinary call paths (each part's own lock,
 // then the device's), so Close takes locks in the order every other method does.
@@ -346,7 +421,7 @@ func (d *Device) Close() error {
 	d.closed = true
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := d.drv.check(fnCtxDestroy, d.drv.call(fnCtxDestroy, d.ctx)); err != nil && d.lost.Load() == nil {
+	if err := d.closeContext(); err != nil && d.lost.Load() == nil {
 		errs = append(errs, d.wrap(err))
 	}
 	for i, err := range errs {

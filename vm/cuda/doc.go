@@ -29,7 +29,7 @@
 // # Use
 //
 //	d, err := cuda.Open(0)              // or vm.NewDevice("cuda:0", budget)
-//	a, err := d.NewVA(40 << 20)         // VA over cuMemCreate/cuMemMap; best-fit without VMM
+//	a, err := d.NewVA(40 << 20)         // VA over cuMemCreate/cuMemMap; best-fit without VMM (vm.NewVA calls it)
 //	b, err := a.Alloc(n)                // b.Addr() is a device pointer; b.Bytes() is nil
 //	buf, err := d.Pinned().Get(n)       // a pinned host buffer, reused across steps
 //	in, err := d.CopyIn(b.Addr(), buf.Bytes)   // swap-in on the host-to-device stream
@@ -89,29 +89,33 @@
 // AllReduceMeanDevice averages buffers already on the devices in place (ncclAvg only), as
 // ooc train does with each replica's gradients before its update on the device. Each rank's
 // calls run on a goroutine of their own with the device's context current and outside
-// ncclGroupStart/End, because NCCL uses the context current when a communicator was made and
-// switches to the primary context inside groups (NVIDIA/nccl#565), while this package's
-// devices create their own. ncclCommInitRank takes the 128-byte ncclUniqueId by value, which
+// ncclGroupStart/End. That context is the device's primary one, the context NCCL's own work
+// runs in (inside groups NCCL switches to it, NVIDIA/nccl#565), so the compute stream handed
+// to ncclAllReduce belongs to the context NCCL uses. ncclCommInitRank takes the 128-byte ncclUniqueId by value, which
 // purego cannot pass on amd64 (16 stack words, beyond its 15 arguments); there the id goes
 // through ncclCommInitRankScalable (NCCL 2.23 and newer), which takes a pointer, and an older
 // NCCL is refused with a message saying so (on arm64 the ABI passes the struct by reference,
 // so ncclCommInitRank works). The tests run against a fake libnccl (internal/fakecuda/nccl),
-// built in the test, that checks contexts, ranks and rounds and reduces in rank order; it
+// built in the test, that checks contexts (a stream outside the device's primary context is
+// refused with ncclInvalidArgument), ranks and rounds and reduces in rank order; it
 // proves the binding and the Go logic, not NCCL's algorithms or speed, and no real NCCL has
 // run this code: no machine of this project has a GPU.
 //
 // # Driver, errors
 //
-// The driver's functions are bound by their ABI names (cuCtxCreate_v2, cuMemAlloc_v2,
-// cuMemcpyHtoDAsync_v2, ...), after checking cuDriverGetVersion against MinDriverVersion
-// (CUDA 10.2, for the virtual memory management API) and that each function is there.
-// Struct layouts and enum values are written from NVIDIA's cuda.h (12.6) and checked
+// The driver's functions are bound by their ABI names (cuDevicePrimaryCtxRelease_v2,
+// cuMemAlloc_v2, cuMemcpyHtoDAsync_v2, ...), after checking cuDriverGetVersion against
+// MinDriverVersion (CUDA 11.0, for the _v2 primary-context calls; the virtual memory
+// management API came with 10.2) and that each function is there. Struct layouts and enum
+// values are written from NVIDIA's cuda.h (12.6; the primary-context calls and the CUresult
+// values checked against CUDA 13.0's, through cudarc's generated bindings) and checked
 // against a C compiler's layout in the tests. A failed call is an *Error carrying the call,
 // the CUresult and the driver's cuGetErrorName and cuGetErrorString. The errors a GPU user
 // meets each wrap a sentinel: ErrNoDriver ("no NVIDIA driver: tried ..."),
 // ErrDriverTooOld, ErrNoDevice (none, or a bad ordinal), alloc.ErrOutOfMemory (with the free
 // and unusable bytes), and ErrContextLost after a sticky error (a kernel's illegal address,
-// an uncorrectable ECC error): every later call fails with it, and the device still closes.
+// CUDA_ERROR_CONTAINED, an uncorrectable ECC error: the list, and the header it was checked
+// against, is at Result.sticky): every later call fails with it, and the device still closes.
 //
 // # Contexts and goroutines
 //
@@ -120,8 +124,12 @@
 // (cuCtxSetCurrent, a thread-local store) before its driver calls; see Device.do. This
 // keeps the driver's own thread safety: concurrent allocations, copies and a host wait on
 // an event do not queue behind each other, as they would behind one driver goroutine. The
-// context is the device's own (cuCtxCreate_v2), created with blocking synchronization so a
-// host wait sleeps rather than spins. Capacity is cuMemGetInfo's free memory once that
+// context is the device's primary context (cuDevicePrimaryCtxRetain), the one the CUDA
+// runtime, NCCL, cuBLAS and cuDNN use, with blocking synchronization asked for first
+// (cuDevicePrimaryCtxSetFlags_v2) so a host wait sleeps rather than spins. It is shared:
+// two devices of one ordinal in a process use the same context, Close frees everything the
+// device made and then releases the context (cuDevicePrimaryCtxRelease_v2), which the
+// driver destroys at its last release. Capacity is cuMemGetInfo's free memory once that
 // context exists, minus DefaultReserve (256 MiB or 1/32 of the device, for module code,
 // kernels' local memory and library workspaces), or the budget given (WithCapacity).
 //
@@ -131,10 +139,26 @@
 // unchanged: segments are cuMemAlloc_v2 allocations (best-fit); chunks are cuMemCreate
 // handles, ranges cuMemAddressReserve reservations, and a batched Map of n chunks is n
 // cuMemMap calls and one cuMemSetAccess (VA). Chunk sizes must be multiples of the device's
-// granularity (cuMemGetAllocationGranularity); Device.ChunkSize rounds to it. A device
-// without virtual memory management (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
-// refuses chunks with ErrNoVMM, and Device.NewVA gives best-fit there and says so. Device
-// memory is not host-addressable: Segment and Range Data are nil, Addr is the device pointer.
+// granularity (cuMemGetAllocationGranularity); Device.ChunkSize rounds to it. VMM is tried,
+// not inferred: Open reserves, creates, maps, gives access to, unmaps, releases and frees one
+// granule, and a device where any of that fails (or whose attributes say no VMM) runs
+// without it, Info.NoVMMReason naming the call and result: it refuses chunks with ErrNoVMM,
+// and Device.NewVA gives best-fit there and says so once. Package ooc makes every allocator
+// through the device (vm.NewVA, vm.NewBestFit: Device implements vm.AllocatorMaker). A chunk
+// call that fails mid-run with a result other than out-of-memory (a GPU proxy's
+// CUDA_ERROR_NOT_SUPPORTED, say) comes back from Alloc naming the call and the result, with
+// what that Alloc mapped undone. Device memory is not host-addressable: Segment and Range
+// Data are nil, Addr is the device pointer.
+//
+// cuMemUnmap and cuMemFree_v2 need not wait for work still queued on the memory (PyTorch's
+// expandable segments synchronize before unmapping because unmap "does not appear to
+// synchronize in all cases"); a kernel reading a range unmapped under it faults with
+// CUDA_ERROR_ILLEGAL_ADDRESS and loses the context. So the device's allocators record an
+// event on the compute stream at every free, at the range or segment that held the block,
+// and the memory waits for that event before unmapping the range (VA eviction inside Alloc)
+// or freeing the segment (best-fit returning cached segments); by then it has nearly always
+// completed. Without such an event (an allocator made around Memory() directly) the memory
+// synchronizes the compute stream first.
 // One difference from the driver: cuda.h allows cuMemRelease of a mapped handle (the memory
 // goes at the last unmap); alloc.Memory's contract refuses it, and so does this package.
 //
@@ -146,7 +170,13 @@
 // mmaps of a memfd with real bookkeeping that refuses what the header says the driver
 // refuses; each stream is a worker thread running its queue in order, with knobs that slow
 // copies and kernels down, so a missing event wait gives a wrong result, not a lucky one;
-// kernels are host builds of the CUDA C sources loaded from OOC_FAKECUDA_KERNELS.
+// kernels are host builds of the CUDA C sources loaded from OOC_FAKECUDA_KERNELS. It is as
+// strict as the header allows where the real driver may be lax: cuMemUnmap and cuMemFree_v2
+// do not wait for queued work, and a queued copy or kernel touching memory given back
+// before it ran loses the context with CUDA_ERROR_ILLEGAL_ADDRESS; a synchronous
+// cuMemcpyHtoD from pageable memory lands on the legacy stream, after the first later copy
+// or kernel of a non-blocking stream; primary and created contexts are told apart; and
+// any driver call can be made to fail at its Nth call or always (fakecuda.FailAt).
 //
 // The fake proves the bindings (symbol names, argument order, struct layouts, enum
 // values), the Go logic (contexts per call path, bookkeeping, the allocators on device

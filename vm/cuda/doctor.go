@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"gorgonia.org/tensor"
-
-	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
 
 // Doctor is the acceptance check of a machine with a GPU ("ooc doctor"): it opens device
@@ -126,10 +124,10 @@ func (d *Device) checkNCCL() (string, error) {
 // checkTrace replays a trace on a fresh allocator (chunk 0: best-fit) over the device's
 // memory and describes how it went.
 func (d *Device) checkTrace(chunk int64, trace []traceOp) (string, error) {
-	var a alloc.Allocator = alloc.NewBestFit(d.mem)
+	a := d.NewBestFit()
 	if chunk > 0 {
 		var err error
-		if a, err = alloc.NewVA(d.mem, d.ChunkSize(chunk)); err != nil {
+		if a, err = d.NewVA(chunk); err != nil {
 			return "", err
 		}
 	}

@@ -76,7 +76,7 @@ func loadDriver(path string) (*driver, error) {
 	d.version = int(v)
 	if d.version < MinDriverVersion {
 		return nil, fmt.Errorf("cuda: %w: %s supports CUDA %s (cuDriverGetVersion %d); this needs CUDA %s or newer "+
-			"(the virtual memory management API): update the NVIDIA driver", ErrDriverTooOld, path,
+			"(the primary-context and virtual memory management calls): update the NVIDIA driver", ErrDriverTooOld, path,
 			versionString(d.version), d.version, versionString(MinDriverVersion))
 	}
 	var missing []string

@@ -24,15 +24,47 @@ const (
 	resultCompatNotSupported   Result = 804
 )
 
-// sticky reports whether a result leaves the context unusable: cuda.h says of these that
-// "any further CUDA work will return the same error" (a kernel fault, a hardware error, a
-// context torn down under the caller).
+// sticky reports whether a result leaves the context unusable. The list is checked against
+// the CUresult enum of cuda.h as CUDA 13.0 ships it (the values cross-checked with cudarc's
+// CUDA 13000 driver bindings; the texts are those of the CUDA 12.8 header, which 13.0
+// keeps, adding only CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER = 36, not sticky). The header
+// says "any further CUDA work will return the same error" (or that the process must be
+// relaunched) of:
+//
+//	226 CUDA_ERROR_CONTAINED (an error the GPU's containment caught: NVLink peer access, hardware)
+//	700 ILLEGAL_ADDRESS, 702 LAUNCH_TIMEOUT, 710 ASSERT, 714 HARDWARE_STACK_ERROR,
+//	715 ILLEGAL_INSTRUCTION, 716 MISALIGNED_ADDRESS, 717 INVALID_ADDRESS_SPACE,
+//	718 INVALID_PC, 719 LAUNCH_FAILED, 721 TENSOR_MEMORY_LEAK,
+//	810 MPS_CLIENT_TERMINATED, 911 EXTERNAL_DEVICE.
+//
+// Four more end the context here although the header does not use those words:
+// 4 DEINITIALIZED (the driver is shutting down), 709 CONTEXT_IS_DESTROYED (the context is
+// gone), 214 ECC_UNCORRECTABLE and 220 NVLINK_UNCORRECTABLE (memory the context holds is
+// corrupt: NVIDIA's guidance is to restart the application).
 func (r Result) sticky() bool {
-	switch r {
-	case resultDeinitialized, 214, 220, 700, 702, 709, 710, 714, 715, 716, 717, 718, 719, 810, 911:
-		return true
-	}
-	return false
+	_, ok := stickyResults[r]
+	return ok
+}
+
+// stickyResults are the results sticky reports, by name (see sticky for the sources).
+var stickyResults = map[Result]string{
+	resultDeinitialized: "CUDA_ERROR_DEINITIALIZED",
+	214:                 "CUDA_ERROR_ECC_UNCORRECTABLE",
+	220:                 "CUDA_ERROR_NVLINK_UNCORRECTABLE",
+	226:                 "CUDA_ERROR_CONTAINED",
+	700:                 "CUDA_ERROR_ILLEGAL_ADDRESS",
+	702:                 "CUDA_ERROR_LAUNCH_TIMEOUT",
+	709:                 "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+	710:                 "CUDA_ERROR_ASSERT",
+	714:                 "CUDA_ERROR_HARDWARE_STACK_ERROR",
+	715:                 "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+	716:                 "CUDA_ERROR_MISALIGNED_ADDRESS",
+	717:                 "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+	718:                 "CUDA_ERROR_INVALID_PC",
+	719:                 "CUDA_ERROR_LAUNCH_FAILED",
+	721:                 "CUDA_ERROR_TENSOR_MEMORY_LEAK",
+	810:                 "CUDA_ERROR_MPS_CLIENT_TERMINATED",
+	911:                 "CUDA_ERROR_EXTERNAL_DEVICE",
 }
 
 var (

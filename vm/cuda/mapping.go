@@ -103,7 +103,15 @@ func (m *memory) Unmap(r alloc.Range, offset, size int64) error {
 			inside = append(inside, mp)
 		}
 	}
-	err = m.d.do(func(drv *driver) error { return m.unmapRuns(drv, rs, inside) })
+	err = m.d.do(func(drv *driver) error {
+		if len(inside) == 0 {
+			return nil
+		}
+		if err := m.waitFence(drv, rs.Addr); err != nil {
+			return err
+		}
+		return m.unmapRuns(drv, rs, inside)
+	})
 	if err != nil {
 		return err
 	}
@@ -184,5 +192,6 @@ func (m *memory) release(drv *driver) error {
 		m.stats.Frees++
 		errs = append(errs, drv.check(fnMemFree, drv.call(fnMemFree, s.Addr)))
 	}
+	errs = append(errs, m.destroyFences(drv))
 	return errors.Join(errs...)
 }

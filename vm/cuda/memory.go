@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -34,6 +35,12 @@ type memory struct {
 	chunks   map[uint64]*chunk
 	ranges   map[uint64]*vrange
 	stats    MemoryStats
+
+	// fences are events recorded on the compute stream after a block was freed, by the
+	// base address of the range or segment that held it (see fenced); spare are fence
+	// events not in use.
+	fences map[uintptr]uintptr
+	spare  []uintptr
 }
 
 // MemoryStats counts a device memory's driver calls, by kind: the allocators count
@@ -64,7 +71,8 @@ type mapping struct {
 
 func newMemory(d *Device, capacity, gran int64) *memory {
 	return &memory{d: d, capacity: capacity, gran: gran,
-		segments: map[uint64]alloc.Segment{}, chunks: map[uint64]*chunk{}, ranges: map[uint64]*vrange{}}
+		segments: map[uint64]alloc.Segment{}, chunks: map[uint64]*chunk{}, ranges: map[uint64]*vrange{},
+		fences: map[uintptr]uintptr{}}
 }
 
 func (m *memory) String() string { return fmt.Sprintf("%s memory (capacity %d)", m.d.name, m.capacity) }
@@ -194,9 +202,15 @@ func (m *memory) FreeSegment(s alloc.Segment) error {
 	if !ok || held.Addr != s.Addr {
 		return fmt.Errorf("cuda: %s: segment %d at %#x is not held", m, s.Handle, s.Addr)
 	}
-	delete(m.segments, s.Handle)
-	m.used -= held.Size
-	return m.call(&m.stats.Frees, fnMemFree, held.Addr)
+	return m.d.do(func(drv *driver) error {
+		if err := m.waitFence(drv, held.Addr); err != nil {
+			return err
+		}
+		delete(m.segments, s.Handle)
+		m.used -= held.Size
+		m.stats.Frees++
+		return drv.check(fnMemFree, drv.call(fnMemFree, held.Addr))
+	})
 }
 
 func (m *memory) CreateChunk(size int64) (alloc.Chunk, error) {
@@ -303,4 +317,73 @@ func (m *memory) call(count *int64, f fn, args ...uintptr) error {
 		*count++
 		return drv.check(f, drv.call(f, args...))
 	})
+}
+
+// fence records, on the compute stream, that the block at addr was freed: the range or
+// segment holding it is not unmapped or freed before the work queued so far has run.
+func (m *memory) fence(addr uintptr) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	base, ok := m.baseOf(addr)
+	if !ok {
+		return nil // the allocator gave the memory back already (a best-fit segment, say)
+	}
+	return m.d.do(func(drv *driver) error {
+		ev, ok := m.fences[base]
+		if !ok {
+			if n := len(m.spare); n > 0 {
+				ev, m.spare = m.spare[n-1], m.spare[:n-1]
+			} else if err := drv.check(fnEventCreate, drv.call(fnEventCreate, uintptr(unsafe.Pointer(&ev)), eventDisableTiming)); err != nil {
+				return err
+			}
+			m.fences[base] = ev
+		}
+		return drv.check(fnEventRecord, drv.call(fnEventRecord, ev, m.d.streams[Compute].h))
+	})
+}
+
+// baseOf finds the range or segment holding addr.
+func (m *memory) baseOf(addr uintptr) (uintptr, bool) {
+	for _, r := range m.ranges {
+		if addr >= r.Addr && addr < r.Addr+uintptr(r.Size) {
+			return r.Addr, true
+		}
+	}
+	for _, s := range m.segments {
+		if addr >= s.Addr && addr < s.Addr+uintptr(s.Size) {
+			return s.Addr, true
+		}
+	}
+	return 0, false
+}
+
+// waitFence makes the host wait, before the range or segment at base is unmapped or freed,
+// for the work that may still read it: its fence, or, when no block of it was freed
+// through one of the device's allocators (an allocator made around Memory() directly, or
+// blocks still in use at an allocator's Close), everything queued on the compute stream.
+// With m.mu held and the context current.
+func (m *memory) waitFence(drv *driver, base uintptr) error {
+	ev, ok := m.fences[base]
+	if !ok {
+		return drv.check(fnStreamSynchronize, drv.call(fnStreamSynchronize, m.d.streams[Compute].h))
+	}
+	delete(m.fences, base)
+	m.spare = append(m.spare, ev)
+	return drv.check(fnEventSynchronize, drv.call(fnEventSynchronize, ev))
+}
+
+// destroyFences destroys every fence event, with m.mu held and the context current.
+func (m *memory) destroyFences(drv *driver) error {
+	var errs []error
+	for _, ev := range m.fences {
+		m.spare = append(m.spare, ev)
+	}
+	for _, ev := range m.spare {
+		errs = append(errs, drv.check(fnEventDestroy, drv.call(fnEventDestroy, ev)))
+	}
+	m.fences, m.spare = map[uintptr]uintptr{}, nil
+	return errors.Join(errs...)
 }

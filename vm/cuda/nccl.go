@@ -475,17 +475,29 @@ func (r *ncclRank) grow(drv *driver, n uintptr) error {
 	if r.bufSz >= n {
 		return nil
 	}
-	if r.buf != 0 {
-		if err := drv.check(fnMemFree, drv.call(fnMemFree, r.buf)); err != nil {
-			return err
-		}
-		r.buf, r.bufSz = 0, 0
+	if err := r.freeStaging(drv); err != nil {
+		return err
 	}
 	if err := drv.check(fnMemAlloc, drv.call(fnMemAlloc, uintptr(unsafe.Pointer(&r.buf)), n)); err != nil {
 		return fmt.Errorf("staging %d bytes for NCCL: %w", n, err)
 	}
 	r.bufSz = n
 	return nil
+}
+
+// freeStaging frees the rank's staging buffer, once the compute stream has run what is
+// queued on it: cuMemFree_v2 need not wait, and a call that failed half-way (an
+// ncclAllReduce refused after its copy in was queued) left work on the buffer.
+func (r *ncclRank) freeStaging(drv *driver) error {
+	if r.buf == 0 {
+		return nil
+	}
+	if err := drv.check(fnStreamSynchronize, drv.call(fnStreamSynchronize, r.d.streams[Compute].h)); err != nil {
+		return err
+	}
+	err := drv.check(fnMemFree, drv.call(fnMemFree, r.buf))
+	r.buf, r.bufSz = 0, 0
+	return err
 }
 
 // Close destroys the communicators and frees the staging buffers. The devices stay open;
@@ -503,10 +515,7 @@ func (c *NCCL) Close() error {
 			errs = append(errs, c.lib.check("ncclCommDestroy", ncclCall(c.lib.destroy, r.comm)))
 			r.comm = 0
 		}
-		if r.buf != 0 {
-			errs = append(errs, drv.check(fnMemFree, drv.call(fnMemFree, r.buf)))
-			r.buf, r.bufSz = 0, 0
-		}
+		errs = append(errs, r.freeStaging(drv))
 		return errors.Join(errs...)
 	})
 }

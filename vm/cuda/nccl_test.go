@@ -17,7 +17,7 @@ import (
 // fakeNCCL opens n devices of one fresh fake driver and points $OOC_NCCL_LIBRARY at a
 // fresh fake NCCL of the given version (ncclGetVersion's code). At cleanup it checks the
 // NCCL left no communicator and no device memory behind.
-func fakeNCCL(t *testing.T, n int, version int64) ([]*Device, *fakecuda.Fake) {
+func fakeNCCL(t *testing.T, n int, version int64, opts ...Option) ([]*Device, *fakecuda.Fake) {
 	t.Helper()
 	lib := fakecuda.Build(t)
 	f := fakecuda.Open(t, lib)
@@ -29,7 +29,7 @@ func fakeNCCL(t *testing.T, n int, version int64) ([]*Device, *fakecuda.Fake) {
 	nf.Set(t, "version", version)
 	var ds []*Device
 	for i := range n {
-		d, err := Open(i, WithLibrary(lib), WithLog(&logBuffer{}))
+		d, err := Open(i, append([]Option{WithLibrary(lib), WithLog(&logBuffer{})}, opts...)...)
 		if err != nil {
 			t.Fatalf("Open(%d): %v", i, err)
 		}
@@ -269,10 +269,7 @@ func TestNCCLAllReduceMeanDevice(t *testing.T) {
 			must(t, err)
 			t.Cleanup(func() { must(t, d.Memory().FreeSegment(seg)) })
 			addrs[i] = seg.Addr
-			src := raw(xs[i])
-			must(t, d.do(func(drv *driver) error {
-				return drv.check(fnMemcpyHtoD, drv.call(fnMemcpyHtoD, seg.Addr, uintptr(unsafe.Pointer(&src[0])), 4*n))
-			}))
+			must(t, d.copySync(seg.Addr, raw(xs[i])))
 		}
 		err = c.AllReduceMeanDevice(tensor.Float32, addrs, n)
 		if version < ncclAvgVersion {
@@ -299,5 +296,70 @@ func TestNCCLAllReduceMeanDevice(t *testing.T) {
 			t.Errorf("%d all-reduce rounds, want 1", got)
 		}
 		must(t, c.Close())
+	}
+}
+
+// withOwnContext makes Open create a context of the device's own (cuCtxCreate_v2) rather
+// than retain the primary one, as the package did before.
+func withOwnContext() Option { return func(c *config) { c.ownContext = true } }
+
+// TestNCCLPrimaryContext: NCCL's work runs in each device's primary context, and the fake
+// NCCL refuses (ncclInvalidArgument) a stream of any other. Devices on the primary context
+// (Open's) all-reduce across two ranks; devices with contexts of their own fail.
+func TestNCCLPrimaryContext(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []Option
+		ok   bool
+	}{
+		{"primary context", nil, true},
+		{"created context", []Option{withOwnContext()}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ds, _ := fakeNCCL(t, 2, 22304, c.opts...)
+			nc, err := NewNCCL(ds)
+			must(t, err)
+			defer func() { must(t, nc.Close()) }()
+			err = nc.AllReduceMean(tensor.Float32, [][]byte{make([]byte, 16), make([]byte, 16)})
+			switch {
+			case c.ok && err != nil:
+				t.Errorf("all-reduce on the primary contexts: %v", err)
+			case !c.ok && (err == nil || !strings.Contains(err.Error(), "ncclAllReduce: invalid argument")):
+				t.Errorf("all-reduce on streams of created contexts: %v, want ncclAllReduce refusing them", err)
+			}
+			for _, d := range ds {
+				if d.primary != c.ok {
+					t.Errorf("%s: primary = %v", d.Name(), d.primary)
+				}
+			}
+		})
+	}
+}
+
+// TestPrimaryContextShared: two devices of one ordinal share its primary context, which
+// lives until the last of them closes; each frees what it made at its own Close.
+func TestPrimaryContextShared(t *testing.T) {
+	lib := fakecuda.Build(t)
+	f := fakecuda.Open(t, lib)
+	a, err := Open(0, WithLibrary(lib), WithLog(&logBuffer{}))
+	must(t, err)
+	b, err := Open(0, WithLibrary(lib), WithLog(&logBuffer{}))
+	must(t, err)
+	if a.ctx != b.ctx || f.Get(t, "contexts") != 1 {
+		t.Fatalf("two devices of cuda:0 have contexts %#x and %#x (%d in the driver), want the one primary context", a.ctx, b.ctx, f.Get(t, "contexts"))
+	}
+	seg, err := a.Memory().AllocSegment(mib)
+	must(t, err)
+	must(t, a.Memory().FreeSegment(seg))
+	must(t, a.Close())
+	if n := f.Get(t, "contexts"); n != 1 {
+		t.Errorf("%d contexts after the first Close, want the primary one still there", n)
+	}
+	if n := f.Get(t, "streams"); n != 3 {
+		t.Errorf("%d streams after the first Close, want the second device's 3", n)
+	}
+	must(t, b.Close())
+	if n, freed := f.Get(t, "contexts"), f.Get(t, "freed_by_destroy"); n != 0 || freed != 0 {
+		t.Errorf("after both Closes: %d contexts, %d objects left to the context's end", n, freed)
 	}
 }

@@ -31,7 +31,7 @@ func TestOpenErrors(t *testing.T) {
 			says: "no NVIDIA driver: /nonexistent/libcuda.so.1 not found"},
 		{name: "not a CUDA driver", lib: "libm.so.6", says: "has no cuDriverGetVersion: it is not a CUDA driver"},
 		{name: "driver too old", knobs: map[string]int64{"driver_version": 10010}, is: ErrDriverTooOld,
-			says: "supports CUDA 10.1 (cuDriverGetVersion 10010); this needs CUDA 10.2 or newer"},
+			says: "supports CUDA 10.1 (cuDriverGetVersion 10010); this needs CUDA 11.0 or newer"},
 		{name: "driver lacks functions", lib: onlyVersion, is: ErrDriverTooOld, says: "lacks cuInit, cuGetErrorName"},
 		{name: "stub library", fail: "cuInit", failRes: 34, is: ErrNoDriver, says: "the CUDA toolkit's stub library"},
 		{name: "no device", knobs: map[string]int64{"devices": 0}, is: ErrNoDevice,
@@ -42,8 +42,8 @@ func TestOpenErrors(t *testing.T) {
 		{name: "capacity above free memory", opts: []Option{WithCapacity(5 * gib)}, is: alloc.ErrOutOfMemory,
 			says: "capacity 5368709120 bytes asked for, but 4227858432 bytes are free and 268435456 are reserved"},
 		{name: "negative capacity", opts: []Option{WithCapacity(-1)}, says: "capacity -1 is negative"},
-		{name: "no memory for a context", fail: "cuCtxCreate_v2", failRes: 2, is: alloc.ErrOutOfMemory,
-			says: "cuda:0: cuCtxCreate_v2: CUDA_ERROR_OUT_OF_MEMORY (out of memory)"},
+		{name: "no memory for a context", fail: "cuDevicePrimaryCtxRetain", failRes: 2, is: alloc.ErrOutOfMemory,
+			says: "cuda:0: cuDevicePrimaryCtxRetain: CUDA_ERROR_OUT_OF_MEMORY (out of memory)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

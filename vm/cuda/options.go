@@ -15,6 +15,9 @@ type config struct {
 	reserve     int64
 	pinnedLimit int64
 	log         io.Writer
+	// ownContext makes the device create a context of its own (cuCtxCreate_v2) instead of
+	// retaining the primary one: only the tests ask for it, to show what breaks then.
+	ownContext bool
 }
 
 func newConfig(opts []Option) config {

@@ -27,17 +27,28 @@ func (d *Device) checkKernel() (*Function, error) {
 // is copied into block on the host-to-device stream, compute waits for that copy (if
 // waitIn) and runs add_one over the block, and the block is copied into out on the
 // device-to-host stream after compute's work (if waitOut). Before all that the block is
-// set to -1000 with a synchronous copy, so a kernel that runs before its input lands, or a
-// copy out that runs before the kernel, shows. It returns the copy out's event.
+// set to -1000, so a kernel that runs before its input lands, or a copy out that runs
+// before the kernel, shows. It returns the copy out's event. in holds 2n floats: the
+// round's input, then the -1000s.
+//
+// The -1000s go in by an asynchronous copy from that pinned memory on the compute stream,
+// which the copy in then waits for (it comes after compute's work so far), so they land
+// before the input and the kernel whatever the waits under test. A synchronous
+// cuMemcpyHtoD from pageable memory would not do: it returns once its source is staged,
+// and its copy runs on the legacy stream, which the device's non-blocking streams do not
+// wait for, so it could land after the input and fail a device that orders correctly.
 func (d *Device) orderingStart(f *Function, block uintptr, in, out *HostBuffer, n int, waitIn, waitOut bool) (*Event, error) {
 	bytes := 4 * n
-	stale := make([]byte, bytes)
+	if len(in.Bytes) < 2*bytes || len(out.Bytes) < bytes {
+		return nil, fmt.Errorf("cuda: ordering check: buffers of %d and %d bytes for %d floats", len(in.Bytes), len(out.Bytes), n)
+	}
+	stale := in.Bytes[bytes : 2*bytes]
 	for i := 0; i < n; i++ {
 		binary.LittleEndian.PutUint32(stale[4*i:], math.Float32bits(-1000))
 		binary.LittleEndian.PutUint32(in.Bytes[4*i:], math.Float32bits(float32(i%4096)))
 		binary.LittleEndian.PutUint32(out.Bytes[4*i:], math.Float32bits(float32(math.NaN())))
 	}
-	if err := d.copySync(block, stale); err != nil {
+	if err := d.do(func(drv *driver) error { return memcpyIn(block, stale)(drv, d.streams[Compute]) }); err != nil {
 		return nil, err
 	}
 	evIn, err := d.copy(HostToDevice, bytes, memcpyIn(block, in.Bytes[:bytes]), true)
@@ -88,7 +99,7 @@ func (d *Device) checkOrdering(n, rounds int) error {
 		return err
 	}
 	defer d.mem.FreeSegment(seg)
-	in, err := d.pinned.Get(int64(4 * n))
+	in, err := d.pinned.Get(int64(8 * n)) // the input, then the -1000s
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// orderingSetup loads add_one and gives n floats of device memory and two pinned buffers.
+// orderingSetup loads add_one and gives n floats of device memory and two pinned buffers
+// (in twice n floats: see orderingStart).
 func orderingSetup(t *testing.T, d *fakeDevice, n int) (*Function, uintptr, *HostBuffer, *HostBuffer) {
 	t.Helper()
 	f, err := d.checkKernel()
@@ -15,7 +16,7 @@ func orderingSetup(t *testing.T, d *fakeDevice, n int) (*Function, uintptr, *Hos
 	seg, err := d.mem.AllocSegment(int64(4 * n))
 	must(t, err)
 	t.Cleanup(func() { must(t, d.mem.FreeSegment(seg)) })
-	in, err := d.Pinned().Get(int64(4 * n))
+	in, err := d.Pinned().Get(int64(8 * n)) // the input, then orderingStart's -1000s
 	must(t, err)
 	out, err := d.Pinned().Get(int64(4 * n))
 	must(t, err)
@@ -94,7 +95,7 @@ func swapRounds(t *testing.T, d *fakeDevice, f *Function, block uintptr, in, out
 	t.Helper()
 	var evs []*Event
 	for range 3 {
-		ev, err := d.CopyIn(block, in.Bytes)
+		ev, err := d.CopyIn(block, in.Bytes[:4*n])
 		must(t, err)
 		evs = append(evs, ev)
 		must(t, d.WaitFor(ev))

@@ -61,3 +61,12 @@ func SetenvNCCL(t testing.TB, driver string) string {
 	t.Setenv("OOC_FAKENCCL_DRIVER", driver)
 	return lib
 }
+
+// FailAt makes the fake driver at driver (Setenv's) fail calls of the named function with
+// result: the next after calls succeed, then times calls fail (negative: every later one).
+// A device opened after it meets the failures from its first call on: failing
+// cuMemCreate or cuMemMap before Open makes the device's VMM trial fail.
+func FailAt(t testing.TB, driver, call string, result int, after, times int64) {
+	t.Helper()
+	fakecuda.Open(t, driver).FailAt(t, call, result, after, times)
+}

@@ -9,7 +9,7 @@ import (
 
 // Fake controls one instance of the fake driver, the one loaded from a given path.
 type Fake struct {
-	set, get, fail, layout, trace uintptr
+	set, get, fail, failAt, layout, trace uintptr
 }
 
 // Open loads the fake driver at lib (the same instance package cuda loads from that path)
@@ -39,6 +39,7 @@ func open(t testing.TB, lib, prefix string, layout bool) *Fake {
 	if layout {
 		syms["_layout"] = &f.layout
 		syms["_trace"] = &f.trace
+		syms["_fail_at"] = &f.failAt
 	}
 	for name, p := range syms {
 		if *p, err = purego.Dlsym(h, prefix+name); err != nil {
@@ -65,7 +66,8 @@ func (f *Fake) Set(t testing.TB, key string, v int64) {
 
 // Get returns a knob or a count of live objects: used (device bytes), allocs, handles,
 // handles_held, mappings, reservations, pinned_bytes, pinned_allocs, streams, events,
-// modules, modules_loaded, image_bytes, launches, contexts, host_syncs (calls that make
+// modules, modules_loaded, image_bytes, launches, contexts, primary_retains (every
+// cuDevicePrimaryCtxRetain so far), host_syncs (calls that make
 // the host wait for the device), and freed_by_destroy: the
 // objects context destroys had to free because their owner had not.
 func (f *Fake) Get(t testing.TB, key string) int64 {
@@ -83,6 +85,24 @@ func (f *Fake) Get(t testing.TB, key string) int64 {
 func (f *Fake) Fail(call string, result int) {
 	c := cstring(call)
 	purego.SyscallN(f.fail, uintptr(unsafe.Pointer(&c[0])), uintptr(result))
+}
+
+// Always, as FailAt's times, fails every call from the first failing one on.
+const Always = -1
+
+// FailAt makes calls of the named driver function fail with result, doing nothing: the
+// next after calls succeed, then times calls fail (Always: every later one; 0 removes the
+// rule). A sticky result also loses the context. A new rule for a function replaces the
+// old; Fail(call, r) is FailAt(call, r, 0, 1).
+func (f *Fake) FailAt(t testing.TB, call string, result int, after, times int64) {
+	t.Helper()
+	if f.failAt == 0 {
+		t.Fatalf("fakecuda: FailAt is the driver's, not NCCL's")
+	}
+	c := cstring(call)
+	if r, _, _ := purego.SyscallN(f.failAt, uintptr(unsafe.Pointer(&c[0])), uintptr(result), uintptr(after), uintptr(times)); int32(r) != 0 {
+		t.Fatalf("fakecuda: no room for another failure rule (%s)", call)
+	}
 }
 
 // Layout returns the size or offset the C compiler gives an ABI struct or field, e.g.

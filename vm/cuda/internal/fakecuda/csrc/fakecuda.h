@@ -17,12 +17,27 @@
  *     offsets, a map over a mapping, a map at a non-zero handle offset, an unmap that
  *     cuts a mapping, copies to or from device addresses that are not mapped with access;
  *   - each stream is a worker thread running its queue in order; events record when the
- *     worker reaches them; cuStreamWaitEvent makes a worker block until the event's
+ *     worker reaches them; cuMemUnmap and cuMemFree do not wait for queued work, as the
+ *     driver need not: a queued copy or kernel (by its pointer arguments) that touches
+ *     memory unmapped or freed before it ran fails the context with
+ *     CUDA_ERROR_ILLEGAL_ADDRESS instead of running, and every later call returns it; cuStreamWaitEvent makes a worker block until the event's
  *     record has run. Knobs delay copies and kernels, or hold a stream's queue until
  *     released, so that a missing wait shows up as a wrong result rather than being
  *     saved by luck;
+ *   - a synchronous cuMemcpyHtoD_v2 from pageable memory returns once the bytes are
+ *     staged, as the header says, and lands on the legacy stream: at the next call ordered
+ *     with that stream (a synchronous copy, cuStreamSynchronize(0), cuCtxSynchronize, work
+ *     on stream 0) or, the worst order the non-blocking streams allow, right after the
+ *     first copy or kernel queued on one of them after it has run;
  *   - cuModuleGetFunction(mod, "K") looks up ooc_host_K in the shared library named by
  *     OOC_FAKECUDA_KERNELS; cuLaunchKernel queues a call of it on the stream's worker.
+ *
+ * Contexts are either created (cuCtxCreate_v2, destroyed by cuCtxDestroy_v2) or a device's
+ * primary context: cuDevicePrimaryCtxRetain makes it at the first retain and
+ * cuDevicePrimaryCtxRelease_v2 destroys it at the last release, taking what is left in it;
+ * cuCtxDestroy_v2 refuses it. Its flags (cuDevicePrimaryCtxSetFlags_v2) persist while it
+ * is inactive, as the driver's do. Each stream belongs to the context current at its
+ * creation (cuStreamGetCtx), which the fake NCCL checks against the primary one.
  *
  * One global mutex guards all state: the fake is for correctness, not speed. The sources:
  * state.c (state, control, initialization, devices, contexts), memory.c (segments,
@@ -31,7 +46,8 @@
  *
  * Control from tests (not part of CUDA): fakecuda_set / fakecuda_get for knobs and
  * counters, fakecuda_fail to make the next call of a function fail with a given result
- * (a sticky result also loses the context), fakecuda_layout for the sizes and offsets
+ * (a sticky result also loses the context), fakecuda_fail_at for the Nth call or every
+ * call from the Nth on, fakecuda_layout for the sizes and offsets
  * of the ABI structs as this compiler lays them out.
  *
  * Where the header documents something the fake cannot check (a kernel's memory
@@ -95,6 +111,7 @@ enum {
 	CUDA_ERROR_INVALID_CONTEXT = 201,
 	CUDA_ERROR_ECC_UNCORRECTABLE = 214,
 	CUDA_ERROR_NVLINK_UNCORRECTABLE = 220,
+	CUDA_ERROR_CONTAINED = 226,
 	CUDA_ERROR_INVALID_HANDLE = 400,
 	CUDA_ERROR_NOT_FOUND = 500,
 	CUDA_ERROR_NOT_READY = 600,
@@ -108,8 +125,11 @@ enum {
 	CUDA_ERROR_INVALID_ADDRESS_SPACE = 717,
 	CUDA_ERROR_INVALID_PC = 718,
 	CUDA_ERROR_LAUNCH_FAILED = 719,
+	CUDA_ERROR_TENSOR_MEMORY_LEAK = 721,
 	CUDA_ERROR_NOT_PERMITTED = 800,
 	CUDA_ERROR_NOT_SUPPORTED = 801,
+	CUDA_ERROR_MPS_CLIENT_TERMINATED = 810,
+	CUDA_ERROR_EXTERNAL_DEVICE = 911,
 	CUDA_ERROR_UNKNOWN = 999,
 };
 
@@ -140,6 +160,8 @@ typedef struct {
 typedef struct ctx_s {
 	int dev;
 	CUresult lost; /* a sticky error: every call in the context returns it */
+	int primary;   /* the device's primary context (cuDevicePrimaryCtxRetain) */
+	unsigned flags;
 } ctx_t;
 
 typedef struct {
@@ -184,6 +206,11 @@ typedef struct op_s {
 	void *dst;
 	const void *src;
 	size_t n;
+	uintptr_t dev; /* a copy's device side: [dev, dev+n) */
+	CUresult fault; /* set when memory the op touches went before it ran */
+	int running;    /* its copy or kernel is running: its memory must stay */
+	const unsigned *sizes; /* a kernel's parameter sizes (function_t), or NULL */
+	unsigned long long issued; /* op_seq when queued */
 	void *staging; /* freed after the copy */
 	event_t *ev;
 	unsigned long long seq;
@@ -192,6 +219,15 @@ typedef struct op_s {
 	void *params[65];
 	unsigned long long slots[64];
 } op_t;
+
+/* A synchronous copy from pageable memory to the device (cuMemcpyHtoD_v2): staged at the
+ * call, landing later on the legacy stream, unordered with the non-blocking streams. */
+typedef struct {
+	ctx_t *ctx;
+	void *dst, *staging;
+	size_t n;
+	unsigned long long issued; /* op_seq when made */
+} legacy_t;
 
 typedef struct {
 	ctx_t *ctx;
@@ -239,7 +275,8 @@ extern long long freed_by_destroy; /* objects a context destroy had to free: wha
 extern unsigned long long next_handle;
 extern int memfd;
 extern off_t memfd_end;
-extern vec ctxs, allocs, pinned, handles, resvs, maps, events, streams, modules, functions;
+extern vec ctxs, allocs, pinned, handles, resvs, maps, events, streams, modules, functions, legacy;
+extern unsigned long long op_seq; /* counts queued ops and legacy copies, in order */
 extern __thread ctx_t *current;
 
 void vpush(vec *a, void *x);
@@ -291,6 +328,8 @@ void release_handle(void *x);
 /* ---- streams.c ---- */
 
 void drain(ctx_t *c);
+void doom(ctx_t *c, uintptr_t p, size_t n);
+void land_legacy(ctx_t *c, unsigned long long before);
 void stop_stream(stream_t *s);
 void release_module(void *x);
 

@@ -85,13 +85,19 @@ static int region_index(vec *rs, uintptr_t p) {
 	return -1;
 }
 
-/* free_region frees the region of rs at p, once the context's queued work, which may
- * still use it, has run: the driver synchronizes before freeing too. */
+/* free_region frees the region of rs at p. Pinned host memory goes once the context's
+ * queued work, which may still use it, has run (cuMemFreeHost synchronizes). Device memory
+ * goes at once: queued work that touches it faults when it comes to run (doom), as
+ * cuMemFree_v2 need not wait for it. */
 static CUresult free_region(vec *rs, uintptr_t p, void (*release)(void *)) {
-	if (region_index(rs, p) < 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	drain(current);
 	int i = region_index(rs, p);
+	if (i < 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (rs == &pinned)
+		drain(current);
+	else
+		doom(current, p, ((region_t *)rs->v[i])->size);
+	i = region_index(rs, p);
 	if (i < 0)
 		return CUDA_ERROR_INVALID_VALUE; /* another thread freed it meanwhile */
 	region_t *r = rs->v[i];
@@ -346,7 +352,10 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 	ENTER("cuMemUnmap", 1);
 	if (!whole_maps(ptr, size, NULL, NULL))
 		return leave(CUDA_ERROR_INVALID_VALUE);
-	drain(current); /* synchronous, as the header notes: queued work may use the memory */
+	/* The driver need not wait for queued work that uses the range (PyTorch's expandable
+	 * segments synchronize first because it "does not appear to synchronize in all cases"):
+	 * such work faults when it comes to run. */
+	doom(current, ptr, size);
 	if (!whole_maps(ptr, size, NULL, NULL))
 		return leave(CUDA_ERROR_INVALID_VALUE);
 	if (mmap((void *)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
@@ -419,12 +428,43 @@ static CUresult copy_now(void *dst, const void *src, size_t n, uintptr_t dev, in
 	return CUDA_SUCCESS;
 }
 
+/* land_legacy lands the pending legacy copies of context c made before op_seq `before`
+ * (all: ~0ULL), in order. Called with mu held. */
+void land_legacy(ctx_t *c, unsigned long long before) {
+	for (int i = 0; i < legacy.n;) {
+		legacy_t *l = legacy.v[i];
+		if (l->ctx != c || l->issued >= before) {
+			i++;
+			continue;
+		}
+		memcpy(l->dst, l->staging, l->n);
+		free(l->staging);
+		free(l);
+		for (int j = i + 1; j < legacy.n; j++) /* keep the order: vdel would not */
+			legacy.v[j - 1] = legacy.v[j];
+		legacy.n--;
+	}
+}
+
+/* A synchronous copy to the device from pageable memory returns once the bytes are staged
+ * ("the DMA to final destination may not have completed"); from pinned memory it returns
+ * once done. Either is ordered after the legacy stream's earlier work. */
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
 	ENTER("cuMemcpyHtoD_v2", 1);
-	return leave(copy_now((void *)dst, src, n, dst, 1));
+	land_legacy(current, ~0ULL);
+	if (region_at(&pinned, (uintptr_t)src, n) || n == 0)
+		return leave(copy_now((void *)dst, src, n, dst, 1));
+	if (!device_ok(dst, n, 1) || !src)
+		return leave(CUDA_ERROR_INVALID_VALUE);
+	legacy_t *l = calloc(1, sizeof(legacy_t));
+	*l = (legacy_t){current, (void *)dst, malloc(n), n, ++op_seq};
+	memcpy(l->staging, src, n);
+	vpush(&legacy, l);
+	return leave(CUDA_SUCCESS);
 }
 
 CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
 	ENTER("cuMemcpyDtoH_v2", 1);
+	land_legacy(current, ~0ULL);
 	return leave(copy_now(dst, (const void *)src, n, src, 0));
 }

@@ -12,11 +12,36 @@ long long used, pinned_used, launches, modules_loaded, image_bytes, host_syncs, 
 unsigned long long next_handle = 0x100000;
 int memfd = -1;
 off_t memfd_end;
-vec ctxs, allocs, pinned, handles, resvs, maps, events, streams, modules, functions;
+vec ctxs, allocs, pinned, handles, resvs, maps, events, streams, modules, functions, legacy;
+unsigned long long op_seq;
+static long long primary_retains; /* retains ever */
 __thread ctx_t *current;
 
-static char fail_call[64];
-static CUresult fail_result;
+/* Injected failures: rule i makes calls of fails[i].call, after skipping fails[i].after of
+ * them, return fails[i].result, fails[i].times times (forever when negative). */
+static struct fail_rule {
+	char call[64];
+	CUresult result;
+	long long after, times;
+} fails[16];
+
+/* injected returns the failure injected into this call of name, or CUDA_SUCCESS. */
+static CUresult injected(const char *name) {
+	for (size_t i = 0; i < sizeof fails / sizeof fails[0]; i++) {
+		struct fail_rule *f = &fails[i];
+		if (!f->call[0] || strcmp(f->call, name) != 0)
+			continue;
+		if (f->after > 0) {
+			f->after--;
+			return CUDA_SUCCESS;
+		}
+		CUresult r = f->result;
+		if (f->times > 0 && --f->times == 0)
+			f->call[0] = 0;
+		return r;
+	}
+	return CUDA_SUCCESS;
+}
 
 void vpush(vec *a, void *x) {
 	if (a->n == a->cap) {
@@ -43,7 +68,8 @@ static int sticky(CUresult r) {
 	case CUDA_ERROR_ILLEGAL_ADDRESS: case CUDA_ERROR_LAUNCH_TIMEOUT: case CUDA_ERROR_CONTEXT_IS_DESTROYED:
 	case CUDA_ERROR_ASSERT: case CUDA_ERROR_HARDWARE_STACK_ERROR: case CUDA_ERROR_ILLEGAL_INSTRUCTION:
 	case CUDA_ERROR_MISALIGNED_ADDRESS: case CUDA_ERROR_INVALID_ADDRESS_SPACE: case CUDA_ERROR_INVALID_PC:
-	case CUDA_ERROR_LAUNCH_FAILED:
+	case CUDA_ERROR_LAUNCH_FAILED: case CUDA_ERROR_CONTAINED: case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+	case CUDA_ERROR_MPS_CLIENT_TERMINATED: case CUDA_ERROR_EXTERNAL_DEVICE:
 		return 1;
 	}
 	return 0;
@@ -55,9 +81,8 @@ static void lose_all(CUresult r) {
 }
 
 CUresult enter(const char *name, int needctx) {
-	if (fail_call[0] && strcmp(fail_call, name) == 0) {
-		CUresult r = fail_result;
-		fail_call[0] = 0;
+	CUresult r = injected(name);
+	if (r != CUDA_SUCCESS) {
 		if (sticky(r))
 			lose_all(r);
 		return r;
@@ -158,6 +183,8 @@ long long fakecuda_get(const char *key) {
 		v = launches;
 	else if (strcmp(key, "contexts") == 0)
 		v = ctxs.n;
+	else if (strcmp(key, "primary_retains") == 0)
+		v = primary_retains;
 	else if (strcmp(key, "host_syncs") == 0)
 		v = host_syncs;
 	else if (strcmp(key, "freed_by_destroy") == 0)
@@ -166,13 +193,38 @@ long long fakecuda_get(const char *key) {
 	return v;
 }
 
-/* fakecuda_fail makes the next call of the named function return result, doing nothing. */
-void fakecuda_fail(const char *call, int result) {
+/* fakecuda_fail_at makes calls of the named function return result, doing nothing: after
+ * the next `after` calls succeed, `times` calls fail (every later one when times < 0; times
+ * 0 removes the rule). A new rule for a function replaces its old one. It returns -1 when
+ * no rule is free. */
+int fakecuda_fail_at(const char *call, int result, long long after, long long times) {
 	pthread_mutex_lock(&mu);
-	snprintf(fail_call, sizeof fail_call, "%s", call);
-	fail_result = result;
+	struct fail_rule *free_rule = NULL, *rule = NULL;
+	for (size_t i = 0; i < sizeof fails / sizeof fails[0]; i++) {
+		if (fails[i].call[0] && strcmp(fails[i].call, call) == 0)
+			rule = &fails[i];
+		else if (!fails[i].call[0] && !free_rule)
+			free_rule = &fails[i];
+	}
+	if (!rule)
+		rule = free_rule;
+	int ret = 0;
+	if (!rule)
+		ret = -1;
+	else if (times == 0)
+		rule->call[0] = 0;
+	else {
+		snprintf(rule->call, sizeof rule->call, "%s", call);
+		rule->result = result;
+		rule->after = after;
+		rule->times = times;
+	}
 	pthread_mutex_unlock(&mu);
+	return ret;
 }
+
+/* fakecuda_fail makes the next call of the named function return result, doing nothing. */
+void fakecuda_fail(const char *call, int result) { fakecuda_fail_at(call, result, 0, 1); }
 
 /* fakecuda_layout gives sizes and offsets of the ABI structs as the C compiler lays them out. */
 long long fakecuda_layout(const char *what) {
@@ -201,10 +253,9 @@ long long fakecuda_layout(const char *what) {
 
 CUresult cuInit(unsigned int flags) {
 	pthread_mutex_lock(&mu);
-	if (fail_call[0] && strcmp(fail_call, "cuInit") == 0) {
-		fail_call[0] = 0;
-		return leave(fail_result);
-	}
+	CUresult r = injected("cuInit");
+	if (r != CUDA_SUCCESS)
+		return leave(r);
 	if (flags != 0)
 		return leave(CUDA_ERROR_INVALID_VALUE);
 	if (knob.devices <= 0)
@@ -235,6 +286,8 @@ static const struct {
 	{CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
 	{CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
 	{CUDA_ERROR_ECC_UNCORRECTABLE, "CUDA_ERROR_ECC_UNCORRECTABLE", "uncorrectable ECC error encountered"},
+	{CUDA_ERROR_CONTAINED, "CUDA_ERROR_CONTAINED",
+	 "Invalid access of peer GPU memory over nvlink or a hardware error"},
 	{CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
 	{CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
 	{CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
@@ -331,6 +384,7 @@ CUresult cuCtxCreate_v2(ctx_t **pctx, unsigned int flags, CUdevice d) {
 		return leave(CUDA_ERROR_OUT_OF_MEMORY);
 	ctx_t *c = calloc(1, sizeof(ctx_t));
 	c->dev = d;
+	c->flags = flags;
 	vpush(&ctxs, c);
 	used += knob.ctx_overhead;
 	current = c;
@@ -351,11 +405,9 @@ static void free_where(vec *a, ctx_t *c, void (*release)(void *)) {
 	}
 }
 
-CUresult cuCtxDestroy_v2(ctx_t *c) {
-	pthread_mutex_lock(&mu);
-	int i = vfind(&ctxs, c);
-	if (!initialized || i < 0)
-		return leave(CUDA_ERROR_INVALID_CONTEXT);
+/* destroy_ctx frees a context and everything left in it; called with mu held. */
+static void destroy_ctx(ctx_t *c) {
+	land_legacy(c, ~0ULL);
 	for (int j = streams.n - 1; j >= 0; j--) {
 		stream_t *s = streams.v[j];
 		if (s->ctx == c) {
@@ -380,6 +432,100 @@ CUresult cuCtxDestroy_v2(ctx_t *c) {
 	free(c);
 	if (current == c)
 		current = NULL;
+}
+
+CUresult cuCtxDestroy_v2(ctx_t *c) {
+	pthread_mutex_lock(&mu);
+	int i = vfind(&ctxs, c);
+	if (!initialized || i < 0 || c->primary)
+		return leave(CUDA_ERROR_INVALID_CONTEXT); /* a primary context is released, not destroyed */
+	destroy_ctx(c);
+	return leave(CUDA_SUCCESS);
+}
+
+/* ---- Primary contexts ---- */
+
+#define MAX_DEVICES 16
+static ctx_t *primaries[MAX_DEVICES];
+static int primary_refs[MAX_DEVICES];
+static unsigned primary_flags[MAX_DEVICES];
+
+static CUresult primary_device(CUdevice d) {
+	if (!initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	return valid_device(d) && d < MAX_DEVICES ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult cuDevicePrimaryCtxRetain(ctx_t **pctx, CUdevice d) {
+	ENTER("cuDevicePrimaryCtxRetain", 0);
+	CUresult r = primary_device(d);
+	if (r != CUDA_SUCCESS || !pctx)
+		return leave(r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE);
+	if (!primaries[d]) {
+		if (used + knob.ctx_overhead > knob.memory)
+			return leave(CUDA_ERROR_OUT_OF_MEMORY);
+		ctx_t *c = calloc(1, sizeof(ctx_t));
+		*c = (ctx_t){d, CUDA_SUCCESS, 1, primary_flags[d]};
+		vpush(&ctxs, c);
+		used += knob.ctx_overhead;
+		primaries[d] = c;
+	}
+	primary_refs[d]++;
+	primary_retains++;
+	*pctx = primaries[d];
+	return leave(CUDA_SUCCESS);
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+	ENTER("cuDevicePrimaryCtxRelease_v2", 0);
+	CUresult r = primary_device(d);
+	if (r != CUDA_SUCCESS)
+		return leave(r);
+	if (!primaries[d] || primary_refs[d] == 0)
+		return leave(CUDA_ERROR_INVALID_CONTEXT);
+	if (--primary_refs[d] == 0) {
+		destroy_ctx(primaries[d]);
+		primaries[d] = NULL;
+	}
+	return leave(CUDA_SUCCESS);
+}
+
+CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice d, unsigned flags) {
+	ENTER("cuDevicePrimaryCtxSetFlags_v2", 0);
+	CUresult r = primary_device(d);
+	if (r != CUDA_SUCCESS)
+		return leave(r);
+	if (flags > 0x3f || (flags & 0x7) == 0x3 || (flags & 0x7) > 0x4)
+		return leave(CUDA_ERROR_INVALID_VALUE); /* one scheduling policy: AUTO, SPIN, YIELD or BLOCKING_SYNC */
+	primary_flags[d] = flags;
+	if (primaries[d])
+		primaries[d]->flags = flags;
+	return leave(CUDA_SUCCESS);
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active) {
+	ENTER("cuDevicePrimaryCtxGetState", 0);
+	CUresult r = primary_device(d);
+	if (r != CUDA_SUCCESS || !flags || !active)
+		return leave(r != CUDA_SUCCESS ? r : CUDA_ERROR_INVALID_VALUE);
+	*flags = primary_flags[d];
+	*active = primaries[d] != NULL;
+	return leave(CUDA_SUCCESS);
+}
+
+CUresult cuCtxGetDevice(CUdevice *d) {
+	ENTER("cuCtxGetDevice", 1);
+	if (!d)
+		return leave(CUDA_ERROR_INVALID_VALUE);
+	*d = current->dev;
+	return leave(CUDA_SUCCESS);
+}
+
+CUresult cuCtxGetFlags(unsigned *flags) {
+	ENTER("cuCtxGetFlags", 1);
+	if (!flags)
+		return leave(CUDA_ERROR_INVALID_VALUE);
+	*flags = current->flags;
 	return leave(CUDA_SUCCESS);
 }
 
@@ -402,6 +548,7 @@ CUresult cuCtxGetCurrent(ctx_t **pc) {
 CUresult cuCtxSynchronize(void) {
 	ENTER("cuCtxSynchronize", 1);
 	host_syncs++;
+	land_legacy(current, ~0ULL);
 	drain(current);
 	return leave(current->lost);
 }

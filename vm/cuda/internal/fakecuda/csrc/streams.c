@@ -14,17 +14,77 @@ static void sleep_us(long long us) {
 
 /* ---- Streams ---- */
 
-static void run_op(op_t *o, long long copy_delay, long long kernel_delay) {
+static void run_op(op_t *o) {
 	switch (o->kind) {
 	case OP_COPY:
-		sleep_us(copy_delay);
 		memcpy(o->dst, o->src, o->n);
-		free(o->staging);
 		break;
 	case OP_KERNEL:
-		sleep_us(kernel_delay);
 		o->fn(o->grid, o->block, o->shared, o->params);
 		break;
+	}
+}
+
+/* run_checked runs a copy or kernel on a stream's worker, with mu held: after its delay,
+ * unless memory it touches went meanwhile (o->fault, which loses the context as the fault
+ * would on the GPU) or the context is lost (a lost context runs nothing more). */
+static void run_checked(stream_t *s, op_t *o) {
+	long long delay = o->kind == OP_COPY ? knob.copy_delay_us : knob.kernel_delay_us;
+	pthread_mutex_unlock(&mu);
+	sleep_us(delay);
+	pthread_mutex_lock(&mu);
+	if (o->fault && !s->ctx->lost)
+		s->ctx->lost = o->fault;
+	if (!s->ctx->lost) {
+		o->running = 1;
+		pthread_mutex_unlock(&mu);
+		run_op(o);
+		pthread_mutex_lock(&mu);
+		o->running = 0;
+	}
+	free(o->staging);
+}
+
+/* touches reports whether op o reads or writes [p, p+n): a copy by its device side, a
+ * kernel by any pointer argument inside it (8-byte arguments when the sizes are known). */
+static int touches(const op_t *o, uintptr_t p, size_t n) {
+	if (o->kind == OP_COPY)
+		return o->dev < p + n && p < o->dev + o->n;
+	if (o->kind != OP_KERNEL)
+		return 0;
+	for (int i = 0; i < 64 && o->params[i]; i++) {
+		if (o->sizes && o->sizes[i] != 8)
+			continue;
+		uintptr_t v = (uintptr_t)*(const unsigned long long *)o->params[i];
+		if (v >= p && v < p + n)
+			return 1;
+	}
+	return 0;
+}
+
+/* doom marks every copy and kernel queued in context c that touches [p, p+n), which is
+ * about to be unmapped or freed, to fault when its stream reaches it, and waits for those
+ * running now (their host memory must not go from under them). Called with mu held. */
+void doom(ctx_t *c, uintptr_t p, size_t n) {
+	land_legacy(c, ~0ULL); /* the driver orders a free after the legacy stream's copies */
+	for (;;) {
+		int running = 0;
+		for (int i = 0; i < streams.n; i++) {
+			stream_t *s = streams.v[i];
+			if (s->ctx != c)
+				continue;
+			for (op_t *o = s->head; o; o = o->next) {
+				if (!touches(o, p, n))
+					continue;
+				if (o->running)
+					running = 1;
+				else if (!o->fault)
+					o->fault = CUDA_ERROR_ILLEGAL_ADDRESS;
+			}
+		}
+		if (!running)
+			return;
+		pthread_cond_wait(&cv, &mu);
 	}
 }
 
@@ -52,12 +112,9 @@ static void *worker(void *arg) {
 			while (o->ev->completed < o->seq && !s->ctx->lost)
 				pthread_cond_wait(&cv, &mu);
 			break;
-		default: {
-			long long cd = knob.copy_delay_us, kd = knob.kernel_delay_us;
-			pthread_mutex_unlock(&mu);
-			run_op(o, cd, kd);
-			pthread_mutex_lock(&mu);
-		}
+		default:
+			run_checked(s, o);
+			land_legacy(s->ctx, o->issued);
 		}
 		s->head = o->next;
 		if (!s->head)
@@ -81,17 +138,21 @@ static stream_t *stream_of(uintptr_t h) {
 /* enqueue queues o on s and returns its ticket: the stream's done count once it has run.
  * The legacy stream 0 is synchronous here: o runs at once on the calling thread. */
 static unsigned long long enqueue(stream_t *s, op_t *o) {
+	o->issued = ++op_seq;
 	if (!s) {
+		land_legacy(current, ~0ULL);
 		if (o->kind == OP_RECORD) {
 			record_now(o->ev, o->seq);
 		} else if (o->kind == OP_WAIT) {
 			while (o->ev->completed < o->seq && !current->lost)
 				pthread_cond_wait(&cv, &mu);
 		} else {
-			long long cd = knob.copy_delay_us, kd = knob.kernel_delay_us;
+			long long delay = o->kind == OP_COPY ? knob.copy_delay_us : knob.kernel_delay_us;
 			pthread_mutex_unlock(&mu);
-			run_op(o, cd, kd);
+			sleep_us(delay);
+			run_op(o);
 			pthread_mutex_lock(&mu);
+			free(o->staging);
 		}
 		free(o);
 		return 0;
@@ -152,6 +213,7 @@ static CUresult copy_async(void *dst, const void *src, size_t n, uintptr_t dev, 
 	o->dst = dst;
 	o->src = src;
 	o->n = n;
+	o->dev = dev;
 	trace_op(to_device ? TRACE_HTOD : TRACE_DTOH, hs, NULL, 0, dev, n, 0);
 	int pageable = !region_at(&pinned, (uintptr_t)(to_device ? src : dst), n);
 	if (pageable && to_device) {
@@ -192,6 +254,16 @@ CUresult cuStreamCreate(uintptr_t *ph, unsigned int flags) {
 	return leave(CUDA_SUCCESS);
 }
 
+CUresult cuStreamGetCtx(uintptr_t h, ctx_t **pctx) {
+	ENTER("cuStreamGetCtx", 1);
+	int i = vfind(&streams, (void *)h);
+	if (!pctx || (h && i < 0))
+		return leave(h && i < 0 ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE);
+	stream_t *s = h ? streams.v[i] : NULL;
+	*pctx = s ? s->ctx : current; /* the legacy stream is the current context's */
+	return leave(CUDA_SUCCESS);
+}
+
 CUresult cuStreamDestroy_v2(uintptr_t h) {
 	ENTER("cuStreamDestroy_v2", 1);
 	stream_t *s = stream_of(h);
@@ -210,6 +282,8 @@ CUresult cuStreamSynchronize(uintptr_t h) {
 	trace_op(TRACE_HOST_WAIT, 0, NULL, 0, 0, 0, 0);
 	if (s)
 		wait_ticket(s, s->enq);
+	else
+		land_legacy(current, ~0ULL);
 	return leave(current->lost);
 }
 
@@ -398,6 +472,7 @@ CUresult cuLaunchKernel(function_t *f, unsigned gx, unsigned gy, unsigned gz, un
 		return leave(CUDA_ERROR_NOT_SUPPORTED);
 	op_t *o = new_op(OP_KERNEL);
 	o->fn = f->fn;
+	o->sizes = f->sizes;
 	o->grid[0] = gx, o->grid[1] = gy, o->grid[2] = gz;
 	o->block[0] = bx, o->block[1] = by, o->block[2] = bz;
 	o->shared = shared;

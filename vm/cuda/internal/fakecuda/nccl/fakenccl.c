@@ -10,7 +10,9 @@
  * What it checks, as the real library requires: a communicator is created with a CUDA
  * context current (the fake driver's, $OOC_FAKENCCL_DRIVER: the same library file package
  * cuda loaded, so the same instance), and every operation on it runs with that same context
- * current (NCCL's rule for contexts other than the primary one, NVIDIA/nccl#565); rank in
+ * current (NCCL's rule for contexts other than the primary one, NVIDIA/nccl#565), and every
+ * all-reduce's stream belongs to the device's primary context (ncclInvalidArgument
+ * otherwise: the real library's kernels run there, see primary_stream); rank in
  * range, not joined twice, the same nranks everywhere; every rank's all-reduce of a round
  * has the same count, type and operation; ncclAvg only from version 2.10 on.
  *
@@ -58,6 +60,11 @@ static struct {
 	int loaded;
 	int (*sync)(uintptr_t);
 	int (*current)(void **);
+	int (*device)(int *);
+	int (*stream_ctx)(uintptr_t, void **);
+	int (*primary_state)(int, unsigned *, int *);
+	int (*retain)(void **, int);
+	int (*release)(int);
 } drv;
 
 typedef struct clique {
@@ -78,6 +85,7 @@ typedef struct {
 	clique_t *c;
 	int rank;
 	void *ctx;
+	int dev; /* the device of ctx */
 } comm_t;
 
 static clique_t *cliques;
@@ -142,7 +150,12 @@ static int load_driver(void) {
 		return 0;
 	drv.sync = (int (*)(uintptr_t))dlsym(h, "cuStreamSynchronize");
 	drv.current = (int (*)(void **))dlsym(h, "cuCtxGetCurrent");
-	drv.loaded = drv.sync && drv.current;
+	drv.device = (int (*)(int *))dlsym(h, "cuCtxGetDevice");
+	drv.stream_ctx = (int (*)(uintptr_t, void **))dlsym(h, "cuStreamGetCtx");
+	drv.primary_state = (int (*)(int, unsigned *, int *))dlsym(h, "cuDevicePrimaryCtxGetState");
+	drv.retain = (int (*)(void **, int))dlsym(h, "cuDevicePrimaryCtxRetain");
+	drv.release = (int (*)(int))dlsym(h, "cuDevicePrimaryCtxRelease_v2");
+	drv.loaded = drv.sync && drv.current && drv.device && drv.stream_ctx && drv.primary_state && drv.retain && drv.release;
 	return drv.loaded;
 }
 
@@ -151,6 +164,21 @@ static void *current_context(void) {
 	if (!load_driver() || drv.current(&c) != 0)
 		return NULL;
 	return c;
+}
+
+/* primary_stream reports whether stream belongs to the primary context of device dev: the
+ * context NCCL's own work runs in (the real library launches its kernels there, so a
+ * stream of another context is used in the wrong one). */
+static int primary_stream(int dev, uintptr_t stream) {
+	void *sctx = NULL, *p = NULL;
+	unsigned flags;
+	int active = 0;
+	if (drv.stream_ctx(stream, &sctx) != 0 || drv.primary_state(dev, &flags, &active) != 0 || !active)
+		return 0;
+	if (drv.retain(&p, dev) != 0) /* the handle, without keeping a reference */
+		return 0;
+	drv.release(dev);
+	return sctx == p;
 }
 
 /* wait_until waits on cv (mu held) until *done or the timeout; 0 on timeout. */
@@ -224,7 +252,8 @@ static int init_rank(comm_t **comm, int nranks, const ncclUniqueId *id, int rank
 	if (memcmp(id->internal, magic, sizeof magic) != 0)
 		return ncclInvalidArgument;
 	void *ctx = current_context();
-	if (!ctx)
+	int dev = -1;
+	if (!ctx || drv.device(&dev) != 0)
 		return ncclUnhandledCudaError;
 	pthread_mutex_lock(&mu);
 	clique_t *c = cliques;
@@ -256,6 +285,7 @@ static int init_rank(comm_t **comm, int nranks, const ncclUniqueId *id, int rank
 		m->c = c;
 		m->rank = rank;
 		m->ctx = ctx;
+		m->dev = dev;
 		*comm = m;
 	} else {
 		c->joined--;
@@ -366,6 +396,8 @@ int ncclAllReduce(const void *send, void *recv, size_t count, int dtype, int op,
 		return ncclInvalidArgument;
 	if (current_context() != comm->ctx)
 		return ncclInvalidUsage;
+	if (!primary_stream(comm->dev, stream))
+		return ncclInvalidArgument;
 	if (drv.sync(stream) != 0)
 		return ncclUnhandledCudaError;
 	clique_t *c = comm->c;
