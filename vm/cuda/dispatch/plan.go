@@ -50,16 +50,20 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 	for _, vi := range f.Operands() {
 		c.ins = append(c.ins, &p.Vars[vi])
 	}
-	switch c.out.Dtype {
+	dt := c.out.Dtype
+	if dt == tensor.Bool && len(c.ins) > 0 {
+		dt = c.ins[0].Dtype // a comparison's bool result: the kernel runs in its operands' type
+	}
+	switch dt {
 	case tensor.Float32:
 		c.es, c.sfx = 4, "f32"
 	case tensor.Float64:
 		c.es, c.sfx = 8, "f64"
 	default:
-		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64, the result is %v", c.out.Dtype))
+		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64, this op computes in %v", dt))
 	}
 	for _, v := range c.ins {
-		if v.Dtype != c.out.Dtype && !isSizeOperand(f.Op, v) {
+		if v.Dtype != dt && !isSizeOperand(f.Op, v) {
 			return plan{}, c.unsupported(fmt.Sprintf("operand %s is %v, the result %v", v.Name, v.Dtype, c.out.Dtype))
 		}
 	}
