@@ -173,11 +173,14 @@ func allCases() []opCase {
 // fails when one of them is differentiable.
 func TestCoverage(t *testing.T) {
 	d := openFake(t)
-	unsupported := map[string]string{} // op type -> reason
+	unsupported := map[string]string{}    // op type -> reason
+	table := map[string]map[string]bool{} // op type -> kernels
+	ran := 0
 	for _, dt := range []tensor.Dtype{tensor.Float64, tensor.Float32} {
 		for i, c := range allCases() {
 			t.Run(dt.String()+"/"+c.name, func(t *testing.T) {
-				runCase(t, d, c, dt, int64(i), unsupported)
+				ran++
+				runCase(t, d, c, dt, int64(i), unsupported, table)
 			})
 		}
 	}
@@ -191,6 +194,9 @@ func TestCoverage(t *testing.T) {
 		fmt.Fprintf(&b, "\n  %s: %s", k, unsupported[k])
 	}
 	t.Logf("ops left without a CUDA plan (%d):%s", len(keys), b.String())
+	if !t.Failed() && ran == 2*len(allCases()) { // every case ran: the table is whole
+		checkOpTable(t, table, unsupported)
+	}
 }
 
 // side is one device's run of a case.
@@ -198,11 +204,12 @@ type side struct {
 	out   G.Value
 	grads [][]float64
 	err   error
+	work  map[string]map[string]bool // op type -> kernels it launched (fake device)
 }
 
 var opTypeRE = regexp.MustCompile(`\((\*?[a-zA-Z0-9_.]+)\) at node`)
 
-func runCase(t *testing.T, d *cuda.Device, c opCase, dt tensor.Dtype, seed int64, unsupported map[string]string) {
+func runCase(t *testing.T, d *cuda.Device, c opCase, dt tensor.Dtype, seed int64, unsupported map[string]string, table map[string]map[string]bool) {
 	cpu := buildAndRun(t, c, dt, seed, nil)
 	if cpu.err != nil {
 		t.Skipf("the CPU device cannot run this graph either: %v", cpu.err)
@@ -222,6 +229,14 @@ func runCase(t *testing.T, d *cuda.Device, c opCase, dt tensor.Dtype, seed int64
 			t.Logf("no CUDA plan: %v", gpu.err)
 		}
 		return
+	}
+	for op, ks := range gpu.work {
+		if table[op] == nil {
+			table[op] = map[string]bool{}
+		}
+		for k := range ks {
+			table[op][k] = true
+		}
 	}
 	compareValues(t, "result", dt, gpu.out, cpu.out)
 	for i := range cpu.grads {
@@ -283,7 +298,7 @@ func buildAndRun(t *testing.T, c opCase, dt tensor.Dtype, seed int64, d *cuda.De
 	if err := m.RunAll(); err != nil {
 		return side{err: err}
 	}
-	r := side{out: cloneValue(out)}
+	r := side{out: cloneValue(out), work: workOf(m)}
 	if grad {
 		for _, x := range xs {
 			gv, err := x.Grad()

@@ -31,17 +31,41 @@
 //	layers Embedding (+grad)             embedding(_grad)
 //	layers LSTM cell ops, LSTMGates      lstm_cell; binary (the sum, then each bias)
 //	layers sequence step/place/stack     copy with a layout (place: fill, then copy)
-//	gorgonia matmul (2-D, transposes)    one GEMM
-//	gorgonia + - ⊙ ÷ ^ (same shape or    binary with a layout (scalar operands broadcast by stride 0)
-//	  a scalar operand), unary ops       unary
-//	gorgonia Sum over adjacent axes      reduce
-//	gorgonia SoftMax, LogSoftMax (+grad) softmax(_grad)
-//	gorgonia Repeat, Slice, Concat       copy with a layout (Concat: one per operand)
-//	gorgonia SizeOf                      fill
 //
-// Reshapes are views and need nothing. Refused, for now: comparisons with
-// bool results, batched and matrix-vector products, sums over non-adjacent
-// axes, transposes, and every op not listed (the error names it). A convolution's column matrix is one image's,
+// The gorgonia ops, as planned for TestCoverage's graphs (generated: OOC_UPDATE_DOC=1 go test -run TestCoverage
+// ./vm/cuda/dispatch rewrites it; the test fails when the plans and this table disagree). Kernels run in
+// float32 or float64; a comparison with a bool result writes one byte per element (Go's bool), as on the host:
+//
+//	op                      device work
+//	gorgonia.concatOp       copy
+//	gorgonia.diagFlatOp     copy, fill
+//	gorgonia.elemBinOp      binary, compare
+//	gorgonia.elemUnaryOp    unary
+//	gorgonia.linAlgBinOp    cuBLAS GEMM
+//	gorgonia.maxBetween     binary
+//	gorgonia.maxOp          reduce, reduce_axes
+//	gorgonia.minBetween     binary
+//	gorgonia.repeatOp       copy
+//	gorgonia.sizeOp         fill
+//	gorgonia.sliceIncrOp    copy, fill
+//	gorgonia.sliceOp        copy
+//	gorgonia.softmaxDiffOp  softmax_grad
+//	gorgonia.softmaxOp      softmax
+//	gorgonia.sumOp          reduce, reduce_axes
+//	gorgonia.tensordotOp    copy, cuBLAS GEMM
+//	gorgonia.transposeOp    copy
+//
+// Elementwise ops take scalar operands by a stride of 0; comparisons with
+// retSame (Rectify's >=) run the binary kernel. Transposes are one strided
+// copy for any permutation of up to 6 axes; sums and maxima over adjacent axes
+// run reduce, over any other set of axes reduce_axes; softmax takes any axis,
+// a negative one counted from the last (gorgonia's default is -1). Products:
+// matrix-vector, dot and outer products are GEMMs of gemv's, dot's and ger's
+// shapes, a batched product one GEMM per matrix, tensordotOp a GEMM after
+// transposing each operand that needs it into the runner's scratch (outside
+// the budget, like batch norm's statistics). Reshapes are views and need
+// nothing. Every op not listed is refused at Compile (the error names it,
+// its type and node). A convolution's column matrix is one image's,
 // within the workspace the op declares to the planner, so the budget counts
 // it. cuBLAS works in a workspace of the runner's (cuda.Device.
 // BLASWorkspaceBytes, set with cublasSetWorkspace_v2), taken from the
