@@ -11,7 +11,7 @@ var Specs = func() []*Spec {
 			all = append(all, f(d)...)
 		}
 	}
-	return append(all, bnStatSpecs()...)
+	return append(append(all, bnStatSpecs()...), convertSpecs()...)
 }()
 
 type dtype = struct {

@@ -11,3 +11,17 @@ func gorgoniaSpecs(d dtype) []*Spec {
 			return s * (r*c.Int("k") + r), r * c.Int("k")
 		}}}
 }
+
+// convertSpecs are gorgonia's dtConvOp (ConvType) kernels between the two
+// float types.
+func convertSpecs() []*Spec {
+	n := arg("n")
+	return []*Spec{
+		{Name: "convert_f32_f64", Mirrors: "gorgonia dtConvOp float32 to float64",
+			Params: []Param{ptr(F64Ptr, "y"), in(F32Ptr, "x"), i64("n")},
+			shape:  perElement(n), cost: func(c Call) (int64, int64) { return 12 * c.Int("n"), 0 }},
+		{Name: "convert_f64_f32", Mirrors: "gorgonia dtConvOp float64 to float32",
+			Params: []Param{ptr(F32Ptr, "y"), in(F64Ptr, "x"), i64("n")},
+			shape:  perElement(n), cost: func(c Call) (int64, int64) { return 12 * c.Int("n"), 0 }},
+	}
+}

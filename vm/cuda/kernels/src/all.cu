@@ -12,3 +12,4 @@
 #include "gan.cu"
 #include "lstm.cu"
 #include "reduce_axes.cu"
+#include "convert.cu"
