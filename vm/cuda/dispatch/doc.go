@@ -36,24 +36,26 @@
 // ./vm/cuda/dispatch rewrites it; the test fails when the plans and this table disagree). Kernels run in
 // float32 or float64; a comparison with a bool result writes one byte per element (Go's bool), as on the host:
 //
-//	op                      device work
-//	gorgonia.concatOp       copy
-//	gorgonia.diagFlatOp     copy, fill
-//	gorgonia.elemBinOp      binary, compare
-//	gorgonia.elemUnaryOp    unary
-//	gorgonia.linAlgBinOp    cuBLAS GEMM
-//	gorgonia.maxBetween     binary
-//	gorgonia.maxOp          reduce, reduce_axes
-//	gorgonia.minBetween     binary
-//	gorgonia.repeatOp       copy
-//	gorgonia.sizeOp         fill
-//	gorgonia.sliceIncrOp    copy, fill
-//	gorgonia.sliceOp        copy
-//	gorgonia.softmaxDiffOp  softmax_grad
-//	gorgonia.softmaxOp      softmax
-//	gorgonia.sumOp          reduce, reduce_axes
-//	gorgonia.tensordotOp    copy, cuBLAS GEMM
-//	gorgonia.transposeOp    copy
+//	op                            device work
+//	gorgonia.concatOp             copy
+//	gorgonia.diagFlatOp           copy, fill
+//	gorgonia.dtConvOp             convert_f32_i64, convert_f64_i64, convert_i64
+//	gorgonia.elemBinOp            binary, compare
+//	gorgonia.elemUnaryOp          unary
+//	gorgonia.globalAveragePoolOp  reduce
+//	gorgonia.linAlgBinOp          cuBLAS GEMM
+//	gorgonia.maxBetween           binary
+//	gorgonia.maxOp                reduce, reduce_axes
+//	gorgonia.minBetween           binary
+//	gorgonia.repeatOp             copy
+//	gorgonia.sizeOp               fill
+//	gorgonia.sliceIncrOp          copy, fill
+//	gorgonia.sliceOp              copy
+//	gorgonia.softmaxDiffOp        softmax_grad
+//	gorgonia.softmaxOp            softmax
+//	gorgonia.sumOp                reduce, reduce_axes
+//	gorgonia.tensordotOp          copy, cuBLAS GEMM
+//	gorgonia.transposeOp          copy
 //
 // Elementwise ops take scalar operands by a stride of 0; comparisons with
 // retSame (Rectify's >=) run the binary kernel. Transposes are one strided

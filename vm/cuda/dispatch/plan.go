@@ -50,6 +50,9 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 	for _, vi := range f.Operands() {
 		c.ins = append(c.ins, &p.Vars[vi])
 	}
+	if isConvType(f.Op) {
+		return planConvType(c) // float32 <-> float64: operand and result types differ
+	}
 	dt := c.out.Dtype
 	if dt == tensor.Bool && len(c.ins) > 0 {
 		dt = c.ins[0].Dtype // a comparison's bool result: the kernel runs in its operands' type

@@ -3,36 +3,51 @@ package kernels_test
 import (
 	"math"
 	"math/rand"
+	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
 )
 
-// TestConvert: float32 to float64 and back as Go converts (bit for bit),
-// specials and values that round included.
+// TestConvert: float to Int and back, against Go's conversions on this
+// machine, bit for bit: truncation, values that round, and (on amd64) NaN,
+// ±Inf and out-of-range values, which Go converts to the minimum int64.
 func TestConvert(t *testing.T) {
+	testConvert[float32](t)
+	testConvert[float64](t)
+}
+
+func testConvert[T float32 | float64](t *testing.T) {
 	m := newMem(t)
 	rng := rand.New(rand.NewSource(27))
-	x32 := append(specials[float32](), randn[float32](rng, 300, 3)...)
-	y64 := newOut[float64](m, len(x32))
-	m.launch("convert_f32_f64", p(y64), p(put(m, x32)), kernels.Int(int64(len(x32))))
-	want64 := make([]float64, len(x32))
-	for i, v := range x32 {
-		want64[i] = float64(v)
+	sfx := suffix[T]()
+	x := append(randn[T](rng, 300, 1e3), 0, -0.5, 0.5, -1.5, 2.9999, 1e17, -1e17)
+	if runtime.GOARCH == "amd64" { // other CPUs convert these differently
+		x = append(x, T(math.NaN()), T(math.Inf(1)), T(math.Inf(-1)), 1e19, -1e19, -0x1p63)
 	}
-	compare(t, "convert_f32_f64", get[float64](y64), want64, false)
-	bitsEqual(t, "convert_f32_f64", get[float64](y64), want64)
-
-	x64 := append(specials[float64](), randn[float64](rng, 300, 3)...)
-	x64 = append(x64, 1+0x1p-24, 1+3*0x1p-24, math.MaxFloat64, 1e-300) // ties to even, overflow, underflow
-	y32 := newOut[float32](m, len(x64))
-	m.launch("convert_f64_f32", p(y32), p(put(m, x64)), kernels.Int(int64(len(x64))))
-	want32 := make([]float32, len(x64))
-	for i, v := range x64 {
-		want32[i] = float32(v)
+	ints := m.alloc(8 * len(x))
+	m.launch("convert_"+sfx+"_i64", p(ints), p(put(m, x)), kernels.Int(int64(len(x))))
+	got := asInts(ints.data())
+	for i, v := range x {
+		if w := int(v); got[i] != w {
+			t.Fatalf("convert_%s_i64: %v gives %d, Go %d", sfx, v, got[i], w)
+		}
 	}
-	compare(t, "convert_f64_f32", get[float32](y32), want32, false)
-	bitsEqual(t, "convert_f64_f32", get[float32](y32), want32)
+	back := []int{0, 1, -1, 1 << 53, 1<<53 + 1, 1<<24 + 1, math.MaxInt64, math.MinInt64, 123456789012345}
+	for i := 0; i < 100; i++ {
+		back = append(back, int(rng.Int63())-int(rng.Int63()))
+	}
+	src := m.alloc(8 * len(back))
+	copy(src.data(), fromInts(back))
+	y := newOut[T](m, len(back))
+	m.launch("convert_i64_"+sfx, p(y), p(src), kernels.Int(int64(len(back))))
+	want := make([]T, len(back))
+	for i, v := range back {
+		want[i] = T(v)
+	}
+	compare(t, "convert_i64_"+sfx, get[T](y), want, false)
+	bitsEqual(t, "convert_i64_"+sfx, get[T](y), want)
 }
 
 // bitsEqual fails unless got and want are the same bits (any NaN equals any NaN).
@@ -44,4 +59,12 @@ func bitsEqual[T float32 | float64](t *testing.T, kernel string, got, want []T) 
 			t.Fatalf("%s: element %d is %v, want %v (bits differ)", kernel, i, g, w)
 		}
 	}
+}
+
+func asInts(b []byte) []int {
+	return append([]int(nil), unsafe.Slice((*int)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/8)...)
+}
+
+func fromInts(v []int) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
 }

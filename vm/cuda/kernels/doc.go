@@ -34,7 +34,7 @@
 //	copy              ceil(n/256)            ns + distinct(in)s                  transposeOp, sliceOp, concatOp, repeatOp, reshapeOp
 //	reduce            ceil(rows/256)         (rows·k + rows)s                    sumOp, maxOp over one axis; Mean
 //	reduce_axes       ceil(rows/256)         (rows·k + rows)s                    sumOp, maxOp over several axes (any set); Mean
-//	convert_f32_f64, convert_f64_f32 ceil(n/256) 12n                           dtConvOp (ConvType) between the float types
+//	convert(_i64)     ceil(n/256)            (8+s)n                              dtConvOp (ConvType) between a float type and Int (int64)
 //	softmax(_grad)    ceil(rows/256)         2 (3) · rows·k·s                    softmaxOp, softmaxDiffOp (log or not; tensor's last-axis maximum)
 //	xent_loss         1 block                2·rows·k·s                          layers.(Pixel)SoftmaxCrossEntropy value
 //	xent_grad         ceil(rows/256)         3·rows·k·s                          its gradient w.r.t. the logits

@@ -12,16 +12,18 @@ func gorgoniaSpecs(d dtype) []*Spec {
 		}}}
 }
 
-// convertSpecs are gorgonia's dtConvOp (ConvType) kernels between the two
-// float types.
+// convertSpecs are gorgonia's dtConvOp (ConvType) kernels between a float
+// type and Int (int64).
 func convertSpecs() []*Spec {
 	n := arg("n")
-	return []*Spec{
-		{Name: "convert_f32_f64", Mirrors: "gorgonia dtConvOp float32 to float64",
-			Params: []Param{ptr(F64Ptr, "y"), in(F32Ptr, "x"), i64("n")},
-			shape:  perElement(n), cost: func(c Call) (int64, int64) { return 12 * c.Int("n"), 0 }},
-		{Name: "convert_f64_f32", Mirrors: "gorgonia dtConvOp float64 to float32",
-			Params: []Param{ptr(F32Ptr, "y"), in(F64Ptr, "x"), i64("n")},
-			shape:  perElement(n), cost: func(c Call) (int64, int64) { return 12 * c.Int("n"), 0 }},
+	var all []*Spec
+	for _, d := range dtypes {
+		cost := func(c Call) (int64, int64) { return (8 + d.size) * c.Int("n"), 0 }
+		all = append(all,
+			&Spec{Name: "convert_" + d.suffix + "_i64", Mirrors: "gorgonia dtConvOp " + d.suffix + " to Int (Go's int(x) on amd64)",
+				Params: []Param{ptr(I64Ptr, "y"), in(d.ptr, "x"), i64("n")}, shape: perElement(n), cost: cost},
+			&Spec{Name: "convert_i64_" + d.suffix, Mirrors: "gorgonia dtConvOp Int to " + d.suffix,
+				Params: []Param{ptr(d.ptr, "y"), in(I64Ptr, "x"), i64("n")}, shape: perElement(n), cost: cost})
 	}
+	return all
 }

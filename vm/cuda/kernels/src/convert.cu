@@ -1,12 +1,21 @@
-/* convert.cu: gorgonia's dtConvOp (ConvType) between float32 and float64, as
- * Go converts: widening is exact, narrowing rounds to nearest even (the C
- * cast does the same). */
+/* convert.cu: gorgonia's dtConvOp (ConvType), which converts between a float
+ * type and Int (Go's int: int64 here), as Go on amd64 converts: float to int
+ * truncates toward zero, and NaN, ±Inf and values outside the int64 range
+ * give the minimum int64 (CVTTSD2SQ's answer; spelled out, since the C cast is
+ * undefined there); int to float rounds once to nearest even. */
 #include "ooc.h"
 
-extern "C" __global__ void convert_f32_f64(double *y, const float *x, i64 n) {
-  OOC_FOR(i, n) { y[i] = (double)x[i]; }
+OOC_FN i64 ooc_f2i(double x) {
+  if (x >= -9223372036854775808.0 && x < 9223372036854775808.0)
+    return (i64)x;
+  return (i64)(-9223372036854775807LL - 1);
 }
 
-extern "C" __global__ void convert_f64_f32(float *y, const double *x, i64 n) {
-  OOC_FOR(i, n) { y[i] = (float)x[i]; }
-}
+#define CONVERT(T, S)                                                          \
+  extern "C" __global__ void convert_##S##_i64(i64 *y, const T *x, i64 n) {    \
+    OOC_FOR(i, n) { y[i] = ooc_f2i((double)x[i]); }                            \
+  }                                                                            \
+  extern "C" __global__ void convert_i64_##S(T *y, const i64 *x, i64 n) {      \
+    OOC_FOR(i, n) { y[i] = (T)x[i]; }                                          \
+  }
+OOC_F32_F64(CONVERT)
