@@ -2,8 +2,11 @@ package dispatch_test
 
 import (
 	"fmt"
+	"io"
+	"log"
 	"math"
 	"math/rand"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -181,8 +184,60 @@ func tensorCases() []opCase {
 	}
 }
 
+// partBCases are the ops of issue 26's part B (convolution, pooling,
+// normalisation, dropout, upsampling, sparsemax, ByIndices, random nodes),
+// planned by another change: until it lands they are listed as pending.
+func partBCases() []opCase {
+	one := func(f func(x *G.Node) (*G.Node, error)) func(xs []*G.Node) (*G.Node, error) {
+		return func(xs []*G.Node) (*G.Node, error) { return f(xs[0]) }
+	}
+	img := sh(2, 3, 4, 4)
+	return []opCase{
+		{name: "Conv2d", op: "im2colOp", ins: []tensor.Shape{img, sh(2, 3, 3, 3)}, grad: true,
+			build: func(xs []*G.Node) (*G.Node, error) {
+				return G.Conv2d(xs[0], xs[1], tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1})
+			}},
+		{name: "MaxPool2D", op: "maxPoolOp", ins: []tensor.Shape{img}, grad: true,
+			build: one(func(x *G.Node) (*G.Node, error) { return G.MaxPool2D(x, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}) })},
+		{name: "AveragePool2D", op: "avgPoolOp", ins: []tensor.Shape{img}, grad: true,
+			build: one(func(x *G.Node) (*G.Node, error) {
+				return G.AveragePool2D(x, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2})
+			})},
+		{name: "BatchNorm", op: "BatchNormOp", ins: []tensor.Shape{img, sh(1, 3, 1, 1), sh(1, 3, 1, 1)}, grad: true,
+			build: func(xs []*G.Node) (*G.Node, error) {
+				y, _, _, _, err := G.BatchNorm(xs[0], xs[1], xs[2], 0.1, 1e-5)
+				return y, err
+			}},
+		{name: "GroupNorm", op: "GroupNormOp", ins: []tensor.Shape{sh(2, 4, 3, 3), sh(1, 4, 1, 1), sh(1, 4, 1, 1)}, grad: true,
+			build: func(xs []*G.Node) (*G.Node, error) { return G.GroupNorm(xs[0], xs[1], xs[2], 2, 4, 1e-5) }},
+		{name: "Dropout", op: "dropoutOp", ins: []tensor.Shape{sh(3, 4)}, grad: true,
+			build: one(func(x *G.Node) (*G.Node, error) { return G.Dropout(x, 0) })},
+		{name: "Upsample2D", op: "upsampleOp", ins: []tensor.Shape{img}, grad: true,
+			build: one(func(x *G.Node) (*G.Node, error) { return G.Upsample2D(x, 2) })},
+		{name: "Sparsemax", op: "sparsemaxOp", ins: []tensor.Shape{sh(3, 4)}, grad: true,
+			build: one(func(x *G.Node) (*G.Node, error) { return G.Sparsemax(x) })},
+		{name: "ByIndices", op: "byIndicesOp", ins: []tensor.Shape{sh(4, 3)}, grad: true,
+			build: one(func(x *G.Node) (*G.Node, error) {
+				ids := tensor.New(tensor.WithShape(3), tensor.WithBacking([]int{2, 0, 2}))
+				i := G.NewVector(x.Graph(), tensor.Int, G.WithShape(3), G.WithName("ids"), G.WithValue(ids))
+				return G.ByIndices(x, i, 0)
+			})},
+	}
+}
+
+// pendingPartB are the op types partBCases leave without a CUDA plan until
+// part B lands; an entry whose op gets a plan fails the test, so that it is
+// taken out.
+var pendingPartB = map[string]bool{
+	"gorgonia.im2colOp": true, "gorgonia.col2imOp": true, "*gorgonia.maxPoolOp": true, "*gorgonia.maxPoolDiffOp": true,
+	"*gorgonia.avgPoolOp": true, "*gorgonia.avgPoolDiffOp": true, "*gorgonia.BatchNormOp": true, "*gorgonia.batchnormDiffOp": true,
+	"*gorgonia.GroupNormOp": true, "*gorgonia.groupNormDiffOp": true, "*gorgonia.dropoutOp": true, "*gorgonia.dropoutDiffOp": true,
+	"*gorgonia.upsampleOp": true, "*gorgonia.upsampleDiffOp": true, "*gorgonia.sparsemaxOp": true, "*gorgonia.sparsemaxDiffOp": true,
+	"*gorgonia.byIndicesOp": true, "*gorgonia.byIndicesOpDiffOp": true,
+}
+
 func allCases() []opCase {
-	return slices.Concat(unaryCases(), binaryCases(), tensorCases())
+	return slices.Concat(unaryCases(), binaryCases(), tensorCases(), partBCases())
 }
 
 // TestCoverage runs one small graph per gorgonia op (with its gradient where
@@ -193,6 +248,8 @@ func allCases() []opCase {
 // fails when one of them is differentiable.
 func TestCoverage(t *testing.T) {
 	d := openFake(t)
+	log.SetOutput(io.Discard) // gorgonia's GroupNorm gradient logs its operands
+	t.Cleanup(func() { log.SetOutput(os.Stderr) })
 	unsupported := map[string]string{}    // op type -> reason
 	table := map[string]map[string]bool{} // op type -> kernels
 	ran := 0
@@ -214,6 +271,11 @@ func TestCoverage(t *testing.T) {
 		fmt.Fprintf(&b, "\n  %s: %s", k, unsupported[k])
 	}
 	t.Logf("ops left without a CUDA plan (%d):%s", len(keys), b.String())
+	for op := range pendingPartB {
+		if _, refused := unsupported[op]; !refused && ran == 2*len(allCases()) {
+			t.Errorf("%s has a CUDA plan now: take it out of pendingPartB", op)
+		}
+	}
 	if !t.Failed() && ran == 2*len(allCases()) { // every case ran: the table is whole
 		checkOpTable(t, table, unsupported)
 	}
@@ -227,7 +289,8 @@ type side struct {
 	work  map[string]map[string]bool // op type -> kernels it launched (fake device)
 }
 
-var opTypeRE = regexp.MustCompile(`\((\*?[a-zA-Z0-9_.]+)\) at node`)
+// refusalRE reads one refusal of a Compile error: the op type and the reason.
+var refusalRE = regexp.MustCompile(`\((\*?[a-zA-Z0-9_.]+)\) at node .* has no CUDA implementation(?:: (.*))?$`)
 
 func runCase(t *testing.T, d *cuda.Device, c opCase, dt tensor.Dtype, seed int64, unsupported map[string]string, table map[string]map[string]bool) {
 	cpu := buildAndRun(t, c, dt, seed, nil)
@@ -240,10 +303,14 @@ func runCase(t *testing.T, d *cuda.Device, c opCase, dt tensor.Dtype, seed int64
 		if !strings.Contains(msg, "no CUDA implementation") {
 			t.Fatalf("fake CUDA device: %v", gpu.err)
 		}
-		for _, m := range opTypeRE.FindAllStringSubmatch(msg, -1) {
-			unsupported[m[1]] = firstReason(msg)
+		pending := true
+		for _, line := range strings.Split(msg, "\n") {
+			if m := refusalRE.FindStringSubmatch(line); m != nil {
+				unsupported[m[1]] = m[2]
+				pending = pending && pendingPartB[m[1]]
+			}
 		}
-		if c.grad {
+		if c.grad && !pending {
 			t.Errorf("differentiable op %s has no CUDA plan: %v", c.op, gpu.err)
 		} else {
 			t.Logf("no CUDA plan: %v", gpu.err)
@@ -262,13 +329,6 @@ func runCase(t *testing.T, d *cuda.Device, c opCase, dt tensor.Dtype, seed int64
 	for i := range cpu.grads {
 		compareFloats(t, fmt.Sprintf("gradient %d", i), dt, gpu.grads[i], cpu.grads[i])
 	}
-}
-
-// firstReason is the text after the first "has no CUDA implementation: ".
-func firstReason(msg string) string {
-	_, r, _ := strings.Cut(msg, "has no CUDA implementation: ")
-	r, _, _ = strings.Cut(r, "\n")
-	return r
 }
 
 // buildAndRun builds the case's graph with inputs from seed and runs it once

@@ -39,7 +39,7 @@
 //	op                            device work
 //	gorgonia.concatOp             copy
 //	gorgonia.diagFlatOp           copy, fill
-//	gorgonia.dtConvOp             convert_f32_i64, convert_f64_i64, convert_i64
+//	gorgonia.dtConvOp             convert
 //	gorgonia.elemBinOp            binary, compare
 //	gorgonia.elemUnaryOp          unary
 //	gorgonia.globalAveragePoolOp  reduce
@@ -56,6 +56,24 @@
 //	gorgonia.sumOp                reduce, reduce_axes
 //	gorgonia.tensordotOp          copy, cuBLAS GEMM
 //	gorgonia.transposeOp          copy
+//	gorgonia.BatchNormOp          refused: no kernel plan for this op type
+//	gorgonia.GroupNormOp          refused: no kernel plan for this op type
+//	gorgonia.avgPoolDiffOp        refused: no kernel plan for this op type
+//	gorgonia.avgPoolOp            refused: no kernel plan for this op type
+//	gorgonia.batchnormDiffOp      refused: no kernel plan for this op type
+//	gorgonia.byIndicesOp          refused: operand ids is int, the result float32
+//	gorgonia.byIndicesOpDiffOp    refused: operand ids is int, the result float32
+//	gorgonia.dropoutDiffOp        refused: no kernel plan for this op type
+//	gorgonia.dropoutOp            refused: no kernel plan for this op type
+//	gorgonia.groupNormDiffOp      refused: no kernel plan for this op type
+//	gorgonia.maxPoolDiffOp        refused: no kernel plan for this op type
+//	gorgonia.maxPoolOp            refused: no kernel plan for this op type
+//	gorgonia.sparsemaxDiffOp      refused: no kernel plan for this op type
+//	gorgonia.sparsemaxOp          refused: no kernel plan for this op type
+//	gorgonia.upsampleDiffOp       refused: no kernel plan for this op type
+//	gorgonia.upsampleOp           refused: no kernel plan for this op type
+//	gorgonia.col2imOp             refused: no kernel plan for this op type
+//	gorgonia.im2colOp             refused: no kernel plan for this op type
 //
 // Elementwise ops take scalar operands by a stride of 0; comparisons with
 // retSame (Rectify's >=) run the binary kernel. Transposes are one strided

@@ -34,6 +34,8 @@ func workOf(m *vm.Machine) map[string]map[string]bool {
 		switch {
 		case strings.HasPrefix(k, "cublas"):
 			k = "cuBLAS GEMM"
+		case strings.HasPrefix(k, "convert_"):
+			k = "convert"
 		case strings.HasSuffix(k, "_f32"), strings.HasSuffix(k, "_f64"):
 			k = k[:len(k)-4]
 		}
