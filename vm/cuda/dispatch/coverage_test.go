@@ -225,6 +225,31 @@ func partBCases() []opCase {
 	}
 }
 
+// gapCases are gorgonia ops with no CUDA plan yet, outside both parts of
+// issue 26's split; knownGaps says why, and the test lists them.
+func gapCases() []opCase {
+	ints := func(g *G.ExprGraph, name string, v int, shape ...int) *G.Node {
+		t := tensor.New(tensor.Of(tensor.Int), tensor.WithShape(shape...))
+		for i := range t.Data().([]int) {
+			t.Data().([]int)[i] = v
+		}
+		return G.NewTensor(g, tensor.Int, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(t))
+	}
+	return []opCase{
+		{name: "CTCLoss", op: "ctcLossOp", ins: []tensor.Shape{sh(4, 3, 5)}, grad: true,
+			build: func(xs []*G.Node) (*G.Node, error) {
+				g := xs[0].Graph()
+				return G.CTCLoss(xs[0], ints(g, "targets", 2, 3, 4), ints(g, "inputLengths", 4, 3), ints(g, "targetLengths", 2, 3), G.ReductionMean)
+			}},
+	}
+}
+
+// knownGaps are the op types gapCases leave without a plan, with the reason.
+var knownGaps = map[string]string{
+	"*gorgonia.ctcLossOp":     "CTC's forward keeps its alpha table inside the op for the gradient (hidden state, as BatchNorm's); no kernel yet",
+	"*gorgonia.ctcLossDiffOp": "see ctcLossOp",
+}
+
 // pendingPartB are the op types partBCases leave without a CUDA plan until
 // part B lands; an entry whose op gets a plan fails the test, so that it is
 // taken out.
@@ -237,7 +262,7 @@ var pendingPartB = map[string]bool{
 }
 
 func allCases() []opCase {
-	return slices.Concat(unaryCases(), binaryCases(), tensorCases(), partBCases())
+	return slices.Concat(unaryCases(), binaryCases(), tensorCases(), partBCases(), gapCases())
 }
 
 // TestCoverage runs one small graph per gorgonia op (with its gradient where
@@ -307,7 +332,11 @@ func runCase(t *testing.T, d *cuda.Device, c opCase, dt tensor.Dtype, seed int64
 		for _, line := range strings.Split(msg, "\n") {
 			if m := refusalRE.FindStringSubmatch(line); m != nil {
 				unsupported[m[1]] = m[2]
-				pending = pending && pendingPartB[m[1]]
+				why, gap := knownGaps[m[1]]
+				if gap {
+					unsupported[m[1]] = why
+				}
+				pending = pending && (pendingPartB[m[1]] || gap)
 			}
 		}
 		if c.grad && !pending {
@@ -350,14 +379,16 @@ func buildAndRun(t *testing.T, c opCase, dt tensor.Dtype, seed int64, d *cuda.De
 	opts := []ooc.Option{}
 	grad := c.grad && y.Dtype() == dt
 	if grad {
-		w := leaf(g, rng, dt, y.Shape(), signed, "w")
-		prod, err := G.HadamardProd(y, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cost, err := G.Sum(prod)
-		if err != nil {
-			t.Fatal(err)
+		cost := y // a scalar result is the cost itself (a rank-0 tensor does not multiply a scalar)
+		if !y.Shape().IsScalar() {
+			w := leaf(g, rng, dt, y.Shape(), signed, "w")
+			prod, err := G.HadamardProd(y, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cost, err = G.Sum(prod); err != nil {
+				t.Fatal(err)
+			}
 		}
 		G.Read(cost, &costV)
 		if _, err := G.Grad(cost, xs...); err != nil {

@@ -63,6 +63,8 @@
 //	gorgonia.batchnormDiffOp      refused: no kernel plan for this op type
 //	gorgonia.byIndicesOp          refused: operand ids is int, the result float32
 //	gorgonia.byIndicesOpDiffOp    refused: operand ids is int, the result float32
+//	gorgonia.ctcLossDiffOp        refused: see ctcLossOp
+//	gorgonia.ctcLossOp            refused: CTC's forward keeps its alpha table inside the op for the gradient (hidden state, as BatchNorm's); no kernel yet
 //	gorgonia.dropoutDiffOp        refused: no kernel plan for this op type
 //	gorgonia.dropoutOp            refused: no kernel plan for this op type
 //	gorgonia.groupNormDiffOp      refused: no kernel plan for this op type
