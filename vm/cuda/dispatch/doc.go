@@ -79,8 +79,10 @@
 //
 // Elementwise ops take scalar operands by a stride of 0; comparisons with
 // retSame (Rectify's >=) run the binary kernel. Transposes are one strided
-// copy for any permutation of up to 6 axes; sums and maxima over adjacent axes
-// run reduce, over any other set of axes reduce_axes; softmax takes any axis,
+// copy for any permutation (axes of length 1 dropped and axes that stay
+// neighbours merged: at most 6 blocks may move); sums and maxima over one run
+// of neighbouring axes run reduce, over any other set of axes reduce_axes
+// (at most 6 runs of kept and reduced axes); softmax takes any axis,
 // a negative one counted from the last (gorgonia's default is -1). Products:
 // matrix-vector, dot and outer products are GEMMs of gemv's, dot's and ger's
 // shapes, a batched product one GEMM per matrix, tensordotOp a GEMM after

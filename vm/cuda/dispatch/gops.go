@@ -158,24 +158,32 @@ func copyLaunch(r *Runner, sfx string, dst, src uintptr, n int64, l kernels.Layo
 
 func planRepeat(c fn) (plan, error) {
 	x, out := c.in(0), c.out.Shape
-	if len(out) > kernels.MaxDims || (len(x) != len(out) && !x.IsScalar()) {
+	if len(x) != len(out) && !x.IsScalar() {
 		return plan{}, c.unsupported(fmt.Sprintf("repeat of %v into %v", x, out))
 	}
-	l := kernels.Layout{Rank: len(out)}
 	os := strides(out)
 	var xs []int64
 	if !x.IsScalar() {
 		xs = strides(x)
 	}
+	var l kernels.Layout
 	for d := range out {
-		l.Dim[d], l.Out[d], l.Rep[d] = int64(out[d]), os[d], 1
+		if out[d] == 1 {
+			continue // walked once: the axis drops out of the layout
+		}
+		if l.Rank == kernels.MaxDims {
+			return plan{}, c.unsupported(fmt.Sprintf("repeat of %v into %v: at most %d axes longer than 1", x, out, kernels.MaxDims))
+		}
+		k := l.Rank
+		l.Rank++
+		l.Dim[k], l.Out[k], l.Rep[k] = int64(out[d]), os[d], 1
 		if xs != nil {
-			l.A[d] = xs[d]
+			l.A[k] = xs[d]
 			if x[d] != out[d] {
 				if x[d] == 0 || out[d]%x[d] != 0 {
 					return plan{}, c.unsupported(fmt.Sprintf("repeat of %v into %v", x, out))
 				}
-				l.Rep[d] = int64(out[d] / x[d])
+				l.Rep[k] = int64(out[d] / x[d])
 			}
 		}
 	}
