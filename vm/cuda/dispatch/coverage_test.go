@@ -151,6 +151,7 @@ func tensorCases() []opCase {
 			build: one(func(x *G.Node) (*G.Node, error) { return G.Reshape(x, sh(2, 6)) })},
 		{name: "Mul matrix-matrix", op: "linAlgBinOp", ins: []tensor.Shape{sh(3, 4), sh(4, 2)}, grad: true, build: two(G.Mul)},
 		{name: "Mul matrix-vector", op: "linAlgBinOp", ins: []tensor.Shape{sh(3, 4), sh(4)}, grad: true, build: two(G.Mul)},
+		{name: "Mul vector-matrix (Aᵀ × b)", op: "linAlgBinOp", ins: []tensor.Shape{sh(4), sh(4, 3)}, grad: true, build: two(G.Mul)},
 		{name: "Mul vector dot", op: "linAlgBinOp", ins: []tensor.Shape{sh(4), sh(4)}, grad: true, build: two(G.Mul)},
 		// OuterProd without its gradient: gorgonia's gradient graph for it
 		// multiplies (4, 3)ᵀ by a (4) vector, which the CPU device refuses.
