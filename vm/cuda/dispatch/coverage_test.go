@@ -160,6 +160,8 @@ func tensorCases() []opCase {
 			build: func(xs []*G.Node) (*G.Node, error) { return G.BatchedMatMul(xs[0], xs[1]) }},
 		{name: "BatchedMatMul transposed", op: "linAlgBinOp", ins: []tensor.Shape{sh(2, 4, 3), sh(2, 2, 4)}, grad: true,
 			build: func(xs []*G.Node) (*G.Node, error) { return G.BatchedMatMul(xs[0], xs[1], true, true) }},
+		{name: "BatchedMatMul 4-D", op: "linAlgBinOp", ins: []tensor.Shape{sh(2, 2, 3, 4), sh(2, 2, 4, 2)}, grad: true,
+			build: func(xs []*G.Node) (*G.Node, error) { return G.BatchedMatMul(xs[0], xs[1]) }},
 		{name: "Tensordot", op: "tensordotOp", ins: []tensor.Shape{sh(2, 3, 4), sh(4, 3, 5)}, grad: true,
 			build: func(xs []*G.Node) (*G.Node, error) { return G.Tensordot([]int{1, 2}, []int{1, 0}, xs[0], xs[1]) }},
 		{name: "DiagFlat", op: "diagFlatOp", ins: []tensor.Shape{sh(4)},
