@@ -11,7 +11,7 @@ var Specs = func() []*Spec {
 			all = append(all, f(d)...)
 		}
 	}
-	return append(append(all, bnStatSpecs()...), convertSpecs()...)
+	return append(append(append(all, bnStatSpecs()...), convertSpecs()...), intSpecs()...)
 }()
 
 type dtype = struct {

@@ -27,3 +27,24 @@ func convertSpecs() []*Spec {
 	}
 	return all
 }
+
+// intSpecs are elemBinOp's kernels on Int (int64) tensors: + - ⊙ with Go's
+// wrap-around, comparisons (same-type or bool results), MaxBetween and
+// MinBetween. The operator codes are BinaryOp's; others are not planned.
+func intSpecs() []*Spec {
+	n := arg("n")
+	cost := func(outSize int64) func(Call) (int64, int64) {
+		return func(c Call) (int64, int64) {
+			n, l := c.Int("n"), c.Layout()
+			return n*outSize + (walked(l, l.A, n)+walked(l, l.B, n))*8, n
+		}
+	}
+	return []*Spec{
+		{Name: "binary_i64", Mirrors: "gorgonia elemBinOp on Int tensors (+ - ⊙, comparisons with retSame, Max/MinBetween)",
+			Params: []Param{i32("op"), ptr(I64Ptr, "out"), in(I64Ptr, "a"), in(I64Ptr, "b"), i64("n"), scalar(LayoutT, "L")},
+			shape:  perElement(n), cost: cost(8)},
+		{Name: "compare_i64", Mirrors: "gorgonia elemBinOp comparison of Int tensors with a bool result",
+			Params: []Param{i32("op"), ptr(U8Ptr, "out"), in(I64Ptr, "a"), in(I64Ptr, "b"), i64("n"), scalar(LayoutT, "L")},
+			shape:  perElement(n), cost: cost(1)},
+	}
+}

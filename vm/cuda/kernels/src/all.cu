@@ -13,3 +13,4 @@
 #include "lstm.cu"
 #include "reduce_axes.cu"
 #include "convert.cu"
+#include "int.cu"
