@@ -189,6 +189,57 @@ func tensorCases() []opCase {
 	}
 }
 
+// intCases run ops on Int tensors (made from grid inputs by ConvType).
+func intCases() []opCase {
+	toInt := func(x *G.Node) (*G.Node, error) { return G.ConvType(x, x.Dtype(), tensor.Int) }
+	two := func(f func(a, b *G.Node) (*G.Node, error)) func(xs []*G.Node) (*G.Node, error) {
+		return func(xs []*G.Node) (*G.Node, error) {
+			a, err := toInt(xs[0])
+			if err != nil {
+				return nil, err
+			}
+			b, err := toInt(xs[1])
+			if err != nil {
+				return nil, err
+			}
+			return f(a, b)
+		}
+	}
+	one := func(f func(a *G.Node) (*G.Node, error)) func(xs []*G.Node) (*G.Node, error) {
+		return func(xs []*G.Node) (*G.Node, error) {
+			a, err := toInt(xs[0])
+			if err != nil {
+				return nil, err
+			}
+			return f(a)
+		}
+	}
+	pair := []tensor.Shape{sh(3, 4), sh(3, 4)}
+	cs := []opCase{
+		{name: "Int add", op: "elemBinOp", ins: pair, kind: grid, build: two(G.Add)},
+		{name: "Int sub", op: "elemBinOp", ins: pair, kind: grid, build: two(G.Sub)},
+		{name: "Int mul", op: "elemBinOp", ins: pair, kind: grid, build: two(G.HadamardProd)},
+		{name: "Int MaxBetween", op: "maxBetween", ins: pair, kind: grid, build: two(G.MaxBetween)},
+		{name: "Int MinBetween", op: "minBetween", ins: pair, kind: grid, build: two(G.MinBetween)},
+		{name: "Int transpose", op: "transposeOp", ins: []tensor.Shape{sh(3, 4)}, kind: grid,
+			build: one(func(a *G.Node) (*G.Node, error) { return G.Transpose(a) })},
+		{name: "Int slice", op: "sliceOp", ins: []tensor.Shape{sh(3, 4)}, kind: grid,
+			build: one(func(a *G.Node) (*G.Node, error) { return G.Slice(a, G.S(1, 3)) })},
+		{name: "Int concat", op: "concatOp", ins: pair, kind: grid, build: two(func(a, b *G.Node) (*G.Node, error) { return G.Concat(1, a, b) })},
+	}
+	for _, c := range []struct {
+		n string
+		f func(a, b *G.Node, same bool) (*G.Node, error)
+	}{{"lt", G.Lt}, {"gt", G.Gt}, {"lte", G.Lte}, {"gte", G.Gte}, {"eq", G.Eq}, {"ne", G.Ne}} {
+		c := c
+		for _, same := range []bool{false, true} {
+			cs = append(cs, opCase{name: fmt.Sprintf("Int %s retSame=%t", c.n, same), op: "elemBinOp", ins: pair, kind: grid,
+				build: two(func(a, b *G.Node) (*G.Node, error) { return c.f(a, b, same) })})
+		}
+	}
+	return cs
+}
+
 // partBCases are the ops of issue 26's part B (convolution, pooling,
 // normalisation, dropout, upsampling, sparsemax, ByIndices, random nodes),
 // planned by another change: until it lands they are listed as pending.
@@ -267,7 +318,7 @@ var pendingPartB = map[string]bool{
 }
 
 func allCases() []opCase {
-	return slices.Concat(unaryCases(), binaryCases(), tensorCases(), partBCases(), gapCases())
+	return slices.Concat(unaryCases(), binaryCases(), tensorCases(), intCases(), partBCases(), gapCases())
 }
 
 // TestCoverage runs one small graph per gorgonia op (with its gradient where

@@ -34,19 +34,21 @@
 //
 // The gorgonia ops, as planned for TestCoverage's graphs (generated: OOC_UPDATE_DOC=1 go test -run TestCoverage
 // ./vm/cuda/dispatch rewrites it; the test fails when the plans and this table disagree). Kernels run in
-// float32 or float64; a comparison with a bool result writes one byte per element (Go's bool), as on the host:
+// float32 or float64; a comparison with a bool result writes one byte per element (Go's bool), as on the host;
+// Int tensors are Go's int, 8 bytes per element, and run + - ⊙, comparisons, Max/MinBetween (the _i64 kernels),
+// ConvType to and from the float types, and the ops that move elements (copies of their bits):
 //
 //	op                            device work
 //	gorgonia.concatOp             copy
 //	gorgonia.diagFlatOp           copy, fill
 //	gorgonia.dtConvOp             convert
-//	gorgonia.elemBinOp            binary, compare
+//	gorgonia.elemBinOp            binary, binary_i64, compare, compare_i64
 //	gorgonia.elemUnaryOp          unary
 //	gorgonia.globalAveragePoolOp  reduce
 //	gorgonia.linAlgBinOp          cuBLAS GEMM
-//	gorgonia.maxBetween           binary
+//	gorgonia.maxBetween           binary, binary_i64
 //	gorgonia.maxOp                reduce, reduce_axes
-//	gorgonia.minBetween           binary
+//	gorgonia.minBetween           binary, binary_i64
 //	gorgonia.repeatOp             copy
 //	gorgonia.sizeOp               fill
 //	gorgonia.sliceIncrOp          copy, fill

@@ -51,7 +51,7 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 		c.ins = append(c.ins, &p.Vars[vi])
 	}
 	if isConvType(f.Op) {
-		return planConvType(c) // float32 <-> float64: operand and result types differ
+		return planConvType(c) // a float type <-> Int: operand and result types differ
 	}
 	dt := c.out.Dtype
 	if dt == tensor.Bool && len(c.ins) > 0 {
@@ -62,13 +62,18 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 		c.es, c.sfx = 4, "f32"
 	case tensor.Float64:
 		c.es, c.sfx = 8, "f64"
+	case tensor.Int:
+		c.es = 8 // Go's int; planInt picks the kernels
 	default:
-		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64, this op computes in %v", dt))
+		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64 (Int for some ops), this op computes in %v", dt))
 	}
 	for _, v := range c.ins {
 		if v.Dtype != dt && !isSizeOperand(f.Op, v) {
 			return plan{}, c.unsupported(fmt.Sprintf("operand %s is %v, the result %v", v.Name, v.Dtype, c.out.Dtype))
 		}
+	}
+	if dt == tensor.Int {
+		return planInt(c)
 	}
 	if d, ok := layers.Describe(f.Op); ok {
 		return planLayer(r, c, d)
