@@ -89,9 +89,13 @@
 // matrix-vector, dot and outer products are GEMMs of gemv's, dot's and ger's
 // shapes, a batched product one GEMM per matrix, tensordotOp a GEMM after
 // transposing each operand that needs it into the runner's scratch (outside
-// the budget, like batch norm's statistics). Reshapes are views and need
-// nothing. Every op not listed is refused at Compile (the error names it,
-// its type and node). A convolution's column matrix is one image's,
+// the budget, like batch norm's statistics). The runner binds cuBLAS's GEMM
+// only: gemmStridedBatched takes 18 arguments, more than purego's calls pass
+// (15), hence the loop of GEMMs. Reshapes are views and need nothing.
+// gorgonia v0.9.18 has no argmax or argmin op (tensor.Argmax is called on
+// values outside the graph), and its clampOp is built by no function and
+// computes nothing in Do, so neither has a plan. Every op not listed is
+// refused at Compile (the error names it, its type and node). A convolution's column matrix is one image's,
 // within the workspace the op declares to the planner, so the budget counts
 // it. cuBLAS works in a workspace of the runner's (cuda.Device.
 // BLASWorkspaceBytes, set with cublasSetWorkspace_v2), taken from the
