@@ -36,6 +36,8 @@
 //	reduce_axes       ceil(rows/256)         (rows·k + rows)s                    sumOp, maxOp over several axes (any set); Mean
 //	convert(_i64)     ceil(n/256)            (8+s)n                              dtConvOp (ConvType) between a float type and Int (int64)
 //	binary_i64, compare_i64 ceil(n/256)      as binary, compare (s = 8)          elemBinOp on Int tensors: + - ⊙ (wrapping), comparisons, Max/MinBetween
+//	ctc_alpha, ctc_grad ceil(B/256)          (T·B·C + T·B·(2S+1))s (·3, ·2)     ctcLossOp, ctcLossDiffOp (a thread per batch element; the gradient recomputes alpha)
+//	ctc_reduce        1                      (s+8)B                              ctcLossOp's sum or mean over the batch
 //	softmax(_grad)    ceil(rows/256)         2 (3) · rows·k·s                    softmaxOp, softmaxDiffOp (log or not; tensor's last-axis maximum)
 //	xent_loss         1 block                2·rows·k·s                          layers.(Pixel)SoftmaxCrossEntropy value
 //	xent_grad         ceil(rows/256)         3·rows·k·s                          its gradient w.r.t. the logits

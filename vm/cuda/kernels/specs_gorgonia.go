@@ -3,6 +3,32 @@ package kernels
 // gorgoniaSpecs are the kernels added for gorgonia's own ops beyond the
 // elementwise ones (issue 26): reductions over any set of axes.
 func gorgoniaSpecs(d dtype) []*Spec {
+	return append(reduceAxesSpecs(d), ctcSpecs(d)...)
+}
+
+// ctcSpecs are gorgonia's CTCLoss and its gradient: one thread per batch
+// element (alpha, then beta and the gradient), one for the loss.
+func ctcSpecs(d dtype) []*Spec {
+	s := d.size
+	B := arg("B")
+	geo := []Param{i64("Tn"), i64("B"), i64("C"), i64("tdims"), i64("S")}
+	all := func(c Call) int64 { return c.Int("Tn") * c.Int("B") * c.Int("C") }
+	table := func(c Call) int64 { return c.Int("Tn") * c.Int("B") * (2*c.Int("S") + 1) }
+	return []*Spec{
+		{Name: "ctc_alpha_" + d.suffix, Mirrors: "gorgonia ctcLossOp's alpha recursion and per-element losses",
+			Params: append([]Param{ptr(d.ptr, "nll"), ptr(d.ptr, "alpha"), in(d.ptr, "lp"), in(I64Ptr, "targets"), in(I64Ptr, "inLen"), in(I64Ptr, "tgtLen")}, geo...),
+			shape:  perElement(B), cost: func(c Call) (int64, int64) { return s * (all(c) + table(c)), 8 * table(c) }},
+		{Name: "ctc_reduce_" + d.suffix, Mirrors: "gorgonia ctcLossOp's reduction (sum, or mean over target lengths)",
+			Params: []Param{ptr(d.ptr, "loss"), in(d.ptr, "nll"), in(I64Ptr, "tgtLen"), i64("B"), i32("mean")},
+			shape:  perElement(func(Call) int64 { return 1 }), cost: func(c Call) (int64, int64) { return (s + 8) * c.Int("B"), 2 * c.Int("B") }},
+		{Name: "ctc_grad_" + d.suffix, Mirrors: "gorgonia ctcLossDiffOp (beta recursion and the gradient)",
+			Params: append([]Param{ptr(d.ptr, "grad"), ptr(d.ptr, "beta"), in(d.ptr, "alpha"), in(d.ptr, "nll"), in(d.ptr, "lp"),
+				in(I64Ptr, "targets"), in(I64Ptr, "inLen"), in(I64Ptr, "tgtLen"), in(d.ptr, "gradOut")}, geo...),
+			shape: perElement(B), cost: func(c Call) (int64, int64) { return s * (3*all(c) + 2*table(c)), 12 * table(c) }},
+	}
+}
+
+func reduceAxesSpecs(d dtype) []*Spec {
 	s := d.size
 	return []*Spec{{Name: "reduce_axes_" + d.suffix, Mirrors: "gorgonia sumOp / maxOp over any set of axes, Mean (L: kept axes first, then the reduced ones)",
 		Params: []Param{i32("op"), ptr(d.ptr, "out"), in(d.ptr, "x"), i64("rows"), i64("k"), i64("kept"), scalar(LayoutT, "L")},

@@ -14,3 +14,4 @@
 #include "reduce_axes.cu"
 #include "convert.cu"
 #include "int.cu"
+#include "ctc.cu"
