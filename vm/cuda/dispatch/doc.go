@@ -40,6 +40,8 @@
 //
 //	op                            device work
 //	gorgonia.concatOp             copy
+//	gorgonia.ctcLossDiffOp        ctc_alpha, ctc_grad, fill
+//	gorgonia.ctcLossOp            ctc_alpha, ctc_reduce
 //	gorgonia.diagFlatOp           copy, fill
 //	gorgonia.dtConvOp             convert
 //	gorgonia.elemBinOp            binary, binary_i64, compare, compare_i64
@@ -65,8 +67,6 @@
 //	gorgonia.batchnormDiffOp      refused: no kernel plan for this op type
 //	gorgonia.byIndicesOp          refused: operand ids is int, the result float32
 //	gorgonia.byIndicesOpDiffOp    refused: operand ids is int, the result float32
-//	gorgonia.ctcLossDiffOp        refused: see ctcLossOp
-//	gorgonia.ctcLossOp            refused: CTC's forward keeps its alpha table inside the op for the gradient (hidden state, as BatchNorm's); no kernel yet
 //	gorgonia.dropoutDiffOp        refused: no kernel plan for this op type
 //	gorgonia.dropoutOp            refused: no kernel plan for this op type
 //	gorgonia.groupNormDiffOp      refused: no kernel plan for this op type
@@ -89,7 +89,9 @@
 // matrix-vector, dot and outer products are GEMMs of gemv's, dot's and ger's
 // shapes, a batched product one GEMM per matrix, tensordotOp a GEMM after
 // transposing each operand that needs it into the runner's scratch (outside
-// the budget, like batch norm's statistics). The runner binds cuBLAS's GEMM
+// the budget, like batch norm's statistics). CTCLoss runs a thread per batch
+// element; its gradient recomputes the forward's alpha table (the CPU op keeps
+// it inside the op), the tables in the runner's scratch too. The runner binds cuBLAS's GEMM
 // only: gemmStridedBatched takes 18 arguments, more than purego's calls pass
 // (15), hence the loop of GEMMs. Reshapes are views and need nothing.
 // gorgonia v0.9.18 has no argmax or argmin op (tensor.Argmax is called on

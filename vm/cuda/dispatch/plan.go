@@ -50,6 +50,9 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 	for _, vi := range f.Operands() {
 		c.ins = append(c.ins, &p.Vars[vi])
 	}
+	if isCTC(f.Op) {
+		return planCTC(c) // float log-probabilities, Int targets and lengths
+	}
 	if isConvType(f.Op) {
 		return planConvType(c) // a float type <-> Int: operand and result types differ
 	}
