@@ -96,7 +96,8 @@
 // (15), hence the loop of GEMMs. Reshapes are views and need nothing.
 // gorgonia v0.9.18 has no argmax or argmin op (tensor.Argmax is called on
 // values outside the graph), and its clampOp is built by no function and
-// computes nothing in Do, so neither has a plan. Every op not listed is
+// computes nothing in Do, so neither has a plan; nor has yoloOp (YOLOv3's
+// loss, which has no gradient in gorgonia). Every op not listed is
 // refused at Compile (the error names it, its type and node). A convolution's column matrix is one image's,
 // within the workspace the op declares to the planner, so the budget counts
 // it. cuBLAS works in a workspace of the runner's (cuda.Device.
