@@ -120,6 +120,8 @@ func tensorCases() []opCase {
 			build: one(func(x *G.Node) (*G.Node, error) { return G.Transpose(x, 2, 0, 1) })},
 		{name: "Transpose 4-D {0,2,3,1}", op: "transposeOp", ins: []tensor.Shape{sh(2, 3, 2, 5)}, grad: true,
 			build: one(func(x *G.Node) (*G.Node, error) { return G.Transpose(x, 0, 2, 3, 1) })},
+		{name: "Transpose 4-D {0,3,1,2} (Conv2d's)", op: "transposeOp", ins: []tensor.Shape{sh(2, 3, 3, 4)}, grad: true,
+			build: one(func(x *G.Node) (*G.Node, error) { return G.Transpose(x, 0, 3, 1, 2) })},
 		{name: "Transpose 8-D {7,6,0,1,4,5,2,3} (collapses)", op: "transposeOp", ins: []tensor.Shape{sh(2, 1, 3, 1, 2, 2, 1, 3)}, grad: true,
 			build: one(func(x *G.Node) (*G.Node, error) { return G.Transpose(x, 7, 6, 0, 1, 4, 5, 2, 3) })},
 		{name: "Sum all", op: "sumOp", ins: []tensor.Shape{sh(3, 4)}, grad: true, build: one(func(x *G.Node) (*G.Node, error) { return G.Sum(x) })},
