@@ -98,6 +98,14 @@ func testCTC[T float32 | float64](t *testing.T) {
 		beta := newOut[T](m, Tn*B*(2*S+1))
 		m.launch("ctc_grad_"+sfx, append([]kernels.Arg{p(grad), p(beta), p(alpha), p(nll), p(lpB), p(tB), p(iB), p(lB), p(put(m, []T{gradOut}))}, geo...)...)
 		compare(t, name+" gradient", get[T](grad), wantGrad, false)
+		if c.tdims == 2 { // a label outside [0, C): the CPU op panics; the kernel gives NaN, never reads outside lp
+			bad := append([]int(nil), targets...)
+			bad[0] = C
+			m.launch("ctc_alpha_"+sfx, append([]kernels.Arg{p(nll), p(alpha), p(lpB), p(putInts(bad)), p(iB), p(lB)}, geo...)...)
+			if v := get[T](nll); !math.IsNaN(float64(v[0])) || math.IsNaN(float64(v[1])) {
+				t.Errorf("%s: a label of %d gives losses %v, want NaN for the first element only", name, C, v)
+			}
+		}
 		if sfx == "f64" { // float32 log is math32's on the CPU, float64's rounded here: an ulp apart at times
 			bitsEqual(t, name+" gradient", get[T](grad), wantGrad)
 		}

@@ -8,7 +8,8 @@
  * (B, S) or the B sequences concatenated (tdims 1); blank is label 0. One
  * thread per batch element walks its sequence serially; a second launch
  * reduces the per-element losses in index order as the CPU op does. Inputs
- * the CPU op rejects or indexes out of range give NaN. */
+ * the CPU op rejects or indexes out of range with (lengths, labels outside
+ * [0, C)) give NaN. */
 #include "ooc.h"
 #include "oocmath.h"
 
@@ -26,8 +27,9 @@ OOC_FN i64 ctc_prime(const i64 *targets, i64 off, i64 idx) {
 /* ctc_geometry: b's target offset, and the alpha table's row width W (from
  * the longest target, as the CPU op sizes it). ok is false for lengths the
  * CPU op rejects or that leave the buffers. */
-OOC_FN bool ctc_geometry(const i64 *inLen, const i64 *tgtLen, i64 b, i64 Tn,
-                         i64 B, i64 tdims, i64 S, i64 *off, i64 *W) {
+OOC_FN bool ctc_geometry(const i64 *inLen, const i64 *tgtLen,
+                         const i64 *targets, i64 b, i64 Tn, i64 B, i64 C,
+                         i64 tdims, i64 S, i64 *off, i64 *W) {
   i64 mx = 0, pos = 0;
   for (i64 i = 0; i < B; i++) {
     if (tgtLen[i] < 0 || tgtLen[i] > S || inLen[i] < 1 || inLen[i] > Tn)
@@ -40,6 +42,9 @@ OOC_FN bool ctc_geometry(const i64 *inLen, const i64 *tgtLen, i64 b, i64 Tn,
     return false;
   *off = tdims == 1 ? pos : b * S;
   *W = 2 * mx + 1;
+  for (i64 k = 0; k < tgtLen[b]; k++) /* labels index logProbs */
+    if (targets[*off + k] < 0 || targets[*off + k] >= C)
+      return false;
   return true;
 }
 
@@ -98,7 +103,7 @@ OOC_FN void ctc_alpha(T *nll, T *alpha, const T *lp, const i64 *targets,
                       i64 C, i64 tdims, i64 S) {
   OOC_FOR(b, B) {
     i64 off, W;
-    if (!ctc_geometry(inLen, tgtLen, b, Tn, B, tdims, S, &off, &W)) {
+    if (!ctc_geometry(inLen, tgtLen, targets, b, Tn, B, C, tdims, S, &off, &W)) {
       nll[b] = (T)ooc_nan();
       continue;
     }
@@ -138,7 +143,7 @@ OOC_FN void ctc_grad(T *grad, T *beta, const T *alpha, const T *nll,
   const T ninf = (T)ooc_inf(-1);
   OOC_FOR(b, B) {
     i64 off, W;
-    if (!ctc_geometry(inLen, tgtLen, b, Tn, B, tdims, S, &off, &W)) {
+    if (!ctc_geometry(inLen, tgtLen, targets, b, Tn, B, C, tdims, S, &off, &W)) {
       for (i64 t = 0; t < Tn; t++)
         for (i64 c = 0; c < C; c++)
           grad[(t * B + b) * C + c] = (T)ooc_nan();
