@@ -166,6 +166,23 @@ func tensorCases() []opCase {
 			build: func(xs []*G.Node) (*G.Node, error) { return G.BatchedMatMul(xs[0], xs[1]) }},
 		{name: "Tensordot", op: "tensordotOp", ins: []tensor.Shape{sh(2, 3, 4), sh(4, 3, 5)}, grad: true,
 			build: func(xs []*G.Node) (*G.Node, error) { return G.Tensordot([]int{1, 2}, []int{1, 0}, xs[0], xs[1]) }},
+		// gorgonia's composites, as programs call them.
+		{name: "LogSumExp of a vector", op: "maxOp", ins: []tensor.Shape{sh(5)}, grad: true, // (of a matrix gorgonia's own shapes disagree)
+			build: one(func(x *G.Node) (*G.Node, error) { return G.LogSumExp(x, 0) })},
+		{name: "Norm 2", op: "sumOp", ins: []tensor.Shape{sh(3, 4)}, grad: true,
+			build: one(func(x *G.Node) (*G.Node, error) { return G.Norm(x, 1, 2) })},
+		{name: "BinaryXent", op: "elemBinOp", ins: []tensor.Shape{sh(3, 4), sh(3, 4)}, grad: true,
+			build: func(xs []*G.Node) (*G.Node, error) {
+				p, err := G.Sigmoid(xs[0])
+				if err != nil {
+					return nil, err
+				}
+				t, err := G.Sigmoid(xs[1])
+				if err != nil {
+					return nil, err
+				}
+				return G.BinaryXent(p, t)
+			}},
 		{name: "DiagFlat", op: "diagFlatOp", ins: []tensor.Shape{sh(4)},
 			build: one(G.DiagFlat)},
 		{name: "ConvType to Int and back", op: "dtConvOp", ins: []tensor.Shape{sh(3, 4)}, kind: grid, grad: true,
