@@ -31,17 +31,74 @@
 //	layers Embedding (+grad)             embedding(_grad)
 //	layers LSTM cell ops, LSTMGates      lstm_cell; binary (the sum, then each bias)
 //	layers sequence step/place/stack     copy with a layout (place: fill, then copy)
-//	gorgonia matmul (2-D, transposes)    one GEMM
-//	gorgonia + - ⊙ ÷ ^ (same shape or    binary with a layout (scalar operands broadcast by stride 0)
-//	  a scalar operand), unary ops       unary
-//	gorgonia Sum over adjacent axes      reduce
-//	gorgonia SoftMax, LogSoftMax (+grad) softmax(_grad)
-//	gorgonia Repeat, Slice, Concat       copy with a layout (Concat: one per operand)
-//	gorgonia SizeOf                      fill
 //
-// Reshapes are views and need nothing. Refused, for now: comparisons with
-// bool results, batched and matrix-vector products, sums over non-adjacent
-// axes, transposes, and every op not listed (the error names it). A convolution's column matrix is one image's,
+// The gorgonia ops, as planned for TestCoverage's graphs (generated: OOC_UPDATE_DOC=1 go test -run TestCoverage
+// ./vm/cuda/dispatch rewrites it; the test fails when the plans and this table disagree). Kernels run in
+// float32 or float64; a comparison with a bool result writes one byte per element (Go's bool), as on the host;
+// Int tensors are Go's int, 8 bytes per element, and run + - ⊙, comparisons, Max/MinBetween (the _i64 kernels),
+// ConvType to and from the float types, and the ops that move elements (copies of their bits):
+//
+//	op                            device work
+//	gorgonia.concatOp             copy
+//	gorgonia.ctcLossDiffOp        ctc_alpha, ctc_grad, fill
+//	gorgonia.ctcLossOp            ctc_alpha, ctc_reduce
+//	gorgonia.diagFlatOp           copy, fill
+//	gorgonia.dtConvOp             convert
+//	gorgonia.elemBinOp            binary, binary_i64, compare, compare_i64
+//	gorgonia.elemUnaryOp          unary
+//	gorgonia.globalAveragePoolOp  reduce
+//	gorgonia.linAlgBinOp          cuBLAS GEMM
+//	gorgonia.maxBetween           binary, binary_i64
+//	gorgonia.maxOp                reduce, reduce_axes
+//	gorgonia.minBetween           binary, binary_i64
+//	gorgonia.repeatOp             copy
+//	gorgonia.sizeOp               fill
+//	gorgonia.sliceIncrOp          copy, fill
+//	gorgonia.sliceOp              copy
+//	gorgonia.softmaxDiffOp        softmax_grad
+//	gorgonia.softmaxOp            softmax
+//	gorgonia.sumOp                reduce, reduce_axes
+//	gorgonia.tensordotOp          copy, cuBLAS GEMM
+//	gorgonia.transposeOp          copy
+//	gorgonia.BatchNormOp          refused: no kernel plan for this op type
+//	gorgonia.GroupNormOp          refused: no kernel plan for this op type
+//	gorgonia.avgPoolDiffOp        refused: no kernel plan for this op type
+//	gorgonia.avgPoolOp            refused: no kernel plan for this op type
+//	gorgonia.batchnormDiffOp      refused: no kernel plan for this op type
+//	gorgonia.byIndicesOp          refused: operand ids is int, the result float32
+//	gorgonia.byIndicesOpDiffOp    refused: operand ids is int, the result float32
+//	gorgonia.dropoutDiffOp        refused: no kernel plan for this op type
+//	gorgonia.dropoutOp            refused: no kernel plan for this op type
+//	gorgonia.groupNormDiffOp      refused: no kernel plan for this op type
+//	gorgonia.maxPoolDiffOp        refused: no kernel plan for this op type
+//	gorgonia.maxPoolOp            refused: no kernel plan for this op type
+//	gorgonia.sparsemaxDiffOp      refused: no kernel plan for this op type
+//	gorgonia.sparsemaxOp          refused: no kernel plan for this op type
+//	gorgonia.upsampleDiffOp       refused: no kernel plan for this op type
+//	gorgonia.upsampleOp           refused: no kernel plan for this op type
+//	gorgonia.col2imOp             refused: no kernel plan for this op type
+//	gorgonia.im2colOp             refused: no kernel plan for this op type
+//
+// Elementwise ops take scalar operands by a stride of 0; comparisons with
+// retSame (Rectify's >=) run the binary kernel. Transposes are one strided
+// copy for any permutation (axes of length 1 dropped and axes that stay
+// neighbours merged: at most 6 blocks may move); sums and maxima over one run
+// of neighbouring axes run reduce, over any other set of axes reduce_axes
+// (at most 6 runs of kept and reduced axes); softmax takes any axis,
+// a negative one counted from the last (gorgonia's default is -1). Products:
+// matrix-vector, dot and outer products are GEMMs of gemv's, dot's and ger's
+// shapes, a batched product one GEMM per matrix, tensordotOp a GEMM after
+// transposing each operand that needs it into the runner's scratch (outside
+// the budget, like batch norm's statistics). CTCLoss runs a thread per batch
+// element; its gradient recomputes the forward's alpha table (the CPU op keeps
+// it inside the op), the tables in the runner's scratch too. The runner binds cuBLAS's GEMM
+// only: gemmStridedBatched takes 18 arguments, more than purego's calls pass
+// (15), hence the loop of GEMMs. Reshapes are views and need nothing.
+// gorgonia v0.9.18 has no argmax or argmin op (tensor.Argmax is called on
+// values outside the graph), and its clampOp is built by no function and
+// computes nothing in Do, so neither has a plan; nor has yoloOp (YOLOv3's
+// loss, which has no gradient in gorgonia). Every op not listed is
+// refused at Compile (the error names it, its type and node). A convolution's column matrix is one image's,
 // within the workspace the op declares to the planner, so the budget counts
 // it. cuBLAS works in a workspace of the runner's (cuda.Device.
 // BLASWorkspaceBytes, set with cublasSetWorkspace_v2), taken from the

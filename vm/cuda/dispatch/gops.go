@@ -3,7 +3,6 @@ package dispatch
 import (
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 
 	"gorgonia.org/tensor"
@@ -31,7 +30,7 @@ func planGorgonia(c fn) (plan, error) {
 			return r.launch("unary_"+c.sfx, i64(int64(u)), ptr(a.out), ptr(a.in[0]), i64(n))
 		}}, nil
 	case "gorgonia.linAlgBinOp":
-		return planMatMul(c)
+		return planLinAlg(c)
 	case "gorgonia.sizeOp":
 		axis, err := intField(c.f.Op, "axis")
 		if err != nil {
@@ -56,6 +55,9 @@ func planGorgonia(c fn) (plan, error) {
 	case "gorgonia.softmaxOp", "gorgonia.softmaxDiffOp":
 		return planSoftmax(c, name == "gorgonia.softmaxDiffOp")
 	}
+	if p, ok, err := planMore(c, name); ok {
+		return p, err
+	}
 	return plan{}, c.unsupported("no kernel plan for this op type")
 }
 
@@ -71,8 +73,8 @@ func planBinary(c fn) (plan, error) {
 		bScalar = true
 	}
 	op, ok := kernels.BinaryOpFor(f[0], bScalar)
-	if !ok || op >= kernels.BinaryLt {
-		return plan{}, c.unsupported("only arithmetic (+ - ⊙ ÷ ^) runs on the device")
+	if !ok {
+		return plan{}, c.unsupported("no kernel operator for " + f[0])
 	}
 	l := kernels.Contiguous()
 	switch {
@@ -89,8 +91,12 @@ func planBinary(c fn) (plan, error) {
 	default:
 		return plan{}, c.unsupported(fmt.Sprintf("operands %v and %v do not broadcast elementwise", a, b))
 	}
+	kernel := "binary_" + c.sfx
+	if c.out.Dtype == tensor.Bool {
+		kernel = "compare_" + c.sfx // bool results, one byte each (compare.go)
+	}
 	return plan{run: func(r *Runner, ad addrs) error {
-		return r.launch("binary_"+c.sfx, i64(int64(op)), ptr(ad.out), ptr(ad.in[0]), ptr(ad.in[1]), i64(n), kernels.LayoutArg(l))
+		return r.launch(kernel, i64(int64(op)), ptr(ad.out), ptr(ad.in[0]), ptr(ad.in[1]), i64(n), kernels.LayoutArg(l))
 	}}, nil
 }
 
@@ -145,28 +151,6 @@ func around(s tensor.Shape, lo, hi int) (outer, k, inner int64) {
 	return
 }
 
-func planSum(c fn) (plan, error) {
-	along, err := intsField(c.f.Op, "along")
-	if err != nil {
-		return plan{}, c.unsupported(err.Error())
-	}
-	along = slices.Clone(along)
-	slices.Sort(along)
-	s := c.in(0)
-	if len(along) == 0 {
-		return plan{}, c.unsupported("a sum over no axis")
-	}
-	for i, ax := range along {
-		if ax < 0 || ax >= len(s) || (i > 0 && ax != along[i-1]+1) {
-			return plan{}, c.unsupported(fmt.Sprintf("sum over axes %v of %v: only adjacent axes run as one reduction", along, s))
-		}
-	}
-	outer, k, inner := around(s, along[0], along[len(along)-1])
-	return plan{run: func(r *Runner, a addrs) error {
-		return r.launch("reduce_"+c.sfx, i64(int64(kernels.ReduceSum)), ptr(a.out), ptr(a.in[0]), i64(outer), i64(k), i64(inner))
-	}}, nil
-}
-
 // copyLaunch copies one operand through a layout to dst.
 func copyLaunch(r *Runner, sfx string, dst, src uintptr, n int64, l kernels.Layout) error {
 	return r.launch("copy_"+sfx, ptr(dst), ptr(src), i64(n), kernels.LayoutArg(l))
@@ -174,62 +158,37 @@ func copyLaunch(r *Runner, sfx string, dst, src uintptr, n int64, l kernels.Layo
 
 func planRepeat(c fn) (plan, error) {
 	x, out := c.in(0), c.out.Shape
-	if len(out) > kernels.MaxDims || (len(x) != len(out) && !x.IsScalar()) {
+	if len(x) != len(out) && !x.IsScalar() {
 		return plan{}, c.unsupported(fmt.Sprintf("repeat of %v into %v", x, out))
 	}
-	l := kernels.Layout{Rank: len(out)}
 	os := strides(out)
 	var xs []int64
 	if !x.IsScalar() {
 		xs = strides(x)
 	}
+	var l kernels.Layout
 	for d := range out {
-		l.Dim[d], l.Out[d], l.Rep[d] = int64(out[d]), os[d], 1
+		if out[d] == 1 {
+			continue // walked once: the axis drops out of the layout
+		}
+		if l.Rank == kernels.MaxDims {
+			return plan{}, c.unsupported(fmt.Sprintf("repeat of %v into %v: at most %d axes longer than 1", x, out, kernels.MaxDims))
+		}
+		k := l.Rank
+		l.Rank++
+		l.Dim[k], l.Out[k], l.Rep[k] = int64(out[d]), os[d], 1
 		if xs != nil {
-			l.A[d] = xs[d]
+			l.A[k] = xs[d]
 			if x[d] != out[d] {
 				if x[d] == 0 || out[d]%x[d] != 0 {
 					return plan{}, c.unsupported(fmt.Sprintf("repeat of %v into %v", x, out))
 				}
-				l.Rep[d] = int64(out[d] / x[d])
+				l.Rep[k] = int64(out[d] / x[d])
 			}
 		}
 	}
 	n := total(out)
 	return plan{run: func(r *Runner, a addrs) error { return copyLaunch(r, c.sfx, a.out, a.in[0], n, l) }}, nil
-}
-
-func planSlice(c fn) (plan, error) {
-	along, err := intField(c.f.Op, "along")
-	if err != nil {
-		return plan{}, c.unsupported(err.Error())
-	}
-	x := c.in(0)
-	if len(x) > kernels.MaxDims || along < 0 || along >= len(x) {
-		return plan{}, c.unsupported(fmt.Sprintf("slice along %d of %v", along, x))
-	}
-	start, end, step := 0, x[along], 1
-	if sv := reflect.Indirect(reflect.ValueOf(c.f.Op)).FieldByName("Slice"); sv.IsValid() && !sv.IsNil() {
-		s := sv.Interface().(tensor.Slice)
-		start, end, step = s.Start(), s.End(), max(s.Step(), 1)
-	}
-	if start < 0 || end > x[along] || start >= end {
-		return plan{}, c.unsupported(fmt.Sprintf("slice %d:%d of axis %d of %v", start, end, along, x))
-	}
-	view := x.Clone()
-	view[along] = (end - start + step - 1) / step
-	if total(view) != total(c.out.Shape) {
-		return plan{}, c.unsupported(fmt.Sprintf("slice of %v gives %v, the graph says %v", x, view, c.out.Shape))
-	}
-	xs, vs := strides(x), strides(view)
-	l := kernels.Layout{Rank: len(x)}
-	for d := range x {
-		l.Dim[d], l.Out[d], l.A[d], l.Rep[d] = int64(view[d]), vs[d], xs[d], 1
-	}
-	l.A[along] *= int64(step)
-	off := uintptr(int64(start) * xs[along] * c.es)
-	n := total(view)
-	return plan{run: func(r *Runner, a addrs) error { return copyLaunch(r, c.sfx, a.out, a.in[0]+off, n, l) }}, nil
 }
 
 func planConcat(c fn) (plan, error) {
@@ -272,41 +231,5 @@ func planConcat(c fn) (plan, error) {
 			}
 		}
 		return nil
-	}}, nil
-}
-
-func planSoftmax(c fn, diff bool) (plan, error) {
-	s := fmt.Sprint(c.f.Op)
-	var axis int
-	var lg bool
-	_, open, ok := strings.Cut(s, "{")
-	if !ok {
-		return plan{}, c.unsupported("unexpected softmax op")
-	}
-	if _, err := fmt.Sscanf(open, "%d, %t", &axis, &lg); err != nil {
-		return plan{}, c.unsupported("unexpected softmax op: " + err.Error())
-	}
-	x := c.out.Shape
-	if axis < 0 || axis >= len(x) {
-		return plan{}, c.unsupported(fmt.Sprintf("softmax along %d of %v", axis, x))
-	}
-	outer, k, inner := around(x, axis, axis)
-	l := int64(0)
-	if lg {
-		l = 1
-	}
-	if diff {
-		if len(c.ins) != 3 {
-			return plan{}, c.unsupported("softmax gradient without (x, y, dy)")
-		}
-		return plan{run: func(r *Runner, a addrs) error {
-			return r.launch("softmax_grad_"+c.sfx, i64(l), ptr(a.out), ptr(a.in[1]), ptr(a.in[2]), i64(outer), i64(k), i64(inner))
-		}}, nil
-	}
-	if axis == len(x)-1 {
-		l |= 2 // tensor's last-axis code takes another maximum (package kernels' softmax.cu)
-	}
-	return plan{run: func(r *Runner, a addrs) error {
-		return r.launch("softmax_"+c.sfx, i64(l), ptr(a.out), ptr(a.in[0]), i64(outer), i64(k), i64(inner))
 	}}, nil
 }

@@ -39,4 +39,5 @@ var (
 	batch     = zoocheck.Batch
 	floats    = zoocheck.Floats
 	relErr    = zoocheck.RelErr
+	set       = zoocheck.SetAt
 )

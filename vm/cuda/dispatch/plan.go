@@ -50,18 +50,33 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 	for _, vi := range f.Operands() {
 		c.ins = append(c.ins, &p.Vars[vi])
 	}
-	switch c.out.Dtype {
+	if isCTC(f.Op) {
+		return planCTC(c) // float log-probabilities, Int targets and lengths
+	}
+	if isConvType(f.Op) {
+		return planConvType(c) // a float type <-> Int: operand and result types differ
+	}
+	dt := c.out.Dtype
+	if dt == tensor.Bool && len(c.ins) > 0 {
+		dt = c.ins[0].Dtype // a comparison's bool result: the kernel runs in its operands' type
+	}
+	switch dt {
 	case tensor.Float32:
 		c.es, c.sfx = 4, "f32"
 	case tensor.Float64:
 		c.es, c.sfx = 8, "f64"
+	case tensor.Int:
+		c.es = 8 // Go's int; planInt picks the kernels
 	default:
-		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64, the result is %v", c.out.Dtype))
+		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64 (Int for some ops), this op computes in %v", dt))
 	}
 	for _, v := range c.ins {
-		if v.Dtype != c.out.Dtype && !isSizeOperand(f.Op, v) {
+		if v.Dtype != dt && !isSizeOperand(f.Op, v) {
 			return plan{}, c.unsupported(fmt.Sprintf("operand %s is %v, the result %v", v.Name, v.Dtype, c.out.Dtype))
 		}
+	}
+	if dt == tensor.Int {
+		return planInt(c)
 	}
 	if d, ok := layers.Describe(f.Op); ok {
 		return planLayer(r, c, d)

@@ -33,6 +33,10 @@ func TestReduce(t *testing.T)              { runGroup(t, "reduce") }
 func TestSoftmax(t *testing.T)             { runGroup(t, "softmax") }
 func TestSoftmaxCrossEntropy(t *testing.T) { runGroup(t, "xent") }
 func TestResizeBilinear(t *testing.T)      { runGroup(t, "resize") }
+func TestReduceAxes(t *testing.T)          { runGroup(t, "reduceaxes") }
+func TestConvert(t *testing.T)             { runGroup(t, "convert") }
+func TestIntBinary(t *testing.T)           { runGroup(t, "int") }
+func TestCTC(t *testing.T)                 { runGroup(t, "ctc") }
 
 // TestCol2imBitExact and TestSoftmaxLastAxisBug: facts of the host build
 // (kernelcheck says what each shows).

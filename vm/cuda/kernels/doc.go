@@ -28,11 +28,16 @@
 //
 //	kernel            grid (x 256 threads)   bytes moved (s = element size)      CPU op
 //	unary             ceil(n/256)            2ns                                 gorgonia elemUnaryOp (20 operators, UnaryOp)
-//	binary            ceil(n/256)            ns + distinct(a)s + distinct(b)s    elemBinOp: + - ⊙ ÷ ^, comparisons with retSame
+//	binary            ceil(n/256)            ns + distinct(a)s + distinct(b)s    elemBinOp: + - ⊙ ÷ ^, comparisons with retSame; maxBetween, minBetween
 //	compare           ceil(n/256)            n + distinct(a)s + distinct(b)s     elemBinOp comparisons with bool results
 //	fill              ceil(n/256)            ns                                  zeroing (gradients, caches)
 //	copy              ceil(n/256)            ns + distinct(in)s                  transposeOp, sliceOp, concatOp, repeatOp, reshapeOp
 //	reduce            ceil(rows/256)         (rows·k + rows)s                    sumOp, maxOp over one axis; Mean
+//	reduce_axes       ceil(rows/256)         (rows·k + rows)s                    sumOp, maxOp over several axes (any set); Mean
+//	convert(_i64)     ceil(n/256)            (8+s)n                              dtConvOp (ConvType) between a float type and Int (int64)
+//	binary_i64, compare_i64 ceil(n/256)      as binary, compare (s = 8)          elemBinOp on Int tensors: + - ⊙ (wrapping), comparisons, Max/MinBetween
+//	ctc_alpha, ctc_grad ceil(B/256)          (T·B·C + T·B·(2S+1))s (·3, ·2)     ctcLossOp, ctcLossDiffOp (a thread per batch element; the gradient recomputes alpha)
+//	ctc_reduce        1                      (s+8)B                              ctcLossOp's sum or mean over the batch
 //	softmax(_grad)    ceil(rows/256)         2 (3) · rows·k·s                    softmaxOp, softmaxDiffOp (log or not; tensor's last-axis maximum)
 //	xent_loss         1 block                2·rows·k·s                          layers.(Pixel)SoftmaxCrossEntropy value
 //	xent_grad         ceil(rows/256)         3·rows·k·s                          its gradient w.r.t. the logits

@@ -76,10 +76,12 @@ const (
 	BinaryGte
 	BinaryEq
 	BinaryNe
+	BinaryMaxBetween // tensor's MaxBetween: b > a ? b : a (a NaN in a is kept, in b not taken)
+	BinaryMinBetween // tensor's MinBetween: b < a ? b : a
 	numBinary
 )
 
-var binaryNames = [numBinary]string{"add", "sub", "mul", "div", "pow", "vec_div", "vec_pow", "lt", "gt", "lte", "gte", "eq", "ne"}
+var binaryNames = [numBinary]string{"add", "sub", "mul", "div", "pow", "vec_div", "vec_pow", "lt", "gt", "lte", "gte", "eq", "ne", "max_between", "min_between"}
 
 func (b BinaryOp) String() string {
 	if b < 0 || b >= numBinary {
@@ -89,7 +91,8 @@ func (b BinaryOp) String() string {
 }
 
 // BinaryOpFor maps a gorgonia elemBinOp symbol (its String's first field: +
-// - ⊙ ÷ ^ < > <= >= == !=) to the kernel operator that reproduces what its Do
+// - ⊙ ÷ ^ < > <= >= == !=), or the String of gorgonia's maxBetween and
+// minBetween ops (MaxBetween, MinBetween), to the kernel operator that reproduces what its Do
 // computes for these operands: with a tensor right operand, ÷ and ^ use
 // tensor's Vec kernels (vecf32/vecf64) whatever the left one is; with a scalar
 // right operand they are IEEE division and math.Pow.
@@ -123,6 +126,10 @@ func BinaryOpFor(sym string, rightIsScalar bool) (BinaryOp, bool) {
 		return BinaryEq, true
 	case "!=":
 		return BinaryNe, true
+	case "MaxBetween":
+		return BinaryMaxBetween, true
+	case "MinBetween":
+		return BinaryMinBetween, true
 	}
 	return 0, false
 }

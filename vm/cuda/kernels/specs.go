@@ -7,11 +7,11 @@ package kernels
 var Specs = func() []*Spec {
 	var all []*Spec
 	for _, d := range dtypes {
-		for _, f := range []func(d dtype) []*Spec{elementwiseSpecs, reduceSpecs, softmaxSpecs, convSpecs, bnSpecs, poolSpecs, reluSpecs, optimSpecs, resizeSpecs, ganSpecs, lstmSpecs} {
+		for _, f := range []func(d dtype) []*Spec{elementwiseSpecs, reduceSpecs, softmaxSpecs, convSpecs, bnSpecs, poolSpecs, reluSpecs, optimSpecs, resizeSpecs, ganSpecs, lstmSpecs, gorgoniaSpecs} {
 			all = append(all, f(d)...)
 		}
 	}
-	return append(all, bnStatSpecs()...)
+	return append(append(append(all, bnStatSpecs()...), convertSpecs()...), intSpecs()...)
 }()
 
 type dtype = struct {

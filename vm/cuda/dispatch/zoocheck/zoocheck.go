@@ -78,20 +78,21 @@ func Batch(t TB, rng *rand.Rand, m *models.Model) (x, y *tensor.Dense) {
 	per := ys.TotalSize() / (ys[0] * classes) // pixels per image (1 for classifiers)
 	for i := 0; i < xs.TotalSize(); i++ {
 		if v := m.Config.Vocab; v > 0 { // lstm: token ids
-			set(x, i, float64(rng.Intn(v)))
+			SetAt(x, i, float64(rng.Intn(v)))
 		} else {
-			set(x, i, rng.NormFloat64())
+			SetAt(x, i, rng.NormFloat64())
 		}
 	}
 	for n := 0; n < ys[0]; n++ {
 		for p := 0; p < per; p++ {
-			set(y, (n*classes+rng.Intn(classes))*per+p, 1)
+			SetAt(y, (n*classes+rng.Intn(classes))*per+p, 1)
 		}
 	}
 	return x, y
 }
 
-func set(d *tensor.Dense, i int, v float64) {
+// SetAt writes v into element i of a float32 or float64 tensor.
+func SetAt(d *tensor.Dense, i int, v float64) {
 	switch s := d.Data().(type) {
 	case []float32:
 		s[i] = float32(v)

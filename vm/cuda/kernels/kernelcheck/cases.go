@@ -57,6 +57,11 @@ func (c Case) Name() string { return c.Group + " " + c.Dtype }
 //     softmax cross-entropy loss and gradient against the zoo's loss graph.
 //   - resize: ResizeBilinear and its gradient, up and down, with and without
 //     align_corners.
+//   - reduceaxes: Sum, Mean and Max over several (not necessarily adjacent)
+//     axes in one launch; convert: float to Int and back as Go converts;
+//     int: + - ⊙, comparisons, MaxBetween and MinBetween on Int tensors
+//     against gorgonia's Do; ctc: CTCLoss (sum and mean) and its gradient
+//     against gorgonia's ctcLossOp and ctcLossDiffOp.
 var Cases = cases()
 
 func cases() []Case {
@@ -90,6 +95,10 @@ func cases() []Case {
 	add("softmax", testSoftmax[float32], testSoftmax[float64])
 	add("xent", testXent[float32], testXent[float64])
 	add("resize", resizes[float32], resizes[float64])
+	add("reduceaxes", testReduceAxes[float32], testReduceAxes[float64])
+	add("convert", testConvert[float32], testConvert[float64])
+	add("int", intBinary, nil)
+	add("ctc", testCTC[float32], testCTC[float64])
 	return cs
 }
 

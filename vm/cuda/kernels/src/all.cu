@@ -11,3 +11,7 @@
 #include "resize.cu"
 #include "gan.cu"
 #include "lstm.cu"
+#include "reduce_axes.cu"
+#include "convert.cu"
+#include "int.cu"
+#include "ctc.cu"

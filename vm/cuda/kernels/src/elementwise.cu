@@ -112,6 +112,10 @@ template <typename T> OOC_FN T ooc_binary(int op, T a, T b) {
     return a == b ? 1 : 0;
   case OOC_BINARY_NE:
     return a != b ? 1 : 0;
+  case OOC_BINARY_MAX_BETWEEN: /* tensor's VecMax: a[i] = b[i] if b[i] > a[i] */
+    return b > a ? b : a;
+  case OOC_BINARY_MIN_BETWEEN:
+    return b < a ? b : a;
   }
   return a;
 }

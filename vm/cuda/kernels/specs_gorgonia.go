@@ -1,0 +1,76 @@
+package kernels
+
+// gorgoniaSpecs are the kernels added for gorgonia's own ops beyond the
+// elementwise ones (issue 26): reductions over any set of axes.
+func gorgoniaSpecs(d dtype) []*Spec {
+	return append(reduceAxesSpecs(d), ctcSpecs(d)...)
+}
+
+// ctcSpecs are gorgonia's CTCLoss and its gradient: one thread per batch
+// element (alpha, then beta and the gradient), one for the loss.
+func ctcSpecs(d dtype) []*Spec {
+	s := d.size
+	B := arg("B")
+	geo := []Param{i64("Tn"), i64("B"), i64("C"), i64("tdims"), i64("S")}
+	all := func(c Call) int64 { return c.Int("Tn") * c.Int("B") * c.Int("C") }
+	table := func(c Call) int64 { return c.Int("Tn") * c.Int("B") * (2*c.Int("S") + 1) }
+	return []*Spec{
+		{Name: "ctc_alpha_" + d.suffix, Mirrors: "gorgonia ctcLossOp's alpha recursion and per-element losses",
+			Params: append([]Param{ptr(d.ptr, "nll"), ptr(d.ptr, "alpha"), in(d.ptr, "lp"), in(I64Ptr, "targets"), in(I64Ptr, "inLen"), in(I64Ptr, "tgtLen")}, geo...),
+			shape:  perElement(B), cost: func(c Call) (int64, int64) { return s * (all(c) + table(c)), 8 * table(c) }},
+		{Name: "ctc_reduce_" + d.suffix, Mirrors: "gorgonia ctcLossOp's reduction (sum, or mean over target lengths)",
+			Params: []Param{ptr(d.ptr, "loss"), in(d.ptr, "nll"), in(I64Ptr, "tgtLen"), i64("B"), i32("mean")},
+			shape:  perElement(func(Call) int64 { return 1 }), cost: func(c Call) (int64, int64) { return (s + 8) * c.Int("B"), 2 * c.Int("B") }},
+		{Name: "ctc_grad_" + d.suffix, Mirrors: "gorgonia ctcLossDiffOp (beta recursion and the gradient)",
+			Params: append([]Param{ptr(d.ptr, "grad"), ptr(d.ptr, "beta"), in(d.ptr, "alpha"), in(d.ptr, "nll"), in(d.ptr, "lp"),
+				in(I64Ptr, "targets"), in(I64Ptr, "inLen"), in(I64Ptr, "tgtLen"), in(d.ptr, "gradOut")}, geo...),
+			shape: perElement(B), cost: func(c Call) (int64, int64) { return s * (3*all(c) + 2*table(c)), 12 * table(c) }},
+	}
+}
+
+func reduceAxesSpecs(d dtype) []*Spec {
+	s := d.size
+	return []*Spec{{Name: "reduce_axes_" + d.suffix, Mirrors: "gorgonia sumOp / maxOp over any set of axes, Mean (L: kept axes first, then the reduced ones)",
+		Params: []Param{i32("op"), ptr(d.ptr, "out"), in(d.ptr, "x"), i64("rows"), i64("k"), i64("kept"), scalar(LayoutT, "L")},
+		shape:  perElement(arg("rows")), cost: func(c Call) (int64, int64) {
+			r := c.Int("rows")
+			return s * (r*c.Int("k") + r), r * c.Int("k")
+		}}}
+}
+
+// convertSpecs are gorgonia's dtConvOp (ConvType) kernels between a float
+// type and Int (int64).
+func convertSpecs() []*Spec {
+	n := arg("n")
+	var all []*Spec
+	for _, d := range dtypes {
+		cost := func(c Call) (int64, int64) { return (8 + d.size) * c.Int("n"), 0 }
+		all = append(all,
+			&Spec{Name: "convert_" + d.suffix + "_i64", Mirrors: "gorgonia dtConvOp " + d.suffix + " to Int (Go's int(x) on amd64)",
+				Params: []Param{ptr(I64Ptr, "y"), in(d.ptr, "x"), i64("n")}, shape: perElement(n), cost: cost},
+			&Spec{Name: "convert_i64_" + d.suffix, Mirrors: "gorgonia dtConvOp Int to " + d.suffix,
+				Params: []Param{ptr(d.ptr, "y"), in(I64Ptr, "x"), i64("n")}, shape: perElement(n), cost: cost})
+	}
+	return all
+}
+
+// intSpecs are elemBinOp's kernels on Int (int64) tensors: + - ⊙ with Go's
+// wrap-around, comparisons (same-type or bool results), MaxBetween and
+// MinBetween. The operator codes are BinaryOp's; others are not planned.
+func intSpecs() []*Spec {
+	n := arg("n")
+	cost := func(outSize int64) func(Call) (int64, int64) {
+		return func(c Call) (int64, int64) {
+			n, l := c.Int("n"), c.Layout()
+			return n*outSize + (walked(l, l.A, n)+walked(l, l.B, n))*8, n
+		}
+	}
+	return []*Spec{
+		{Name: "binary_i64", Mirrors: "gorgonia elemBinOp on Int tensors (+ - ⊙, comparisons with retSame, Max/MinBetween)",
+			Params: []Param{i32("op"), ptr(I64Ptr, "out"), in(I64Ptr, "a"), in(I64Ptr, "b"), i64("n"), scalar(LayoutT, "L")},
+			shape:  perElement(n), cost: cost(8)},
+		{Name: "compare_i64", Mirrors: "gorgonia elemBinOp comparison of Int tensors with a bool result",
+			Params: []Param{i32("op"), ptr(U8Ptr, "out"), in(I64Ptr, "a"), in(I64Ptr, "b"), i64("n"), scalar(LayoutT, "L")},
+			shape:  perElement(n), cost: cost(1)},
+	}
+}
