@@ -38,6 +38,8 @@
 //	gorgonia SoftMax, LogSoftMax (+grad) softmax(_grad)
 //	gorgonia Repeat, Slice, Concat       copy with a layout (Concat: one per operand)
 //	gorgonia SizeOf                      fill
+//	gorgonia im2col, col2im (Conv2d)     g_im2col, g_col2im (gorgonia's column layout)
+//	gorgonia MaxPool2D, AveragePool2D    g_maxpool(_grad), g_avgpool(_grad) (gorgonia's rules)
 //
 // Reshapes are views and need nothing. Refused, for now: comparisons with
 // bool results, batched and matrix-vector products, sums over non-adjacent

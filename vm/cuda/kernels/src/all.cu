@@ -11,3 +11,4 @@
 #include "resize.cu"
 #include "gan.cu"
 #include "lstm.cu"
+#include "gnn.cu"

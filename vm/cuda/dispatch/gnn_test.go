@@ -1,0 +1,138 @@
+package dispatch_test
+
+import (
+	"math/rand"
+	"slices"
+	"testing"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda"
+)
+
+// opGraph is one small graph of gorgonia ops: its cost and the nodes whose
+// gradients are compared.
+type opGraph func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (cost *G.Node, wrt G.Nodes)
+
+// tolOf is the zoo's tolerance: float64 1e-12, float32 1e-5 normwise.
+func tolOf(dt tensor.Dtype) float64 {
+	if dt == tensor.Float32 {
+		return 1e-5
+	}
+	return 1e-12
+}
+
+// runOpGraph builds the graph twice from one seed, runs it once on the CPU
+// device and once on the fake CUDA device (in core), and compares the cost
+// and every gradient.
+func runOpGraph(t *testing.T, d *cuda.Device, dt tensor.Dtype, build opGraph) {
+	t.Helper()
+	var costs [2][]float64
+	var grads [2][][]float64
+	for k, dev := range []ooc.Option{nil, ooc.WithDevice(d)} {
+		g := G.NewGraph()
+		cost, wrt := build(g, dt, rand.New(rand.NewSource(26)))
+		if _, err := G.Grad(cost, wrt...); err != nil {
+			t.Fatal(err)
+		}
+		opts := []ooc.Option{ooc.BindDualValues(wrt...)}
+		if dev != nil {
+			opts = append(opts, dev)
+		}
+		m, err := ooc.Compile(g, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		costs[k] = floats(t, cost.Value())
+		for _, w := range wrt {
+			gv, err := w.Grad()
+			if err != nil {
+				t.Fatal(err)
+			}
+			grads[k] = append(grads[k], floats(t, gv))
+		}
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tol := tolOf(dt)
+	if e := relErr(costs[1], costs[0]); e > tol {
+		t.Errorf("cost %v on CUDA, %v on the CPU (%.3g apart)", costs[1], costs[0], e)
+	}
+	for i := range grads[0] {
+		if e := relErr(grads[1][i], grads[0][i]); e > tol {
+			t.Errorf("gradient %d: %.3g apart (tolerance %.0g)", i, e, tol)
+		}
+	}
+}
+
+// leaf is a learnable of random values.
+func leaf(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand, name string, shape ...int) *G.Node {
+	v := tensor.New(tensor.Of(dt), tensor.WithShape(shape...))
+	for i := 0; i < v.Size(); i++ {
+		set(v, i, rng.NormFloat64())
+	}
+	return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(v))
+}
+
+// weighted is Σ y ⊙ c for a random constant c, so every element of y's
+// gradient differs.
+func weighted(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand, y *G.Node) *G.Node {
+	c := tensor.New(tensor.Of(dt), tensor.WithShape(y.Shape()...))
+	for i := 0; i < c.Size(); i++ {
+		set(c, i, rng.NormFloat64())
+	}
+	return G.Must(G.Sum(G.Must(G.HadamardProd(y, G.NewConstant(c)))))
+}
+
+// TestGorgoniaConvAndPoolOps: gorgonia's im2col (and col2im, its gradient),
+// MaxPool2D and AveragePool2D with their gradients compile on the fake CUDA
+// device and give the CPU device's cost and gradients.
+func TestGorgoniaConvAndPoolOps(t *testing.T) {
+	d := openFake(t)
+	cases := map[string]opGraph{
+		"im2col 3x3 pad 1 stride 2 into a product": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := leaf(g, dt, rng, "x", 2, 3, 7, 6)
+			w := leaf(g, dt, rng, "w", 27, 4)
+			col := G.Must(G.Im2Col(x, tensor.Shape{3, 3}, []int{1, 1}, []int{2, 2}, []int{1, 1}))
+			s := col.Shape()
+			flat := G.Must(G.Reshape(col, tensor.Shape{s[0] * s[1] * s[2], s[3]}))
+			return weighted(g, dt, rng, G.Must(G.Mul(flat, w))), G.Nodes{x, w}
+		},
+		"im2col dilated": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := leaf(g, dt, rng, "x", 2, 2, 8, 8)
+			return weighted(g, dt, rng, G.Must(G.Im2Col(x, tensor.Shape{3, 3}, []int{2, 2}, []int{1, 1}, []int{2, 2}))), G.Nodes{x}
+		},
+		"maxpool 3x3 stride 2 pad 1": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := leaf(g, dt, rng, "x", 2, 3, 9, 7)
+			return weighted(g, dt, rng, G.Must(G.MaxPool2D(x, tensor.Shape{3, 3}, []int{1, 1}, []int{2, 2}))), G.Nodes{x}
+		},
+		"maxpool 2x2 four-sided padding": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := leaf(g, dt, rng, "x", 2, 2, 6, 6)
+			return weighted(g, dt, rng, G.Must(G.MaxPool2D(x, tensor.Shape{2, 2}, []int{1, 0, 0, 1}, []int{2, 2}))), G.Nodes{x}
+		},
+		"avgpool 2x2": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := leaf(g, dt, rng, "x", 2, 3, 8, 8)
+			return weighted(g, dt, rng, G.Must(G.AveragePool2D(x, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2}))), G.Nodes{x}
+		},
+	}
+	for _, name := range sortedKeys(cases) {
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			t.Run(name+"/"+dt.String(), func(t *testing.T) { runOpGraph(t, d, dt, cases[name]) })
+		}
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

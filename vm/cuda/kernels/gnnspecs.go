@@ -1,0 +1,42 @@
+package kernels
+
+// gnnSpecs are gorgonia's own convolution and pooling ops (src/gnn.cu), as
+// the CPU device runs them: gorgonia's column layout, its max and average
+// pooling rules.
+func gnnSpecs(d dtype) []*Spec {
+	s := d.size
+	colN := func(c Call) int64 {
+		g := c.Conv()
+		return c.Int("N") * g.C * g.KH * g.KW * g.OH * g.OW
+	}
+	imgN := func(c Call) int64 { g := c.Conv(); return c.Int("N") * g.C * g.H * g.W }
+	outN := func(c Call) int64 { g := c.Pool(); return g.Planes * g.OH * g.OW }
+	inN := func(c Call) int64 { g := c.Pool(); return g.Planes * g.H * g.W }
+	planes := func(c Call) int64 { return c.Pool().Planes }
+	win := func(c Call) int64 { g := c.Pool(); return g.KH * g.KW }
+	overlap := func(c Call) int64 { g := c.Pool(); return ((g.KH + g.SH - 1) / g.SH) * ((g.KW + g.SW - 1) / g.SW) }
+	return []*Spec{
+		{Name: "g_im2col_" + d.suffix, Mirrors: "gorgonia im2colOp (Conv2d's columns: a row per output pixel)",
+			Params: []Param{ptr(d.ptr, "col"), in(d.ptr, "x"), i64("N"), scalar(ConvGeomT, "g")},
+			shape:  perElement(colN), cost: func(c Call) (int64, int64) { return s * (colN(c) + imgN(c)), 0 }},
+		{Name: "g_col2im_" + d.suffix, Mirrors: "gorgonia col2imOp (Conv2d's data gradient)",
+			Params: []Param{ptr(d.ptr, "x"), in(d.ptr, "col"), i64("N"), scalar(ConvGeomT, "g")},
+			shape:  perElement(imgN), cost: func(c Call) (int64, int64) { return s * (colN(c) + imgN(c)), colN(c) }},
+		{Name: "g_maxpool_" + d.suffix, Mirrors: "gorgonia maxPoolOp (MaxPool2D)",
+			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), scalar(PoolGeomT, "g")},
+			shape:  perElement(outN), cost: func(c Call) (int64, int64) { return s * (inN(c) + outN(c)), outN(c) * win(c) }},
+		{Name: "g_maxpool_grad_" + d.suffix, Mirrors: "gorgonia maxPoolDiffOp (the argmax found again from x)",
+			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "x"), in(d.ptr, "dy"), scalar(PoolGeomT, "g")},
+			shape:  perElement(inN), cost: func(c Call) (int64, int64) {
+				return s * (2*inN(c) + outN(c)), inN(c) * overlap(c) * win(c)
+			}},
+		{Name: "g_avgpool_" + d.suffix, Mirrors: "gorgonia avgPoolOp (AveragePool2D, its arithmetic as it is)",
+			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), scalar(PoolGeomT, "g")},
+			shape:  perElement(outN), cost: func(c Call) (int64, int64) { return s * (inN(c) + outN(c)), outN(c) * (win(c) + 1) }},
+		{Name: "g_avgpool_grad_" + d.suffix, Mirrors: "gorgonia avgPoolDiffOp (sequential per plane, as the CPU op)",
+			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "dy"), scalar(PoolGeomT, "g")},
+			shape:  perElement(planes), cost: func(c Call) (int64, int64) {
+				return s * (3*inN(c) + outN(c)), outN(c) + inN(c)*(win(c)+1)
+			}},
+	}
+}
