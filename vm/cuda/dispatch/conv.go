@@ -38,7 +38,7 @@ func im2colGeom(c fn, x, col []int) (kernels.ConvGeom, error) {
 	return g, nil
 }
 
-func planIm2col(c fn) (plan, error) {
+func planIm2col(_ *Runner, c fn) (plan, error) {
 	x, col := c.in(0), c.out.Shape
 	g, err := im2colGeom(c, x, col)
 	if err != nil {
@@ -50,7 +50,7 @@ func planIm2col(c fn) (plan, error) {
 	}}, nil
 }
 
-func planCol2im(c fn) (plan, error) {
+func planCol2im(_ *Runner, c fn) (plan, error) {
 	col, x := c.in(0), c.out.Shape
 	g, err := im2colGeom(c, x, col)
 	if err != nil {

@@ -2,11 +2,13 @@ package dispatch
 
 // gorgoniaFamilies plans gorgonia's op types that have a file of their own
 // here (one per op family), by the op's type name.
-var gorgoniaFamilies = map[string]func(c fn) (plan, error){
-	"gorgonia.im2colOp":      planIm2col,
-	"gorgonia.col2imOp":      planCol2im,
-	"gorgonia.maxPoolOp":     planGPool,
-	"gorgonia.maxPoolDiffOp": planGPool,
-	"gorgonia.avgPoolOp":     planGPool,
-	"gorgonia.avgPoolDiffOp": planGPool,
+var gorgoniaFamilies = map[string]func(r *Runner, c fn) (plan, error){
+	"gorgonia.im2colOp":        planIm2col,
+	"gorgonia.col2imOp":        planCol2im,
+	"gorgonia.maxPoolOp":       planGPool,
+	"gorgonia.maxPoolDiffOp":   planGPool,
+	"gorgonia.avgPoolOp":       planGPool,
+	"gorgonia.avgPoolDiffOp":   planGPool,
+	"gorgonia.BatchNormOp":     planGBatchNorm,
+	"gorgonia.batchnormDiffOp": planGBatchNorm,
 }

@@ -1,6 +1,7 @@
 package dispatch_test
 
 import (
+	"fmt"
 	"math/rand"
 	"slices"
 	"testing"
@@ -135,4 +136,84 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// TestGorgoniaBatchNormOp: gorgonia.BatchNorm over NCHW and (N, C) inputs
+// trains two steps on the fake CUDA device and gives the CPU device's cost,
+// gradients and running statistics; then, switched to inference with
+// SetTraining(false), the same cost.
+func TestGorgoniaBatchNormOp(t *testing.T) {
+	d := openFake(t)
+	for _, shape := range [][]int{{3, 4, 5, 5}, {6, 5}} {
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			t.Run(fmt.Sprint(shape, dt), func(t *testing.T) {
+				type run struct {
+					costs, grads, stats [][]float64
+				}
+				var runs [2]run
+				for k, dev := range []ooc.Option{nil, ooc.WithDevice(d)} {
+					rng := rand.New(rand.NewSource(29))
+					g := G.NewGraph()
+					x := leaf(g, dt, rng, "x", shape...)
+					scale := leaf(g, dt, rng, "scale", shape...)
+					bias := leaf(g, dt, rng, "bias", shape...)
+					y, _, _, op, err := G.BatchNorm(x, scale, bias, 0.1, 1e-5)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cost := weighted(g, dt, rng, y)
+					wrt := G.Nodes{x, scale, bias}
+					if _, err := G.Grad(cost, wrt...); err != nil {
+						t.Fatal(err)
+					}
+					opts := []ooc.Option{ooc.BindDualValues(wrt...)}
+					if dev != nil {
+						opts = append(opts, dev)
+					}
+					m, err := ooc.Compile(g, opts...)
+					if err != nil {
+						t.Fatal(err)
+					}
+					r := &runs[k]
+					for step := 0; step < 3; step++ {
+						if step == 2 {
+							if err := op.SetTraining(false); err != nil {
+								t.Fatal(err)
+							}
+						}
+						if err := m.RunAll(); err != nil {
+							t.Fatal(err)
+						}
+						r.costs = append(r.costs, floats(t, cost.Value()))
+						if step < 2 {
+							for _, w := range wrt {
+								gv, err := w.Grad()
+								if err != nil {
+									t.Fatal(err)
+								}
+								r.grads = append(r.grads, floats(t, gv))
+							}
+						}
+						mean, variance := op.Stats()
+						r.stats = append(r.stats, floats(t, mean), floats(t, variance))
+						m.Reset()
+					}
+					if err := m.Close(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				tol := tolOf(dt)
+				for what, pair := range map[string][2][][]float64{
+					"cost": {runs[1].costs, runs[0].costs}, "gradient": {runs[1].grads, runs[0].grads},
+					"running statistics": {runs[1].stats, runs[0].stats},
+				} {
+					for i := range pair[1] {
+						if e := relErr(pair[0][i], pair[1][i]); e > tol {
+							t.Errorf("%s %d: %.3g apart on CUDA and the CPU (tolerance %.0g)", what, i, e, tol)
+						}
+					}
+				}
+			})
+		}
+	}
 }

@@ -15,9 +15,6 @@ import (
 // products, reductions, softmax and the ops that only move elements.
 func planGorgonia(c fn) (plan, error) {
 	name := strings.TrimPrefix(fmt.Sprintf("%T", c.f.Op), "*")
-	if pf, ok := gorgoniaFamilies[name]; ok {
-		return pf(c)
-	}
 	switch name {
 	case "gorgonia.elemBinOp":
 		return planBinary(c)

@@ -66,6 +66,9 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 	if d, ok := layers.Describe(f.Op); ok {
 		return planLayer(r, c, d)
 	}
+	if pf, ok := gorgoniaFamilies[strings.TrimPrefix(fmt.Sprintf("%T", f.Op), "*")]; ok {
+		return pf(r, c)
+	}
 	return planGorgonia(c)
 }
 

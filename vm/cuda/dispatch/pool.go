@@ -46,7 +46,7 @@ func poolGeom(c fn, x, y []int) (kernels.PoolGeom, error) {
 		KH: int64(f["h"]), KW: int64(f["w"]), SH: int64(f["strideH"]), SW: int64(f["strideW"]), PH: int64(ph), PW: int64(pw)}, nil
 }
 
-func planGPool(c fn) (plan, error) {
+func planGPool(_ *Runner, c fn) (plan, error) {
 	name := strings.TrimPrefix(fmt.Sprintf("%T", c.f.Op), "*gorgonia.")
 	diff := strings.HasSuffix(name, "DiffOp")
 	x, y := c.in(0), c.out.Shape

@@ -40,3 +40,21 @@ func gnnSpecs(d dtype) []*Spec {
 			}},
 	}
 }
+
+// gbnSpecs are gorgonia's BatchNormOp and batchnormDiffOp (src/gbn.cu): one
+// thread per channel, serial sums in the element type, as the CPU op.
+func gbnSpecs(d dtype) []*Spec {
+	s := d.size
+	n := func(c Call) int64 { return c.Int("N") * c.Int("C") * c.Int("plane") }
+	geo := []Param{i64("N"), i64("C"), i64("plane")}
+	return []*Spec{
+		{Name: "g_batchnorm_" + d.suffix, Mirrors: "gorgonia BatchNormOp (training: batch statistics, running ones advanced; inference: running ones)",
+			Params: append(append([]Param{ptr(d.ptr, "y"), in(d.ptr, "x"), ptr(F64Ptr, "runMean"), ptr(F64Ptr, "runVar"), ptr(F64Ptr, "saved")}, geo...),
+				scalar(F64, "momentum"), scalar(F64, "eps"), i64("training")),
+			shape: perElement(arg("C")), cost: func(c Call) (int64, int64) { return 3*s*n(c) + 32*c.Int("C"), 6 * n(c) }},
+		{Name: "g_batchnorm_grad_" + d.suffix, Mirrors: "gorgonia batchnormDiffOp (the x gradient)",
+			Params: append(append([]Param{ptr(d.ptr, "dx"), in(d.ptr, "x"), in(d.ptr, "dy"), in(F64Ptr, "runVar"), in(F64Ptr, "saved")}, geo...),
+				scalar(F64, "eps"), i64("training")),
+			shape: perElement(arg("C")), cost: func(c Call) (int64, int64) { return 4*s*n(c) + 8*c.Int("C"), 10 * n(c) }},
+	}
+}

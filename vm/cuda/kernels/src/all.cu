@@ -12,3 +12,4 @@
 #include "gan.cu"
 #include "lstm.cu"
 #include "gnn.cu"
+#include "gbn.cu"
