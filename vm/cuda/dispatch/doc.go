@@ -41,6 +41,8 @@
 //	gorgonia im2col, col2im (Conv2d)     g_im2col, g_col2im (gorgonia's column layout)
 //	gorgonia MaxPool2D, AveragePool2D    g_maxpool(_grad), g_avgpool(_grad) (gorgonia's rules)
 //	gorgonia BatchNorm (+grad)           g_batchnorm(_grad): a thread per channel, the CPU op's serial sums
+//	gorgonia Dropout (+grad)             the mask drawn on the host from the op's generator, uploaded; g_dropout(_grad)
+//	gorgonia random nodes                the op's Do on the host, uploaded
 //
 // Reshapes are views and need nothing. Refused, for now: comparisons with
 // bool results, batched and matrix-vector products, sums over non-adjacent

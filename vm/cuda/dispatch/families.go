@@ -11,4 +11,7 @@ var gorgoniaFamilies = map[string]func(r *Runner, c fn) (plan, error){
 	"gorgonia.avgPoolDiffOp":   planGPool,
 	"gorgonia.BatchNormOp":     planGBatchNorm,
 	"gorgonia.batchnormDiffOp": planGBatchNorm,
+	"gorgonia.dropoutOp":       planDropout,
+	"gorgonia.dropoutDiffOp":   planDropout,
+	"gorgonia.randomOp":        planRandom,
 }

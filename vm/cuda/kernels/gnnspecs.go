@@ -58,3 +58,17 @@ func gbnSpecs(d dtype) []*Spec {
 			shape: perElement(arg("C")), cost: func(c Call) (int64, int64) { return 4*s*n(c) + 8*c.Int("C"), 10 * n(c) }},
 	}
 }
+
+// gdropoutSpecs are gorgonia's dropoutOp and dropoutDiffOp (src/gdropout.cu).
+func gdropoutSpecs(d dtype) []*Spec {
+	s := d.size
+	n := arg("n")
+	return []*Spec{
+		{Name: "g_dropout_" + d.suffix, Mirrors: "gorgonia dropoutOp (y holds the host-drawn mask: 1 kept, 0 dropped)",
+			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), i64("n"), scalar(F64, "keep")},
+			shape:  perElement(n), cost: func(c Call) (int64, int64) { return 3 * s * c.Int("n"), c.Int("n") }},
+		{Name: "g_dropout_grad_" + d.suffix, Mirrors: "gorgonia dropoutDiffOp (dy / p where y is not 0, as the CPU op)",
+			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "y"), in(d.ptr, "dy"), i64("n"), scalar(F64, "p")},
+			shape:  perElement(n), cost: func(c Call) (int64, int64) { return 3 * s * c.Int("n"), c.Int("n") }},
+	}
+}

@@ -13,3 +13,4 @@
 #include "lstm.cu"
 #include "gnn.cu"
 #include "gbn.cu"
+#include "gdropout.cu"
