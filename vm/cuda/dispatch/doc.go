@@ -79,7 +79,11 @@
 // kernels update with gorgonia's formulas and the settings of the gorgonia
 // solver it wraps; SyncToHost and State bring weights and optimizer state
 // back for evaluation and checkpoints. ooc train -device cuda uses it by
-// default; -host-update keeps gorgonia's solver on the host.
+// default; -host-update keeps gorgonia's solver on the host. Every gorgonia
+// solver also works on the host with a CUDA machine, as with any machine
+// (Step after RunAll: the gradients come back to the learnables and the
+// next run uploads the weights); RMSProp, AdaGrad, AdamW and
+// Barzilai-Borwein only work that way (no kernels yet).
 //
 // # Launch table
 //

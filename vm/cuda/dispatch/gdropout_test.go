@@ -92,3 +92,33 @@ func TestGorgoniaRandomNode(t *testing.T) {
 		}
 	}
 }
+
+// TestHostSolversOnCUDA: every solver gorgonia v0.9.18 has steps on the
+// host after a CUDA machine's RunAll (the gradients come back to the
+// learnables, the solver updates the host weights, the next run uploads
+// them), three steps matching the CPU device's costs, gradients and weights.
+func TestHostSolversOnCUDA(t *testing.T) {
+	d := openFake(t)
+	mlp := func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+		x := G.NewConstant(leaf(g, dt, rng, "x", 4, 5).Value())
+		w1, w2 := leaf(g, dt, rng, "w1", 5, 6), leaf(g, dt, rng, "w2", 6, 3)
+		return weighted(g, dt, rng, G.Must(G.Mul(G.Must(G.Tanh(G.Must(G.Mul(x, w1)))), w2))), G.Nodes{w1, w2}
+	}
+	solvers := map[string]func() G.Solver{
+		"vanilla":         func() G.Solver { return G.NewVanillaSolver(G.WithLearnRate(0.05), G.WithL2Reg(0.01), G.WithClip(0.5)) },
+		"momentum":        func() G.Solver { return G.NewMomentum(G.WithLearnRate(0.02), G.WithMomentum(0.8)) },
+		"adam":            func() G.Solver { return G.NewAdamSolver(G.WithLearnRate(1e-2)) },
+		"adamw":           func() G.Solver { return G.NewAdamW(G.WithLearnRate(1e-2)) },
+		"rmsprop":         func() G.Solver { return G.NewRMSPropSolver(G.WithLearnRate(1e-2)) },
+		"adagrad":         func() G.Solver { return G.NewAdaGradSolver(G.WithLearnRate(1e-2)) },
+		"barzilaiborwein": func() G.Solver { return G.NewBarzilaiBorweinSolver(G.WithLearnRate(1e-2)) },
+	}
+	for _, name := range sortedKeys(solvers) {
+		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+			if name == "barzilaiborwein" && dt == tensor.Float32 {
+				continue // gorgonia's BarzilaiBorweinSolver fails on float32 on any machine (a float64 scalar times a float32 tensor)
+			}
+			t.Run(name+"/"+dt.String(), func(t *testing.T) { trainOpGraph(t, d, dt, mlp, 3, solvers[name]) })
+		}
+	}
+}

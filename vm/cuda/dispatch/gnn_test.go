@@ -30,8 +30,15 @@ func tolOf(dt tensor.Dtype) float64 {
 // and every gradient.
 func runOpGraph(t *testing.T, d *cuda.Device, dt tensor.Dtype, build opGraph) {
 	t.Helper()
-	var costs [2][]float64
-	var grads [2][][]float64
+	trainOpGraph(t, d, dt, build, 1, nil)
+}
+
+// trainOpGraph runs steps steps of the graph on both devices, each a RunAll
+// and, given a solver maker, a host solver's Step on the gradients; it
+// compares every step's cost and gradients and the weights at the end.
+func trainOpGraph(t *testing.T, d *cuda.Device, dt tensor.Dtype, build opGraph, steps int, solver func() G.Solver) {
+	t.Helper()
+	var costs, grads, weights [2][][]float64
 	for k, dev := range []ooc.Option{nil, ooc.WithDevice(d)} {
 		g := G.NewGraph()
 		cost, wrt := build(g, dt, rand.New(rand.NewSource(26)))
@@ -46,31 +53,47 @@ func runOpGraph(t *testing.T, d *cuda.Device, dt tensor.Dtype, build opGraph) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := m.RunAll(); err != nil {
-			t.Fatal(err)
+		var s G.Solver
+		if solver != nil {
+			s = solver()
 		}
-		costs[k] = floats(t, cost.Value())
-		for _, w := range wrt {
-			gv, err := w.Grad()
-			if err != nil {
+		for step := 0; step < steps; step++ {
+			if err := m.RunAll(); err != nil {
 				t.Fatal(err)
 			}
-			grads[k] = append(grads[k], floats(t, gv))
+			costs[k] = append(costs[k], floats(t, cost.Value()))
+			for _, w := range wrt {
+				gv, err := w.Grad()
+				if err != nil {
+					t.Fatal(err)
+				}
+				grads[k] = append(grads[k], floats(t, gv))
+			}
+			if s != nil {
+				if err := s.Step(G.NodesToValueGrads(wrt)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m.Reset()
+		}
+		for _, w := range wrt {
+			weights[k] = append(weights[k], floats(t, w.Value()))
 		}
 		if err := m.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	tol := tolOf(dt)
-	if e := relErr(costs[1], costs[0]); e > tol {
-		t.Errorf("cost %v on CUDA, %v on the CPU (%.3g apart)", costs[1], costs[0], e)
-	}
-	for i := range grads[0] {
-		if e := relErr(grads[1][i], grads[0][i]); e > tol {
-			t.Errorf("gradient %d: %.3g apart (tolerance %.0g)", i, e, tol)
+	for what, pair := range map[string][2][][]float64{"cost": {costs[1], costs[0]}, "gradient": {grads[1], grads[0]}, "weights": {weights[1], weights[0]}} {
+		for i := range pair[1] {
+			if e := relErr(pair[0][i], pair[1][i]); e > tol {
+				t.Errorf("%s %d: %v on CUDA and %v on the CPU, %.3g apart (tolerance %.0g)", what, i, head(pair[0][i]), head(pair[1][i]), e, tol)
+			}
 		}
 	}
 }
+
+func head(v []float64) []float64 { return v[:min(len(v), 4)] }
 
 // leaf is a learnable of random values.
 func leaf(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand, name string, shape ...int) *G.Node {

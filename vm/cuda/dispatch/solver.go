@@ -28,6 +28,13 @@ import (
 // lives on the device; State and SetState read and write it (for
 // checkpoints) as gorgonia's solvers hold it: per learnable Adam's first and
 // second moments, or Momentum's velocity, and Adam's step count.
+//
+// gorgonia's other solvers (RMSPropSolver, AdaGradSolver, AdamW,
+// BarzilaiBorweinSolver) have no kernels here: they step on the host, as
+// with any machine (their Step after RunAll, on the gradients the machine
+// brings back; the next RunAll uploads the updated weights), which costs a
+// gradient download and a weight upload per step, and gives the CPU
+// device's weights (TestHostSolversOnCUDA). Kernels for them are left to do.
 type Solver struct {
 	m    *vm.Machine
 	r    *Runner
@@ -72,7 +79,8 @@ func NewSolver(m *vm.Machine, gs G.Solver, learnables ...*G.Node) (*Solver, erro
 	case *G.AdamSolver:
 		s.kind = "adam"
 	default:
-		return nil, fmt.Errorf("dispatch: no device update for %T (sgd, momentum and adam have kernels)", gs)
+		return nil, fmt.Errorf("dispatch: no device update for %T (sgd, momentum and adam have kernels): step it on the host instead, "+
+			"gs.Step after RunAll (the gradients come back to the learnables and the next run uploads the weights)", gs)
 	}
 	for i, l := range learnables {
 		if i == 0 {
