@@ -88,6 +88,13 @@ func (r *realRun) run(t *testing.T, ms []G.VM, steps int) [][]uint64 {
 // checkRealPrograms runs each program under TapeMachine and out of core, in
 // core and at the least feasible budget, and compares what its loop reads.
 func checkRealPrograms(t *testing.T, progs map[string]realProgram) {
+	checkRealProgramsOn(t, progs, nil)
+}
+
+// checkRealProgramsOn is checkRealPrograms on a device: nil is the CPU
+// device (bit for bit); a CUDA target compares within the zoo's tolerance,
+// each read as one tensor, with the backend's reserve added to the budget.
+func checkRealProgramsOn(t *testing.T, progs map[string]realProgram, dev *cudaTarget) {
 	for _, name := range sortedNames(progs) {
 		p := progs[name]
 		for _, dt := range p.dts {
@@ -124,9 +131,9 @@ func checkRealPrograms(t *testing.T, progs map[string]realProgram) {
 					for k, r := range got.graphs() {
 						opts := append(r.oocOptions(), ooc.Baseline())
 						if least {
-							opts = append(r.oocOptions(), ooc.WithBudget(leasts[k]))
+							opts = append(r.oocOptions(), ooc.WithBudget(leasts[k]+dev.reserve()))
 						}
-						m, err := ooc.Compile(r.g, opts...)
+						m, err := ooc.Compile(r.g, append(opts, dev.options()...)...)
 						require.NoError(t, err, "least budget %v", least)
 						ms = append(ms, m)
 					}
@@ -135,8 +142,12 @@ func checkRealPrograms(t *testing.T, progs map[string]realProgram) {
 						st := m.(interface{ Stats() vm.Stats }).Stats()
 						require.NoError(t, m.Close())
 						if least {
-							require.LessOrEqual(t, st.PeakDeviceBytes, leasts[k])
+							require.LessOrEqual(t, st.PeakDeviceBytes, leasts[k]+dev.reserve())
 						}
+					}
+					if dev != nil {
+						dev.requireClose(t, dt, fmt.Sprintf("reads at least budget %v %v (in-core peaks %v), from %s", least, leasts, peaks, p.from), want, res)
+						continue
 					}
 					requireSameReads(t, want, res, "least budget %v %v (in-core peaks %v), from %s", least, leasts, peaks, p.from)
 				}
