@@ -43,6 +43,8 @@
 //	gorgonia BatchNorm (+grad)           g_batchnorm(_grad): a thread per channel, the CPU op's serial sums
 //	gorgonia Dropout (+grad)             the mask drawn on the host from the op's generator, uploaded; g_dropout(_grad)
 //	gorgonia random nodes                the op's Do on the host, uploaded
+//	gorgonia Upsample2D (+grad)          copy with a layout; g_upsample_grad
+//	gorgonia ByIndices (+grad)           fill, g_byindices(_grad) (Int indices on the device; tensor's index arithmetic)
 //
 // Reshapes are views and need nothing. Refused, for now: comparisons with
 // bool results, batched and matrix-vector products, sums over non-adjacent

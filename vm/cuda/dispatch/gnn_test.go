@@ -115,8 +115,9 @@ func weighted(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand, y *G.Node) *G.Nod
 }
 
 // TestGorgoniaConvAndPoolOps: gorgonia's im2col (and col2im, its gradient),
-// MaxPool2D and AveragePool2D with their gradients compile on the fake CUDA
-// device and give the CPU device's cost and gradients.
+// MaxPool2D, AveragePool2D, Upsample2D and ByIndices with their gradients
+// compile on the fake CUDA device and give the CPU device's cost and
+// gradients.
 func TestGorgoniaConvAndPoolOps(t *testing.T) {
 	d := openFake(t)
 	cases := map[string]opGraph{
@@ -139,6 +140,26 @@ func TestGorgoniaConvAndPoolOps(t *testing.T) {
 		"maxpool 2x2 four-sided padding": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
 			x := leaf(g, dt, rng, "x", 2, 2, 6, 6)
 			return weighted(g, dt, rng, G.Must(G.MaxPool2D(x, tensor.Shape{2, 2}, []int{1, 0, 0, 1}, []int{2, 2}))), G.Nodes{x}
+		},
+		"upsample x2": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := leaf(g, dt, rng, "x", 2, 3, 4, 5)
+			return weighted(g, dt, rng, G.Must(G.Upsample2D(x, 2))), G.Nodes{x}
+		},
+		"upsample x3": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := leaf(g, dt, rng, "x", 1, 2, 3, 3)
+			return weighted(g, dt, rng, G.Must(G.Upsample2D(x, 3))), G.Nodes{x}
+		},
+		"by indices rows, repeated": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := leaf(g, dt, rng, "x", 5, 4)
+			idx := G.NewVector(g, tensor.Int, G.WithShape(4), G.WithName("idx"),
+				G.WithValue(tensor.New(tensor.WithShape(4), tensor.WithBacking([]int{3, 1, 3, 0}))))
+			return weighted(g, dt, rng, G.Must(G.ByIndices(x, idx, 0))), G.Nodes{x}
+		},
+		"by indices last axis": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := leaf(g, dt, rng, "x", 3, 6)
+			idx := G.NewVector(g, tensor.Int, G.WithShape(3), G.WithName("idx"),
+				G.WithValue(tensor.New(tensor.WithShape(3), tensor.WithBacking([]int{5, 0, 5}))))
+			return weighted(g, dt, rng, G.Must(G.ByIndices(x, idx, 1))), G.Nodes{x}
 		},
 		"avgpool 2x2": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
 			x := leaf(g, dt, rng, "x", 2, 3, 8, 8)

@@ -59,7 +59,7 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64, the result is %v", c.out.Dtype))
 	}
 	for _, v := range c.ins {
-		if v.Dtype != c.out.Dtype && !isSizeOperand(f.Op, v) {
+		if v.Dtype != c.out.Dtype && !isSizeOperand(f.Op, v) && !isIndexOperand(f.Op, v) {
 			return plan{}, c.unsupported(fmt.Sprintf("operand %s is %v, the result %v", v.Name, v.Dtype, c.out.Dtype))
 		}
 	}

@@ -72,3 +72,33 @@ func gdropoutSpecs(d dtype) []*Spec {
 			shape:  perElement(n), cost: func(c Call) (int64, int64) { return 3 * s * c.Int("n"), c.Int("n") }},
 	}
 }
+
+// gindexSpecs are gorgonia's Upsample2D gradient and ByIndices with its
+// gradient (src/gindex.cu).
+func gindexSpecs(d dtype) []*Spec {
+	s := d.size
+	by := []Param{in(I64Ptr, "idx"), i64("nidx"), i64("outer"), i64("L"), i64("idxStride"), i64("idxLimit"), i64("idxStep"),
+		i64("iStride"), i64("iLimit"), i64("iStep"), i64("nIdxSide"), i64("nISide")}
+	moved := func(c Call) int64 { return c.Int("nidx") * c.Int("outer") * c.Int("L") }
+	gradThreads := func(c Call) int64 {
+		if c.Int("L") > 1 {
+			return c.Int("L")
+		}
+		return c.Int("outer")
+	}
+	upN := func(c Call) int64 { return c.Int("planes") * c.Int("H") * c.Int("W") }
+	return []*Spec{
+		{Name: "g_upsample_grad_" + d.suffix, Mirrors: "gorgonia upsampleDiffOp (float64 sums of each pixel's copies)",
+			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "dy"), i64("planes"), i64("H"), i64("W"), i64("s")},
+			shape:  perElement(upN), cost: func(c Call) (int64, int64) {
+				f := (c.Int("s") + 1) * (c.Int("s") + 1)
+				return s * upN(c) * (f + 1), upN(c) * f
+			}},
+		{Name: "g_byindices_" + d.suffix, Mirrors: "gorgonia byIndicesOp (tensor's SelectByIndices, its strides as they are)",
+			Params: append([]Param{ptr(d.ptr, "out"), in(d.ptr, "x")}, by...),
+			shape:  perElement(moved), cost: func(c Call) (int64, int64) { return 2*s*moved(c) + 8*c.Int("nidx"), 0 }},
+		{Name: "g_byindices_grad_" + d.suffix, Mirrors: "gorgonia byIndicesOpDiffOp (tensor's SelectByIndicesB, in its order)",
+			Params: append([]Param{ptr(d.ptr, "dx"), in(d.ptr, "g")}, by...),
+			shape:  perElement(gradThreads), cost: func(c Call) (int64, int64) { return 3*s*moved(c) + 8*c.Int("nidx"), moved(c) }},
+	}
+}

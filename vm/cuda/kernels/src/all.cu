@@ -14,3 +14,4 @@
 #include "gnn.cu"
 #include "gbn.cu"
 #include "gdropout.cu"
+#include "gindex.cu"
