@@ -45,6 +45,8 @@
 //	gorgonia random nodes                the op's Do on the host, uploaded
 //	gorgonia Upsample2D (+grad)          copy with a layout; g_upsample_grad
 //	gorgonia ByIndices (+grad)           fill, g_byindices(_grad) (Int indices on the device; tensor's index arithmetic)
+//	gorgonia Sparsemax (+grad, 2-D)      g_sparsemax(_grad): a thread per row
+//	gorgonia GlobalAveragePool2D         g_gap (gorgonia gives it no gradient)
 //
 // Reshapes are views and need nothing. Refused, for now: comparisons with
 // bool results, batched and matrix-vector products, sums over non-adjacent

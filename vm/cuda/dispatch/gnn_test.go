@@ -115,9 +115,9 @@ func weighted(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand, y *G.Node) *G.Nod
 }
 
 // TestGorgoniaConvAndPoolOps: gorgonia's im2col (and col2im, its gradient),
-// MaxPool2D, AveragePool2D, Upsample2D and ByIndices with their gradients
-// compile on the fake CUDA device and give the CPU device's cost and
-// gradients.
+// MaxPool2D, AveragePool2D, Upsample2D, ByIndices and Sparsemax with their
+// gradients compile on the fake CUDA device and give the CPU device's cost
+// and gradients.
 func TestGorgoniaConvAndPoolOps(t *testing.T) {
 	d := openFake(t)
 	cases := map[string]opGraph{
@@ -160,6 +160,10 @@ func TestGorgoniaConvAndPoolOps(t *testing.T) {
 			idx := G.NewVector(g, tensor.Int, G.WithShape(3), G.WithName("idx"),
 				G.WithValue(tensor.New(tensor.WithShape(3), tensor.WithBacking([]int{5, 0, 5}))))
 			return weighted(g, dt, rng, G.Must(G.ByIndices(x, idx, 1))), G.Nodes{x}
+		},
+		"sparsemax": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := leaf(g, dt, rng, "x", 6, 9)
+			return weighted(g, dt, rng, G.Must(G.Sparsemax(x))), G.Nodes{x}
 		},
 		"avgpool 2x2": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
 			x := leaf(g, dt, rng, "x", 2, 3, 8, 8)
@@ -258,6 +262,40 @@ func TestGorgoniaBatchNormOp(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestGorgoniaGlobalAvgPoolOp: gorgonia's GlobalAveragePool2D (which has no
+// gradient: gorgonia.Grad fails on any graph holding it, so only inference
+// graphs have it) gives the CPU device's values on the fake CUDA device.
+func TestGorgoniaGlobalAvgPoolOp(t *testing.T) {
+	d := openFake(t)
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		var got [2][]float64
+		for k, dev := range []ooc.Option{nil, ooc.WithDevice(d)} {
+			g := G.NewGraph()
+			rng := rand.New(rand.NewSource(36))
+			x := leaf(g, dt, rng, "x", 3, 4, 5, 5)
+			y := G.Must(G.Tanh(G.Must(G.GlobalAveragePool2D(x))))
+			opts := []ooc.Option{ooc.Inference(), ooc.WithOutputs(y)}
+			if dev != nil {
+				opts = append(opts, dev)
+			}
+			m, err := ooc.Compile(g, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			got[k] = floats(t, y.Value())
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if e := relErr(got[1], got[0]); e > tolOf(dt) {
+			t.Errorf("%v: %.3g apart", dt, e)
 		}
 	}
 }

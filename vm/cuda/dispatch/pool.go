@@ -74,3 +74,15 @@ func planGPool(_ *Runner, c fn) (plan, error) {
 		return plan{run: func(r *Runner, a addrs) error { return r.launch("g_avgpool_grad_"+sfx, ptr(a.out), ptr(a.in[2]), ga) }}, nil
 	}
 }
+
+// planGAP is gorgonia's GlobalAveragePool2D (which has no gradient).
+func planGAP(_ *Runner, c fn) (plan, error) {
+	x := c.in(0)
+	if len(x) != 4 {
+		return plan{}, c.unsupported(fmt.Sprintf("global average pooling of %v: not NCHW", x))
+	}
+	planes, plane := int64(x[0]*x[1]), int64(x[2]*x[3])
+	return plan{run: func(r *Runner, a addrs) error {
+		return r.launch("g_gap_"+c.sfx, ptr(a.out), ptr(a.in[0]), i64(planes), i64(plane))
+	}}, nil
+}

@@ -102,3 +102,23 @@ func gindexSpecs(d dtype) []*Spec {
 			shape:  perElement(gradThreads), cost: func(c Call) (int64, int64) { return 3*s*moved(c) + 8*c.Int("nidx"), moved(c) }},
 	}
 }
+
+// gsparseSpecs are gorgonia's sparsemaxOp and sparsemaxDiffOp
+// (src/gsparse.cu), and globalAveragePoolOp (src/gnn.cu).
+func gsparseSpecs(d dtype) []*Spec {
+	s := d.size
+	all := func(c Call) int64 { return c.Int("rows") * c.Int("n") }
+	return []*Spec{
+		{Name: "g_sparsemax_" + d.suffix, Mirrors: "gorgonia sparsemaxOp along the last axis (a thread per row; the row sorted in y)",
+			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), i64("rows"), i64("n")},
+			shape:  perElement(arg("rows")), cost: func(c Call) (int64, int64) { return 4 * s * all(c), all(c) * (c.Int("n") + 6) }},
+		{Name: "g_sparsemax_grad_" + d.suffix, Mirrors: "gorgonia sparsemaxDiffOp (2-D)",
+			Params: []Param{ptr(d.ptr, "dx"), in(d.ptr, "y"), in(d.ptr, "dy"), i64("rows"), i64("n")},
+			shape:  perElement(arg("rows")), cost: func(c Call) (int64, int64) { return 5 * s * all(c), 6 * all(c) }},
+		{Name: "g_gap_" + d.suffix, Mirrors: "gorgonia globalAveragePoolOp (GlobalAveragePool2D)",
+			Params: []Param{ptr(d.ptr, "y"), in(d.ptr, "x"), i64("planes"), i64("plane")},
+			shape:  perElement(arg("planes")), cost: func(c Call) (int64, int64) {
+				return s * (c.Int("planes")*c.Int("plane") + c.Int("planes")), c.Int("planes") * (c.Int("plane") + 1)
+			}},
+	}
+}

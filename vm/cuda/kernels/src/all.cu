@@ -15,3 +15,4 @@
 #include "gbn.cu"
 #include "gdropout.cu"
 #include "gindex.cu"
+#include "gsparse.cu"

@@ -7,6 +7,7 @@
  *                            starts at -MaxFloat and takes only strictly larger
  *                            values (a NaN never wins; a window of -Inf gives
  *                            -MaxFloat and routes no gradient);
+ *   g_gap                    globalAveragePoolOp (GlobalAveragePool2D);
  *   g_avgpool(_grad)         avgPoolOp / avgPoolDiffOp, with their arithmetic
  *                            as it is: the window sum divided by the input
  *                            width, and the gradient scattered to each window's
@@ -175,6 +176,19 @@ OOC_FN void ooc_g_avgpool_grad(T *dx, const T *dy, const ooc_pool_geom &g) {
   }
 }
 
+/* globalAveragePoolOp: each plane summed serially in the element type in
+ * row-major order, then divided by its size (Do's loop; gorgonia gives it no
+ * gradient). */
+template <typename T>
+OOC_FN void ooc_g_gap(T *y, const T *x, i64 planes, i64 plane) {
+  OOC_FOR(p, planes) {
+    T s = 0;
+    for (i64 j = 0; j < plane; j++)
+      s += x[p * plane + j];
+    y[p] = s / (T)plane;
+  }
+}
+
 #define GNN(T, S)                                                              \
   extern "C" __global__ void g_im2col_##S(T *col, const T *x, i64 N,           \
                                           ooc_conv_geom g) {                   \
@@ -200,5 +214,9 @@ OOC_FN void ooc_g_avgpool_grad(T *dx, const T *dy, const ooc_pool_geom &g) {
   extern "C" __global__ void g_avgpool_grad_##S(T *dx, const T *dy,            \
                                                 ooc_pool_geom g) {             \
     ooc_g_avgpool_grad<T>(dx, dy, g);                                          \
+  }                                                                            \
+  extern "C" __global__ void g_gap_##S(T *y, const T *x, i64 planes,           \
+                                       i64 plane) {                            \
+    ooc_g_gap<T>(y, x, planes, plane);                                         \
   }
 OOC_F32_F64(GNN)
