@@ -24,7 +24,7 @@ func testGSparsemax[T float32 | float64](t *testing.T) {
 	rows, n := 6, 9
 	x := randn[T](rng, rows*n, 1)
 	x[3], x[5] = x[4], x[4] // ties
-	x[n] = 40                // a dominant value: one nonzero
+	x[n] = 40               // a dominant value: one nonzero
 	g := G.NewGraph()
 	xn := input[T](g, "x", rows, n)
 	y := must(t)(G.Sparsemax(xn))
