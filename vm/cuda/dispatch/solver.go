@@ -17,7 +17,7 @@ import (
 // Solver runs a gorgonia solver's update on the device: the weights stay in
 // the machine's device copies, each gradient is added into a device buffer
 // when the step computes it (gorgonia's BindDualValues accumulation), and
-// Step runs one sgd, momentum or adam kernel per learnable with the
+// Step runs one sgd, momentum, adam or rmsprop kernel per learnable with the
 // solver's formulas, which zero the gradient buffers as gorgonia's solvers
 // zero the gradients. Nothing crosses the host link but what SyncToHost
 // brings back.
@@ -29,8 +29,9 @@ import (
 // checkpoints) as gorgonia's solvers hold it: per learnable Adam's first and
 // second moments, or Momentum's velocity, and Adam's step count.
 //
-// gorgonia's other solvers (RMSPropSolver, AdaGradSolver, AdamW,
-// BarzilaiBorweinSolver) have no kernels here: they step on the host, as
+// gorgonia's RMSPropSolver runs on the device too (its cache is the state).
+// Its other solvers (AdaGradSolver, AdamW, BarzilaiBorweinSolver) have no
+// kernels here: they step on the host, as
 // with any machine (their Step after RunAll, on the gradients the machine
 // brings back; the next RunAll uploads the updated weights), which costs a
 // gradient download and a weight upload per step, and gives the CPU
@@ -51,7 +52,7 @@ type Solver struct {
 // slots is how many state buffers the solver keeps per learnable.
 func slots(kind string) int {
 	switch kind {
-	case "momentum":
+	case "momentum", "rmsprop":
 		return 1
 	case "adam":
 		return 2
@@ -61,7 +62,8 @@ func slots(kind string) int {
 
 // NewSolver moves the update of learnables to the device of m, a machine
 // computing through this package, with the formulas and settings of gs (a
-// *gorgonia.VanillaSolver, *gorgonia.Momentum or *gorgonia.AdamSolver).
+// *gorgonia.VanillaSolver, *gorgonia.Momentum, *gorgonia.AdamSolver or
+// *gorgonia.RMSPropSolver).
 // From now on RunAll leaves the learnables' gradients on the device and
 // their weights are the device's: call Step after each RunAll instead of
 // gs.Step, and SyncToHost before reading the weights on the host.
@@ -78,8 +80,10 @@ func NewSolver(m *vm.Machine, gs G.Solver, learnables ...*G.Node) (*Solver, erro
 		s.kind = "momentum"
 	case *G.AdamSolver:
 		s.kind = "adam"
+	case *G.RMSPropSolver:
+		s.kind = "rmsprop"
 	default:
-		return nil, fmt.Errorf("dispatch: no device update for %T (sgd, momentum and adam have kernels): step it on the host instead, "+
+		return nil, fmt.Errorf("dispatch: no device update for %T (sgd, momentum, adam and rmsprop have kernels): step it on the host instead, "+
 			"gs.Step after RunAll (the gradients come back to the learnables and the next run uploads the weights)", gs)
 	}
 	for i, l := range learnables {
@@ -144,8 +148,8 @@ func (s *Solver) TakeGradient(l *G.Node, addr uintptr) (bool, error) {
 
 // settings reads the gorgonia solver's hyperparameters.
 type settings struct {
-	eta, eps, beta1, beta2, momentum, clip, l1, l2, batch float64
-	useClip, useL1, useL2                                 bool
+	eta, eps, beta1, beta2, momentum, clip, l1, l2, batch, decay float64
+	useClip, useL1, useL2                                        bool
 }
 
 func (s *Solver) settings() (st settings, err error) {
@@ -166,6 +170,10 @@ func (s *Solver) settings() (st settings, err error) {
 		}
 		return x.Bool()
 	}
+	if s.kind == "rmsprop" { // no L1 and no batch scaling in gorgonia's RMSProp
+		st = settings{eta: f("eta"), eps: f("eps"), decay: f("decay"), clip: f("clip"), l2: f("l2reg"), useClip: b("useClip"), useL2: b("useL2Reg")}
+		return st, err
+	}
 	st = settings{eta: f("eta"), clip: f("clip"), l1: f("l1reg"), l2: f("l2reg"), batch: f("batch"),
 		useClip: b("useClip"), useL1: b("useL1Reg"), useL2: b("useL2Reg")}
 	switch s.kind {
@@ -183,6 +191,9 @@ func (s *Solver) Step() error {
 	st, err := s.settings()
 	if err != nil {
 		return err
+	}
+	if s.kind == "rmsprop" {
+		return s.stepRMSProp(st)
 	}
 	var flags kernels.OptFlags
 	if st.useL1 {
@@ -242,6 +253,37 @@ func (s *Solver) Step() error {
 		}
 		args = append(args, i64(s.n[i]), i64(int64(flags)))
 		if err := s.r.launch(s.kind+"_"+s.sfx(), append(append(args, reg...), extra...)...); err != nil {
+			return fmt.Errorf("dispatch: update of %s: %w", l.Name(), err)
+		}
+	}
+	return nil
+}
+
+// stepRMSProp is Step for gorgonia's RMSPropSolver: its constants in the
+// learnables' type as its Step computes them (1-decay in float64, then
+// converted), clipping whenever useClip is set.
+func (s *Solver) stepRMSProp(st settings) error {
+	var flags kernels.OptFlags
+	if st.useL2 {
+		flags |= kernels.OptL2
+	}
+	if st.useClip {
+		flags |= kernels.OptClip
+	}
+	c := func(v float64) kernels.Arg {
+		if s.dt == tensor.Float32 {
+			return flt(float64(float32(v)))
+		}
+		return flt(v)
+	}
+	consts := []kernels.Arg{c(st.decay), c(1.0 - st.decay), c(st.eps), c(st.l2), c(-st.clip), c(st.clip), c(-st.eta)}
+	for i, l := range s.ls {
+		w, err := s.m.LeafAddr(l)
+		if err != nil {
+			return err
+		}
+		args := []kernels.Arg{ptr(w), ptr(s.slot(i, 0)), ptr(s.slot(i, 1)), i64(s.n[i]), i64(int64(flags))}
+		if err := s.r.launch("rmsprop_"+s.sfx(), append(args, consts...)...); err != nil {
 			return fmt.Errorf("dispatch: update of %s: %w", l.Name(), err)
 		}
 	}
