@@ -50,7 +50,14 @@
 //
 // Reshapes are views and need nothing. Refused, for now: comparisons with
 // bool results, batched and matrix-vector products, sums over non-adjacent
-// axes, transposes, and every op not listed (the error names it). A convolution's column matrix is one image's,
+// axes, transposes, and every op not listed (the error names it), among
+// gorgonia's: GroupNorm, CTCLoss, ConvType (conversions to and from Int),
+// ExternalOp, clamp and yolo. gorgonia's own ops (plans in one file per
+// family: conv.go, pool.go, norm.go, dropout.go, random.go, indices.go,
+// sparsemax.go, hooked in by families.go) compute what the CPU device
+// computes for them, gorgonia's Do, bugs included (AveragePool2D's division
+// by the input width, Dropout's gradient scale, ByIndices' strides); their
+// kernels are the CPU op's bits on the fake device. A convolution's column matrix is one image's,
 // within the workspace the op declares to the planner, so the budget counts
 // it. cuBLAS works in a workspace of the runner's (cuda.Device.
 // BLASWorkspaceBytes, set with cublasSetWorkspace_v2), taken from the
