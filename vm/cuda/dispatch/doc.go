@@ -87,14 +87,14 @@
 // into the op (gorgonia's API reads them there). Solver moves the optimizer to
 // the device: weights are uploaded once and stay, gradients are added into
 // device buffers as the step computes them, and sgd, momentum, adam and rmsprop
-// kernels update with gorgonia's formulas and the settings of the gorgonia
+// (also AdaGrad's update) kernels update with gorgonia's formulas and the settings of the gorgonia
 // solver it wraps; SyncToHost and State bring weights and optimizer state
 // back for evaluation and checkpoints. ooc train -device cuda uses it by
 // default; -host-update keeps gorgonia's solver on the host. Every gorgonia
 // solver also works on the host with a CUDA machine, as with any machine
 // (Step after RunAll: the gradients come back to the learnables and the
-// next run uploads the weights); AdaGrad, AdamW and Barzilai-Borwein only
-// work that way (no kernels yet).
+// next run uploads the weights); AdamW and Barzilai-Borwein only work that
+// way (no kernels yet).
 //
 // # Launch table
 //

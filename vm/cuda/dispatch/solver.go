@@ -17,7 +17,7 @@ import (
 // Solver runs a gorgonia solver's update on the device: the weights stay in
 // the machine's device copies, each gradient is added into a device buffer
 // when the step computes it (gorgonia's BindDualValues accumulation), and
-// Step runs one sgd, momentum, adam or rmsprop kernel per learnable with the
+// Step runs one sgd, momentum, adam or rmsprop (also AdaGrad's) kernel per learnable with the
 // solver's formulas, which zero the gradient buffers as gorgonia's solvers
 // zero the gradients. Nothing crosses the host link but what SyncToHost
 // brings back.
@@ -29,9 +29,9 @@ import (
 // checkpoints) as gorgonia's solvers hold it: per learnable Adam's first and
 // second moments, or Momentum's velocity, and Adam's step count.
 //
-// gorgonia's RMSPropSolver runs on the device too (its cache is the state).
-// Its other solvers (AdaGradSolver, AdamW, BarzilaiBorweinSolver) have no
-// kernels here: they step on the host, as
+// gorgonia's RMSPropSolver and AdaGradSolver run on the device too (their
+// cache is the state). Its other solvers (AdamW, BarzilaiBorweinSolver)
+// have no kernels here: they step on the host, as
 // with any machine (their Step after RunAll, on the gradients the machine
 // brings back; the next RunAll uploads the updated weights), which costs a
 // gradient download and a weight upload per step, and gives the CPU
@@ -52,7 +52,7 @@ type Solver struct {
 // slots is how many state buffers the solver keeps per learnable.
 func slots(kind string) int {
 	switch kind {
-	case "momentum", "rmsprop":
+	case "momentum", "rmsprop", "adagrad":
 		return 1
 	case "adam":
 		return 2
@@ -63,7 +63,8 @@ func slots(kind string) int {
 // NewSolver moves the update of learnables to the device of m, a machine
 // computing through this package, with the formulas and settings of gs (a
 // *gorgonia.VanillaSolver, *gorgonia.Momentum, *gorgonia.AdamSolver or
-// *gorgonia.RMSPropSolver).
+// *gorgonia.RMSPropSolver or *gorgonia.AdaGradSolver; tensor learnables
+// for the last two).
 // From now on RunAll leaves the learnables' gradients on the device and
 // their weights are the device's: call Step after each RunAll instead of
 // gs.Step, and SyncToHost before reading the weights on the host.
@@ -82,8 +83,10 @@ func NewSolver(m *vm.Machine, gs G.Solver, learnables ...*G.Node) (*Solver, erro
 		s.kind = "adam"
 	case *G.RMSPropSolver:
 		s.kind = "rmsprop"
+	case *G.AdaGradSolver:
+		s.kind = "adagrad"
 	default:
-		return nil, fmt.Errorf("dispatch: no device update for %T (sgd, momentum, adam and rmsprop have kernels): step it on the host instead, "+
+		return nil, fmt.Errorf("dispatch: no device update for %T (sgd, momentum, adam, rmsprop and adagrad have kernels): step it on the host instead, "+
 			"gs.Step after RunAll (the gradients come back to the learnables and the next run uploads the weights)", gs)
 	}
 	for i, l := range learnables {
@@ -95,6 +98,10 @@ func NewSolver(m *vm.Machine, gs G.Solver, learnables ...*G.Node) (*Solver, erro
 		}
 		if _, err := m.LeafAddr(l); err != nil {
 			return nil, err
+		}
+		if (s.kind == "rmsprop" || s.kind == "adagrad") && l.Shape().IsScalar() {
+			_ = s.Close()
+			return nil, fmt.Errorf("dispatch: learnable %s is a scalar, which gorgonia's %s steps with other arithmetic: step it on the host", l.Name(), s.kind)
 		}
 		s.by[l] = i
 		n := int64(l.Shape().TotalSize())
@@ -148,8 +155,8 @@ func (s *Solver) TakeGradient(l *G.Node, addr uintptr) (bool, error) {
 
 // settings reads the gorgonia solver's hyperparameters.
 type settings struct {
-	eta, eps, beta1, beta2, momentum, clip, l1, l2, batch, decay float64
-	useClip, useL1, useL2                                        bool
+	eta, eps, beta1, beta2, momentum, clip, l1, l2, batch, decay, omDecay float64
+	useClip, useL1, useL2                                                 bool
 }
 
 func (s *Solver) settings() (st settings, err error) {
@@ -170,8 +177,13 @@ func (s *Solver) settings() (st settings, err error) {
 		}
 		return x.Bool()
 	}
-	if s.kind == "rmsprop" { // no L1 and no batch scaling in gorgonia's RMSProp
+	switch s.kind { // no L1 and no batch scaling in gorgonia's RMSProp and AdaGrad
+	case "rmsprop":
 		st = settings{eta: f("eta"), eps: f("eps"), decay: f("decay"), clip: f("clip"), l2: f("l2reg"), useClip: b("useClip"), useL2: b("useL2Reg")}
+		st.omDecay = 1.0 - st.decay
+		return st, err
+	case "adagrad": // RMSProp's update with no decay: the cache adds g² as it is
+		st = settings{eta: f("eta"), eps: f("eps"), decay: 1, omDecay: 1, clip: f("clip"), l2: f("l2reg"), useClip: b("useClip"), useL2: b("useL2Reg")}
 		return st, err
 	}
 	st = settings{eta: f("eta"), clip: f("clip"), l1: f("l1reg"), l2: f("l2reg"), batch: f("batch"),
@@ -192,7 +204,7 @@ func (s *Solver) Step() error {
 	if err != nil {
 		return err
 	}
-	if s.kind == "rmsprop" {
+	if s.kind == "rmsprop" || s.kind == "adagrad" {
 		return s.stepRMSProp(st)
 	}
 	var flags kernels.OptFlags
@@ -261,7 +273,9 @@ func (s *Solver) Step() error {
 
 // stepRMSProp is Step for gorgonia's RMSPropSolver: its constants in the
 // learnables' type as its Step computes them (1-decay in float64, then
-// converted), clipping whenever useClip is set.
+// converted), clipping whenever useClip is set. AdaGradSolver's Step is the
+// same sequence of operations with decay and 1-decay both 1 (c·1 + g²·1 is
+// c + g², exactly).
 func (s *Solver) stepRMSProp(st settings) error {
 	var flags kernels.OptFlags
 	if st.useL2 {
@@ -276,7 +290,7 @@ func (s *Solver) stepRMSProp(st settings) error {
 		}
 		return flt(v)
 	}
-	consts := []kernels.Arg{c(st.decay), c(1.0 - st.decay), c(st.eps), c(st.l2), c(-st.clip), c(st.clip), c(-st.eta)}
+	consts := []kernels.Arg{c(st.decay), c(st.omDecay), c(st.eps), c(st.l2), c(-st.clip), c(st.clip), c(-st.eta)}
 	for i, l := range s.ls {
 		w, err := s.m.LeafAddr(l)
 		if err != nil {
