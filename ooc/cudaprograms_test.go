@@ -148,3 +148,10 @@ func TestProgramsOnCUDA(t *testing.T) {
 func TestRealProgramsOnCUDA(t *testing.T) {
 	checkRealProgramsOn(t, realPrograms, cudaPrograms(t))
 }
+
+// TestSolversOnCUDA: TestSolversBitForBit's solvers and options step on
+// the host the weights a fake CUDA machine computes the gradients of, in
+// core and at the least budget.
+func TestSolversOnCUDA(t *testing.T) {
+	checkSolversOn(t, cudaPrograms(t))
+}
