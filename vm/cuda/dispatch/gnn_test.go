@@ -11,6 +11,7 @@ import (
 
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch"
 )
 
 // opGraph is one small graph of gorgonia ops: its cost and the nodes whose
@@ -38,6 +39,14 @@ func runOpGraph(t *testing.T, d *cuda.Device, dt tensor.Dtype, build opGraph) {
 // compares every step's cost and gradients and the weights at the end.
 func trainOpGraph(t *testing.T, d *cuda.Device, dt tensor.Dtype, build opGraph, steps int, solver func() G.Solver) {
 	t.Helper()
+	trainOpGraphAt(t, d, dt, build, steps, solver, 0)
+}
+
+// trainOpGraphAt is trainOpGraph with the CUDA machine planned for budget
+// bytes (0: in core) plus the backend's reserve; the CPU device runs in
+// core (its results do not depend on the budget: the CPU suites prove it).
+func trainOpGraphAt(t *testing.T, d *cuda.Device, dt tensor.Dtype, build opGraph, steps int, solver func() G.Solver, budget int64) {
+	t.Helper()
 	var costs, grads, weights [2][][]float64
 	for k, dev := range []ooc.Option{nil, ooc.WithDevice(d)} {
 		g := G.NewGraph()
@@ -48,6 +57,9 @@ func trainOpGraph(t *testing.T, d *cuda.Device, dt tensor.Dtype, build opGraph, 
 		opts := []ooc.Option{ooc.BindDualValues(wrt...)}
 		if dev != nil {
 			opts = append(opts, dev)
+			if budget > 0 {
+				opts = append(opts, ooc.WithBudget(budget+dispatch.For(d).Reserve()))
+			}
 		}
 		m, err := ooc.Compile(g, opts...)
 		if err != nil {
@@ -78,6 +90,9 @@ func trainOpGraph(t *testing.T, d *cuda.Device, dt tensor.Dtype, build opGraph, 
 		}
 		for _, w := range wrt {
 			weights[k] = append(weights[k], floats(t, w.Value()))
+		}
+		if st := m.Stats(); dev != nil && budget > 0 {
+			t.Logf("budget %d (+ the reserve): device peak %d B, swapped in %d B, out %d B", budget, st.PeakDeviceBytes, st.SwapInBytes, st.SwapOutBytes)
 		}
 		if err := m.Close(); err != nil {
 			t.Fatal(err)
@@ -296,6 +311,75 @@ func TestGorgoniaGlobalAvgPoolOp(t *testing.T) {
 		}
 		if e := relErr(got[1], got[0]); e > tolOf(dt) {
 			t.Errorf("%v: %.3g apart", dt, e)
+		}
+	}
+}
+
+// stockCNN is a CNN of gorgonia's stock ops that have CUDA plans here
+// (Im2Col and a product as the convolution, BatchNorm, Tanh, Dropout with a
+// seeded generator, MaxPool2D, Upsample2D, SoftMax along axis 1 and a
+// cross-entropy).
+func stockCNN(t *testing.T) opGraph {
+	return func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+		const n = 4
+		x := leaf(g, dt, rng, "x", n, 2, 8, 8) // the data and the targets: no gradients taken
+		y := leaf(g, dt, rng, "y", n, 5)
+		w := leaf(g, dt, rng, "w", 18, 6)
+		scale, bias := leaf(g, dt, rng, "scale", n, 6, 8, 8), leaf(g, dt, rng, "bias", n, 6, 8, 8)
+		w2 := leaf(g, dt, rng, "w2", 6*8*8, 5)
+		col := G.Must(G.Im2Col(x, tensor.Shape{3, 3}, []int{1, 1}, []int{1, 1}, []int{1, 1})) // (n, 8, 8, 18)
+		h := G.Must(G.Reshape(G.Must(G.Mul(G.Must(G.Reshape(col, tensor.Shape{n * 64, 18})), w)), tensor.Shape{n, 6, 8, 8}))
+		h, _, _, _, err := G.BatchNorm(h, scale, bias, 0.1, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h = G.Must(G.Dropout(G.Must(G.Tanh(h)), 0.2))
+		seedDropout(t, h.Op(), 3)
+		h = G.Must(G.Upsample2D(G.Must(G.MaxPool2D(h, tensor.Shape{2, 2}, []int{0, 0}, []int{2, 2})), 2))
+		logits := G.Must(G.Mul(G.Must(G.Reshape(h, tensor.Shape{n, 6 * 8 * 8})), w2))
+		prob := G.Must(G.SoftMax(logits, 1))
+		cost := G.Must(G.Neg(G.Must(G.Sum(G.Must(G.HadamardProd(G.Must(G.Log(prob)), y))))))
+		return cost, G.Nodes{w, scale, bias, w2}
+	}
+}
+
+// TestStockOpsCNNOnCUDA: a CNN of gorgonia's stock ops trains three Adam
+// steps on the fake CUDA device in core, at half its in-core peak and at
+// the least budget (swapping), matching the CPU device's costs, gradients
+// and weights.
+func TestStockOpsCNNOnCUDA(t *testing.T) {
+	d := openFake(t)
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		g := G.NewGraph()
+		cost, wrt := stockCNN(t)(g, dt, rand.New(rand.NewSource(26)))
+		if _, err := G.Grad(cost, wrt...); err != nil {
+			t.Fatal(err)
+		}
+		peak, err := ooc.InCorePeak(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lo, hi := int64(0), peak
+		for hi-lo > 256 {
+			mid := (lo + hi) / 2
+			g := G.NewGraph()
+			cost, wrt := stockCNN(t)(g, dt, rand.New(rand.NewSource(26)))
+			if _, err := G.Grad(cost, wrt...); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ooc.Plan(g, ooc.BindDualValues(wrt...), ooc.WithBudget(mid)); err == nil {
+				hi = mid
+			} else {
+				lo = mid
+			}
+		}
+		for _, b := range []int64{0, peak / 2, hi} {
+			t.Run(fmt.Sprintf("%v/budget %d of %d", dt, b, peak), func(t *testing.T) {
+				if b > 0 && b < hi {
+					t.Skipf("no schedule at %d bytes (the least is %d)", b, hi)
+				}
+				trainOpGraphAt(t, d, dt, stockCNN(t), 3, func() G.Solver { return G.NewAdamSolver(G.WithLearnRate(1e-2)) }, b)
+			})
 		}
 	}
 }
