@@ -41,6 +41,7 @@
 //	gorgonia im2col, col2im (Conv2d)     g_im2col, g_col2im (gorgonia's column layout)
 //	gorgonia MaxPool2D, AveragePool2D    g_maxpool(_grad), g_avgpool(_grad) (gorgonia's rules)
 //	gorgonia BatchNorm (+grad)           g_batchnorm(_grad): a thread per channel, the CPU op's serial sums
+//	gorgonia GroupNorm (+grad)           g_groupnorm(_grad): a thread per (image, group), the op's own moments
 //	gorgonia Dropout (+grad)             the mask drawn on the host from the op's generator, uploaded; g_dropout(_grad)
 //	gorgonia random nodes                the op's Do on the host, uploaded
 //	gorgonia Upsample2D (+grad)          copy with a layout; g_upsample_grad
@@ -51,12 +52,13 @@
 // Reshapes are views and need nothing. Refused, for now: comparisons with
 // bool results, batched and matrix-vector products, sums over non-adjacent
 // axes, transposes, and every op not listed (the error names it), among
-// gorgonia's: GroupNorm, CTCLoss, ConvType (conversions to and from Int),
+// gorgonia's: CTCLoss, ConvType (conversions to and from Int),
 // ExternalOp, clamp and yolo. gorgonia's own ops (plans in one file per
 // family: conv.go, pool.go, norm.go, dropout.go, random.go, indices.go,
 // sparsemax.go, hooked in by families.go) compute what the CPU device
 // computes for them, gorgonia's Do, bugs included (AveragePool2D's division
-// by the input width, Dropout's gradient scale, ByIndices' strides); their
+// by the input width, Dropout's gradient scale, ByIndices' strides,
+// GroupNorm's moments of rows over 256 elements); their
 // kernels are the CPU op's bits on the fake device. A convolution's column matrix is one image's,
 // within the workspace the op declares to the planner, so the budget counts
 // it. cuBLAS works in a workspace of the runner's (cuda.Device.

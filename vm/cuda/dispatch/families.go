@@ -11,6 +11,8 @@ var gorgoniaFamilies = map[string]func(r *Runner, c fn) (plan, error){
 	"gorgonia.avgPoolDiffOp":       planGPool,
 	"gorgonia.BatchNormOp":         planGBatchNorm,
 	"gorgonia.batchnormDiffOp":     planGBatchNorm,
+	"gorgonia.GroupNormOp":         planGGroupNorm,
+	"gorgonia.groupNormDiffOp":     planGGroupNorm,
 	"gorgonia.dropoutOp":           planDropout,
 	"gorgonia.dropoutDiffOp":       planDropout,
 	"gorgonia.randomOp":            planRandom,

@@ -130,8 +130,8 @@ func weighted(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand, y *G.Node) *G.Nod
 }
 
 // TestGorgoniaConvAndPoolOps: gorgonia's im2col (and col2im, its gradient),
-// MaxPool2D, AveragePool2D, Upsample2D, ByIndices and Sparsemax with their
-// gradients compile on the fake CUDA device and give the CPU device's cost
+// MaxPool2D, AveragePool2D, Upsample2D, ByIndices, Sparsemax and GroupNorm
+// with their gradients compile on the fake CUDA device and give the CPU device's cost
 // and gradients.
 func TestGorgoniaConvAndPoolOps(t *testing.T) {
 	d := openFake(t)
@@ -179,6 +179,11 @@ func TestGorgoniaConvAndPoolOps(t *testing.T) {
 		"sparsemax": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
 			x := leaf(g, dt, rng, "x", 6, 9)
 			return weighted(g, dt, rng, G.Must(G.Sparsemax(x))), G.Nodes{x}
+		},
+		"group norm": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := leaf(g, dt, rng, "x", 2, 4, 16, 16)
+			scale, bias := leaf(g, dt, rng, "scale", 2, 4, 16, 16), leaf(g, dt, rng, "bias", 2, 4, 16, 16)
+			return weighted(g, dt, rng, G.Must(G.GroupNorm(x, scale, bias, 2, 4, 1e-5))), G.Nodes{x, scale, bias}
 		},
 		"avgpool 2x2": func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
 			x := leaf(g, dt, rng, "x", 2, 3, 8, 8)

@@ -177,3 +177,37 @@ func planGBatchNorm(r *Runner, c fn) (plan, error) {
 			flt(eps), i64(tr))...)
 	}}, nil
 }
+
+// planGGroupNorm plans gorgonia's GroupNorm (its GroupNormOp; the scale and
+// shift are broadcast products and sums of their own) and its gradient: a
+// thread per (image, group) row, the op's own moments (g_groupnorm); the
+// gradient recomputes them from x instead of reading the op's saved ones.
+func planGGroupNorm(_ *Runner, c fn) (plan, error) {
+	groups, err := intField(c.f.Op, "numGroups")
+	if err != nil {
+		return plan{}, c.unsupported(err.Error())
+	}
+	eps, err := floatField(c.f.Op, "epsilon")
+	if err != nil {
+		return plan{}, c.unsupported(err.Error())
+	}
+	x := c.in(0)
+	if len(x) < 2 || groups < 1 || x[1]%groups != 0 || !x.Eq(c.out.Shape) {
+		return plan{}, c.unsupported(fmt.Sprintf("group norm of %v in %d groups into %v", x, groups, c.out.Shape))
+	}
+	N, C, plane := nchw(x)
+	rows, d := N*int64(groups), C/int64(groups)
+	geo := []kernels.Arg{i64(rows), i64(d), i64(plane), flt(eps)}
+	sfx := c.sfx
+	if opName(c.f.Op) == "gorgonia.groupNormDiffOp" {
+		if len(c.ins) != 2 || !c.in(1).Eq(x) {
+			return plan{}, c.unsupported("a group norm gradient without (x, dy) of one shape")
+		}
+		return plan{run: func(r *Runner, a addrs) error {
+			return r.launch("g_groupnorm_grad_"+sfx, append([]kernels.Arg{ptr(a.out), ptr(a.in[0]), ptr(a.in[1])}, geo...)...)
+		}}, nil
+	}
+	return plan{run: func(r *Runner, a addrs) error {
+		return r.launch("g_groupnorm_"+sfx, append([]kernels.Arg{ptr(a.out), ptr(a.in[0])}, geo...)...)
+	}}, nil
+}

@@ -122,3 +122,19 @@ func gsparseSpecs(d dtype) []*Spec {
 			}},
 	}
 }
+
+// gnormSpecs are gorgonia's GroupNormOp and groupNormDiffOp
+// (src/gnorm.cu): a thread per (image, group) row.
+func gnormSpecs(d dtype) []*Spec {
+	s := d.size
+	all := func(c Call) int64 { return c.Int("rows") * c.Int("d") * c.Int("plane") }
+	geo := []Param{i64("rows"), i64("d"), i64("plane"), scalar(F64, "eps")}
+	return []*Spec{
+		{Name: "g_groupnorm_" + d.suffix, Mirrors: "gorgonia GroupNormOp (the op's chunked Welford moments)",
+			Params: append([]Param{ptr(d.ptr, "y"), in(d.ptr, "x")}, geo...),
+			shape:  perElement(arg("rows")), cost: func(c Call) (int64, int64) { return 3 * s * all(c), 8 * all(c) }},
+		{Name: "g_groupnorm_grad_" + d.suffix, Mirrors: "gorgonia groupNormDiffOp (the moments recomputed from x)",
+			Params: append([]Param{ptr(d.ptr, "dx"), in(d.ptr, "x"), in(d.ptr, "dy")}, geo...),
+			shape:  perElement(arg("rows")), cost: func(c Call) (int64, int64) { return 5 * s * all(c), 14 * all(c) }},
+	}
+}

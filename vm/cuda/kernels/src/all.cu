@@ -16,3 +16,4 @@
 #include "gdropout.cu"
 #include "gindex.cu"
 #include "gsparse.cu"
+#include "gnorm.cu"
