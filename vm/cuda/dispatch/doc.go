@@ -48,14 +48,15 @@
 //	gorgonia ByIndices (+grad)           fill, g_byindices(_grad) (Int indices on the device; tensor's index arithmetic)
 //	gorgonia Sparsemax (+grad, 2-D)      g_sparsemax(_grad): a thread per row
 //	gorgonia GlobalAveragePool2D         g_gap (gorgonia gives it no gradient)
+//	gorgonia ConvType (Int <-> float)    g_to_int, g_from_int (Go's conversions on amd64)
 //
 // Reshapes are views and need nothing. Refused, for now: comparisons with
 // bool results, batched and matrix-vector products, sums over non-adjacent
 // axes, transposes, and every op not listed (the error names it), among
-// gorgonia's: CTCLoss, ConvType (conversions to and from Int),
-// ExternalOp, clamp and yolo. gorgonia's own ops (plans in one file per
+// gorgonia's: CTCLoss, ExternalOp, clamp (whose Do returns nothing, on any
+// device) and yolo. gorgonia's own ops (plans in one file per
 // family: conv.go, pool.go, norm.go, dropout.go, random.go, indices.go,
-// sparsemax.go, hooked in by families.go) compute what the CPU device
+// sparsemax.go, convtype.go, hooked in by families.go) compute what the CPU device
 // computes for them, gorgonia's Do, bugs included (AveragePool2D's division
 // by the input width, Dropout's gradient scale, ByIndices' strides,
 // GroupNorm's moments of rows over 256 elements); their

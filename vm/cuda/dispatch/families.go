@@ -24,3 +24,9 @@ var gorgoniaFamilies = map[string]func(r *Runner, c fn) (plan, error){
 	"gorgonia.sparsemaxDiffOp":     planSparsemax,
 	"gorgonia.globalAveragePoolOp": planGAP,
 }
+
+// mixedDtypeFamilies are gorgonia's ops whose operand and result types
+// differ (ConvType to and from Int): planned before the float-result check.
+var mixedDtypeFamilies = map[string]func(r *Runner, c fn) (plan, error){
+	"gorgonia.dtConvOp": planConvType,
+}

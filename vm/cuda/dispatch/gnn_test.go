@@ -388,3 +388,26 @@ func TestStockOpsCNNOnCUDA(t *testing.T) {
 		}
 	}
 }
+
+// TestGorgoniaConvTypeOp: gorgonia's ConvType to Int and back (truncating
+// the values) on the fake CUDA device gives the CPU device's cost and
+// gradient of the weight after it.
+func TestGorgoniaConvTypeOp(t *testing.T) {
+	d := openFake(t)
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		runOpGraph(t, d, dt, func(g *G.ExprGraph, dt tensor.Dtype, rng *rand.Rand) (*G.Node, G.Nodes) {
+			x := leaf(g, dt, rng, "x", 4, 5)
+			w := leaf(g, dt, rng, "w", 4, 5)
+			x10 := G.Must(G.Mul(x, G.NewConstant(castOf(dt, 10))))
+			back := G.Must(G.ConvType(G.Must(G.ConvType(x10, dt, tensor.Int)), tensor.Int, dt))
+			return weighted(g, dt, rng, G.Must(G.HadamardProd(back, w))), G.Nodes{w}
+		})
+	}
+}
+
+func castOf(dt tensor.Dtype, v float64) any {
+	if dt == tensor.Float32 {
+		return float32(v)
+	}
+	return v
+}

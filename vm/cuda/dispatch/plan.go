@@ -50,6 +50,9 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 	for _, vi := range f.Operands() {
 		c.ins = append(c.ins, &p.Vars[vi])
 	}
+	if pf, ok := mixedDtypeFamilies[strings.TrimPrefix(fmt.Sprintf("%T", f.Op), "*")]; ok {
+		return pf(r, c)
+	}
 	switch c.out.Dtype {
 	case tensor.Float32:
 		c.es, c.sfx = 4, "f32"

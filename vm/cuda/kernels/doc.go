@@ -64,7 +64,8 @@
 //	sgd, momentum     ceil(n/256)            4ns, 6ns                            VanillaSolver.Step, Momentum.Step
 //	adam, rmsprop     ceil(n/256)            8ns, 6ns                            AdamSolver.Step, RMSPropSolver.Step
 //
-// gorgonia's own ops (src/gnn.cu, gbn.cu, gdropout.cu, gindex.cu, gsparse.cu, gnorm.cu;
+// gorgonia's own ops (src/gnn.cu, gbn.cu, gdropout.cu, gindex.cu, gsparse.cu, gnorm.cu,
+// gtype.cu;
 // the g_ kernels) reproduce what the CPU device runs for them, gorgonia's
 // Do, bit for bit (TestGorgonia* against the gorgonia ops):
 //
@@ -78,6 +79,7 @@
 //	g_byindices(_grad)        ceil(n·outer·L/256)     byIndicesOp, byIndicesOpDiffOp (Int indices: I64Ptr)
 //	g_sparsemax(_grad)        ceil(rows/256)          sparsemaxOp, sparsemaxDiffOp (a thread per row)
 //	g_groupnorm(_grad)        ceil(rows/256)          GroupNormOp, groupNormDiffOp (a thread per (image, group))
+//	g_to_int, g_from_int      ceil(n/256)             dtConvOp between Int and the float types
 //
 // rows is outer·inner for the (outer, k, inner) view of a tensor around the
 // reduced or softmax axis. A convolution is assembled as the CPU op does it:

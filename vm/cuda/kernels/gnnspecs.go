@@ -138,3 +138,18 @@ func gnormSpecs(d dtype) []*Spec {
 			shape:  perElement(arg("rows")), cost: func(c Call) (int64, int64) { return 5 * s * all(c), 14 * all(c) }},
 	}
 }
+
+// gtypeSpecs are gorgonia's dtConvOp between Int and the float types
+// (src/gtype.cu).
+func gtypeSpecs(d dtype) []*Spec {
+	s := d.size
+	n := arg("n")
+	return []*Spec{
+		{Name: "g_to_int_" + d.suffix, Mirrors: "gorgonia dtConvOp to Int (Go's int(f) on amd64)",
+			Params: []Param{ptr(I64Ptr, "y"), in(d.ptr, "x"), i64("n")},
+			shape:  perElement(n), cost: func(c Call) (int64, int64) { return (8 + s) * c.Int("n"), 0 }},
+		{Name: "g_from_int_" + d.suffix, Mirrors: "gorgonia dtConvOp from Int",
+			Params: []Param{ptr(d.ptr, "y"), in(I64Ptr, "x"), i64("n")},
+			shape:  perElement(n), cost: func(c Call) (int64, int64) { return (8 + s) * c.Int("n"), 0 }},
+	}
+}

@@ -17,3 +17,4 @@
 #include "gindex.cu"
 #include "gsparse.cu"
 #include "gnorm.cu"
+#include "gtype.cu"
