@@ -64,10 +64,9 @@
 //	sgd, momentum     ceil(n/256)            4ns, 6ns                            VanillaSolver.Step, Momentum.Step
 //	adam, rmsprop     ceil(n/256)            8ns, 6ns                            AdamSolver.Step, RMSPropSolver.Step
 //
-// gorgonia's own ops (src/gnn.cu, gbn.cu, gdropout.cu, gindex.cu, gsparse.cu, gnorm.cu,
-// gtype.cu;
-// the g_ kernels) reproduce what the CPU device runs for them, gorgonia's
-// Do, bit for bit (TestGorgonia* against the gorgonia ops):
+// gorgonia's own ops (src/gnn.cu, gbn.cu, gdropout.cu, gindex.cu, gsparse.cu,
+// gnorm.cu, gtype.cu; the g_ kernels) reproduce what the CPU device runs for
+// them, gorgonia's Do, bit for bit (TestGorgonia* against the gorgonia ops):
 //
 //	g_im2col, g_col2im        ceil(N·P·K/256), ceil(N·C·H·W/256)  im2colOp, col2imOp (columns (N, OH, OW, K))
 //	g_maxpool(_grad)          ceil(out (in) /256)     maxPoolOp, maxPoolDiffOp (gorgonia's argmax rule)
