@@ -185,7 +185,12 @@ func planGraph(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, error) 
 	// program is planned for the rest.
 	if r := vm.BackendReserve(s.device); r > 0 {
 		if r >= budget {
-			return nil, nil, fmt.Errorf("ooc: budget %d bytes is infeasible: it leaves nothing beside the %d bytes the %s device's backend holds (its cuBLAS workspace)", budget, r, name)
+			hint := ""
+			if peak, err := tracePeak(t); err == nil {
+				hint = fmt.Sprintf("; %d bytes run this graph in core there (ooc.InCorePeakOn(g, device): InCorePeak's %d plus the %d)", peak+r, peak, r)
+			}
+			return nil, nil, fmt.Errorf("ooc: budget %d bytes is infeasible: it leaves nothing beside the %d bytes the %s device's backend holds (its cuBLAS workspace)%s",
+				budget, r, name, hint)
 		}
 		budget -= r
 	}
@@ -251,6 +256,21 @@ func accumulated(t *Trace, s *settings) (map[*gorgonia.Node]bool, error) {
 		acc[n] = true
 	}
 	return acc, nil
+}
+
+// InCorePeakOn is InCorePeak on device d: the peak plus what d's backend
+// holds outside the program in the budget (a CUDA device's cuBLAS
+// workspace; nothing on the CPU and simulated devices). It is the budget
+// that runs g in core on d: ooc.WithBudget(ooc.InCorePeakOn(g, d)) with
+// ooc.WithDevice(d). InCorePeak's own figure, given to a CUDA machine, is
+// planned for that figure less the workspace, so it swaps (or, for a graph
+// smaller than the workspace, is refused with this function's number).
+func InCorePeakOn(g *gorgonia.ExprGraph, d vm.Device) (int64, error) {
+	peak, err := InCorePeak(g)
+	if err != nil {
+		return 0, err
+	}
+	return peak + vm.BackendReserve(d), nil
 }
 
 // InCorePeak is the device memory one step needs without swapping

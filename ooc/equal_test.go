@@ -1,6 +1,7 @@
 package ooc_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"testing"
@@ -191,6 +192,14 @@ func TestBitForBitWithTapeMachine(t *testing.T) {
 // schedule exists, and at the least feasible budget), and requires the
 // same loss, gradients and weights bit for bit, within the budget.
 func checkBitForBit(t *testing.T, models map[string]builder) {
+	checkBitForBitOn(t, models, nil)
+}
+
+// checkBitForBitOn is checkBitForBit on a device: nil is the CPU device
+// (bit for bit); a CUDA target compares within the zoo's tolerance
+// (cudaTarget.requireClose) and plans each budget with the backend's
+// reserve (cuBLAS's workspace) added, so both devices plan the same tape.
+func checkBitForBitOn(t *testing.T, models map[string]builder, dev *cudaTarget) {
 	for _, name := range sortedNames(models) {
 		build := models[name]
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
@@ -218,15 +227,24 @@ func checkBitForBit(t *testing.T, models map[string]builder) {
 						budget = minFeasible(t, build, dt, peak)
 					}
 					if budget > 0 {
+						budget += dev.reserve()
 						opts = append(opts, ooc.WithBudget(budget))
 					}
-					m, err := ooc.Compile(got.g, opts...)
+					m, err := ooc.Compile(got.g, append(opts, dev.options()...)...)
 					require.NoError(t, err)
 					defer m.Close()
 					gotL, gotG, gotW := trainSteps(t, got, m, 3)
-					require.Equal(t, wantL, gotL, "loss")
-					require.Equal(t, wantG, gotG, "gradients")
-					require.Equal(t, wantW, gotW, "weights after 3 Adam steps")
+					if dev == nil {
+						require.Equal(t, wantL, gotL, "loss")
+						require.Equal(t, wantG, gotG, "gradients")
+						require.Equal(t, wantW, gotW, "weights after 3 Adam steps")
+					} else {
+						dev.requireClose(t, dt, "loss", wantL, gotL)
+						for s := range wantG {
+							dev.requireClose(t, dt, fmt.Sprintf("gradients of step %d", s), wantG[s], gotG[s])
+						}
+						dev.requireClose(t, dt, "weights after 3 Adam steps", wantW, gotW)
+					}
 					st := m.Stats()
 					t.Logf("budget %d (in-core peak %d): device peak %d B, swap in %d B, out %d B, tape: %d instrs",
 						budget, peak, st.PeakDeviceBytes, st.SwapInBytes, st.SwapOutBytes, len(m.Program().Instrs))

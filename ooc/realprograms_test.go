@@ -90,6 +90,13 @@ func (r *realRun) run(t *testing.T, ms []G.VM, steps int) [][]uint64 {
 // core, at half the in-core peak (where every graph plans there) and at the
 // least feasible budget, and compares what its loop reads.
 func checkRealPrograms(t *testing.T, progs map[string]realProgram) {
+	checkRealProgramsOn(t, progs, nil)
+}
+
+// checkRealProgramsOn is checkRealPrograms on a device: nil is the CPU
+// device (bit for bit); a CUDA target compares within the zoo's tolerance,
+// each read as one tensor, with the backend's reserve added to the budget.
+func checkRealProgramsOn(t *testing.T, progs map[string]realProgram, dev *cudaTarget) {
 	for _, name := range sortedNames(progs) {
 		p := progs[name]
 		for _, dt := range p.dts {
@@ -114,9 +121,9 @@ func checkRealPrograms(t *testing.T, progs map[string]realProgram) {
 					for k, r := range got.graphs() {
 						opts := append(r.oocOptions(), ooc.Baseline())
 						if bud.bytes != nil {
-							opts = append(r.oocOptions(), ooc.WithBudget(bud.bytes[k]))
+							opts = append(r.oocOptions(), ooc.WithBudget(bud.bytes[k]+dev.reserve()))
 						}
-						m, err := ooc.Compile(r.g, opts...)
+						m, err := ooc.Compile(r.g, append(opts, dev.options()...)...)
 						require.NoError(t, err, bud.name)
 						ms = append(ms, m)
 					}
@@ -125,8 +132,12 @@ func checkRealPrograms(t *testing.T, progs map[string]realProgram) {
 						st := m.(interface{ Stats() vm.Stats }).Stats()
 						require.NoError(t, m.Close())
 						if bud.bytes != nil {
-							require.LessOrEqual(t, st.PeakDeviceBytes, bud.bytes[k], bud.name)
+							require.LessOrEqual(t, st.PeakDeviceBytes, bud.bytes[k]+dev.reserve(), bud.name)
 						}
+					}
+					if dev != nil {
+						dev.requireClose(t, dt, fmt.Sprintf("reads at %s %v (in-core peaks %v), from %s", bud.name, bud.bytes, peaks, p.from), want, res)
+						continue
 					}
 					requireSameReads(t, want, res, "%s %v (in-core peaks %v), from %s", bud.name, bud.bytes, peaks, p.from)
 				}

@@ -1,6 +1,7 @@
 package ooc_test
 
 import (
+	"fmt"
 	"math/rand"
 	"testing"
 
@@ -444,6 +445,13 @@ func solverSteps(t *testing.T, n *net, m G.VM, solver G.Solver, steps int, newBa
 // three steps, each with a new batch Let into the input, in core and at
 // the least feasible budget.
 func TestSolversBitForBit(t *testing.T) {
+	checkSolversOn(t, nil)
+}
+
+// checkSolversOn is TestSolversBitForBit on a device: nil is the CPU device
+// (bit for bit); a CUDA target compares within the zoo's tolerance, with the
+// backend's reserve added to the least budget.
+func checkSolversOn(t *testing.T, dev *cudaTarget) {
 	models := map[string]builder{"mlp": mlp, "cnn": cnn}
 	for _, name := range sortedNames(models) {
 		build := models[name]
@@ -464,12 +472,16 @@ func TestSolversBitForBit(t *testing.T) {
 						got := build(dt, 1)
 						opts := []ooc.Option{ooc.BindDualValues(got.params...), ooc.WithPoison(), ooc.Baseline()}
 						if budget > 0 {
-							opts = []ooc.Option{ooc.BindDualValues(got.params...), ooc.WithPoison(), ooc.WithBudget(budget)}
+							opts = []ooc.Option{ooc.BindDualValues(got.params...), ooc.WithPoison(), ooc.WithBudget(budget + dev.reserve())}
 						}
-						m, err := ooc.Compile(got.g, opts...)
+						m, err := ooc.Compile(got.g, append(opts, dev.options()...)...)
 						require.NoError(t, err)
 						res := solverSteps(t, got, m, sc.make(), 3, true)
 						require.NoError(t, m.Close())
+						if dev != nil {
+							dev.requireClose(t, dt, fmt.Sprintf("budget %d", budget), want, res)
+							continue
+						}
 						require.Equal(t, want, res, "budget %d", budget)
 					}
 				})

@@ -8,12 +8,16 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch/dispatchtest"
 )
 
 // The README's Go programs build and run as they stand there: the test takes
 // each ```go block that is a whole program (package main) from README.md and
 // runs it with `go run`, placed by an overlay in a directory of this module
 // that does not exist on disk, so the README and the test cannot drift.
+// A program that compiles for a CUDA device (ooc.WithDevice) runs on the
+// fake CUDA driver (dispatchtest) and must print its loss on cuda:0.
 func TestREADMEProgram(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the README's programs with the go command; skipped with -short")
@@ -31,7 +35,7 @@ func TestREADMEProgram(t *testing.T) {
 		t.Fatal(err)
 	}
 	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(raw), -1)
-	programs := 0
+	programs, fake := 0, false
 	for _, b := range blocks {
 		src := b[1]
 		if !strings.HasPrefix(src, "package main\n") {
@@ -49,11 +53,22 @@ func TestREADMEProgram(t *testing.T) {
 		if err := os.WriteFile(ov, overlay, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		onCUDA := strings.Contains(src, "ooc.WithDevice(")
+		if onCUDA && !fake {
+			dispatchtest.Setenv(t) // the program's "cuda" is the fake driver, through the environment
+			fake = true
+		}
 		cmd := exec.Command(goCmd, "run", "-overlay="+ov, "./internal/readmeprogram")
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("README program %d: %v\n%s\nsource:\n%s", programs, err, out, src)
+		}
+		if onCUDA {
+			if !regexp.MustCompile(`loss [0-9.e+-]+ on cuda:0`).Match(out) {
+				t.Errorf("README program %d (CUDA) printed:\n%s", programs, out)
+			}
+			continue
 		}
 		// The program reports a loss, and swapping: its budget is below the peak.
 		m := regexp.MustCompile(`loss [0-9.]+; device peak ([0-9]+) of ([0-9]+) bytes in core; ([0-9]+) bytes swapped in`).FindStringSubmatch(string(out))

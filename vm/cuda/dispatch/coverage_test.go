@@ -259,10 +259,9 @@ func intCases() []opCase {
 	return cs
 }
 
-// partBCases are the ops of issue 26's part B (convolution, pooling,
-// normalisation, dropout, upsampling, sparsemax, ByIndices, random nodes),
-// planned by another change: until it lands they are listed as pending.
-func partBCases() []opCase {
+// convPoolNormCases are gorgonia's convolution, pooling, normalisation,
+// dropout, upsampling, sparsemax and ByIndices ops (the g_ kernels' plans).
+func convPoolNormCases() []opCase {
 	one := func(f func(x *G.Node) (*G.Node, error)) func(xs []*G.Node) (*G.Node, error) {
 		return func(xs []*G.Node) (*G.Node, error) { return f(xs[0]) }
 	}
@@ -328,19 +327,8 @@ func ctcCases() []opCase {
 	}
 }
 
-// pendingPartB are the op types partBCases leave without a CUDA plan until
-// part B lands; an entry whose op gets a plan fails the test, so that it is
-// taken out.
-var pendingPartB = map[string]bool{
-	"gorgonia.im2colOp": true, "gorgonia.col2imOp": true, "*gorgonia.maxPoolOp": true, "*gorgonia.maxPoolDiffOp": true,
-	"*gorgonia.avgPoolOp": true, "*gorgonia.avgPoolDiffOp": true, "*gorgonia.BatchNormOp": true, "*gorgonia.batchnormDiffOp": true,
-	"*gorgonia.GroupNormOp": true, "*gorgonia.groupNormDiffOp": true, "*gorgonia.dropoutOp": true, "*gorgonia.dropoutDiffOp": true,
-	"*gorgonia.upsampleOp": true, "*gorgonia.upsampleDiffOp": true, "*gorgonia.sparsemaxOp": true, "*gorgonia.sparsemaxDiffOp": true,
-	"*gorgonia.byIndicesOp": true, "*gorgonia.byIndicesOpDiffOp": true,
-}
-
 func allCases() []opCase {
-	return slices.Concat(unaryCases(), binaryCases(), tensorCases(), intCases(), partBCases(), ctcCases())
+	return slices.Concat(unaryCases(), binaryCases(), tensorCases(), intCases(), convPoolNormCases(), ctcCases())
 }
 
 // TestCoverage runs one small graph per gorgonia op (with its gradient where
@@ -374,11 +362,6 @@ func TestCoverage(t *testing.T) {
 		fmt.Fprintf(&b, "\n  %s: %s", k, unsupported[k])
 	}
 	t.Logf("ops left without a CUDA plan (%d):%s", len(keys), b.String())
-	for op := range pendingPartB {
-		if _, refused := unsupported[op]; !refused && ran == 2*len(allCases()) {
-			t.Errorf("%s has a CUDA plan now: take it out of pendingPartB", op)
-		}
-	}
 	if !t.Failed() && ran == 2*len(allCases()) { // every case ran: the table is whole
 		checkOpTable(t, table, unsupported)
 	}
@@ -406,14 +389,12 @@ func runCase(t *testing.T, d *cuda.Device, c opCase, dt tensor.Dtype, seed int64
 		if !strings.Contains(msg, "no CUDA implementation") {
 			t.Fatalf("fake CUDA device: %v", gpu.err)
 		}
-		pending := true
 		for _, line := range strings.Split(msg, "\n") {
 			if m := refusalRE.FindStringSubmatch(line); m != nil {
 				unsupported[m[1]] = m[2]
-				pending = pending && pendingPartB[m[1]]
 			}
 		}
-		if c.grad && !pending {
+		if c.grad {
 			t.Errorf("differentiable op %s has no CUDA plan: %v", c.op, gpu.err)
 		} else {
 			t.Logf("no CUDA plan: %v", gpu.err)

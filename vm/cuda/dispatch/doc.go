@@ -39,17 +39,31 @@
 // ConvType to and from the float types, and the ops that move elements (copies of their bits):
 //
 //	op                            device work
+//	gorgonia.BatchNormOp          g_batchnorm
+//	gorgonia.GroupNormOp          g_groupnorm
+//	gorgonia.avgPoolDiffOp        g_avgpool_grad
+//	gorgonia.avgPoolOp            g_avgpool
+//	gorgonia.batchnormDiffOp      g_batchnorm_grad
+//	gorgonia.byIndicesOp          fill, g_byindices
+//	gorgonia.byIndicesOpDiffOp    fill, g_byindices_grad
+//	gorgonia.col2imOp             g_col2im
 //	gorgonia.concatOp             copy
 //	gorgonia.ctcLossDiffOp        ctc_alpha, ctc_grad, fill
 //	gorgonia.ctcLossOp            ctc_alpha, ctc_reduce
 //	gorgonia.diagFlatOp           copy, fill
+//	gorgonia.dropoutDiffOp        g_dropout_grad
+//	gorgonia.dropoutOp            copy
 //	gorgonia.dtConvOp             convert
 //	gorgonia.elemBinOp            binary, binary_i64, compare, compare_i64
 //	gorgonia.elemUnaryOp          unary
-//	gorgonia.globalAveragePoolOp  reduce
+//	gorgonia.globalAveragePoolOp  g_gap
+//	gorgonia.groupNormDiffOp      g_groupnorm_grad
+//	gorgonia.im2colOp             g_im2col
 //	gorgonia.linAlgBinOp          cuBLAS GEMM
 //	gorgonia.maxBetween           binary, binary_i64
 //	gorgonia.maxOp                reduce, reduce_axes
+//	gorgonia.maxPoolDiffOp        g_maxpool_grad
+//	gorgonia.maxPoolOp            g_maxpool
 //	gorgonia.minBetween           binary, binary_i64
 //	gorgonia.repeatOp             copy
 //	gorgonia.sizeOp               fill
@@ -57,27 +71,13 @@
 //	gorgonia.sliceOp              copy
 //	gorgonia.softmaxDiffOp        softmax_grad
 //	gorgonia.softmaxOp            softmax
+//	gorgonia.sparsemaxDiffOp      g_sparsemax_grad
+//	gorgonia.sparsemaxOp          g_sparsemax
 //	gorgonia.sumOp                reduce, reduce_axes
 //	gorgonia.tensordotOp          copy, cuBLAS GEMM
 //	gorgonia.transposeOp          copy
-//	gorgonia.BatchNormOp          refused: no kernel plan for this op type
-//	gorgonia.GroupNormOp          refused: no kernel plan for this op type
-//	gorgonia.avgPoolDiffOp        refused: no kernel plan for this op type
-//	gorgonia.avgPoolOp            refused: no kernel plan for this op type
-//	gorgonia.batchnormDiffOp      refused: no kernel plan for this op type
-//	gorgonia.byIndicesOp          refused: operand ids is int, the result float32
-//	gorgonia.byIndicesOpDiffOp    refused: operand ids is int, the result float32
-//	gorgonia.dropoutDiffOp        refused: no kernel plan for this op type
-//	gorgonia.dropoutOp            refused: no kernel plan for this op type
-//	gorgonia.groupNormDiffOp      refused: no kernel plan for this op type
-//	gorgonia.maxPoolDiffOp        refused: no kernel plan for this op type
-//	gorgonia.maxPoolOp            refused: no kernel plan for this op type
-//	gorgonia.sparsemaxDiffOp      refused: no kernel plan for this op type
-//	gorgonia.sparsemaxOp          refused: no kernel plan for this op type
-//	gorgonia.upsampleDiffOp       refused: no kernel plan for this op type
-//	gorgonia.upsampleOp           refused: no kernel plan for this op type
-//	gorgonia.col2imOp             refused: no kernel plan for this op type
-//	gorgonia.im2colOp             refused: no kernel plan for this op type
+//	gorgonia.upsampleDiffOp       g_upsample_grad
+//	gorgonia.upsampleOp           copy
 //
 // Elementwise ops take scalar operands by a stride of 0; comparisons with
 // retSame (Rectify's >=) run the binary kernel. Transposes are one strided
@@ -98,7 +98,17 @@
 // values outside the graph), and its clampOp is built by no function and
 // computes nothing in Do, so neither has a plan; nor has yoloOp (YOLOv3's
 // loss, which has no gradient in gorgonia). Every op not listed is
-// refused at Compile (the error names it, its type and node). A convolution's column matrix is one image's,
+// refused at Compile (the error names it, its type and node). gorgonia's own
+// ops of the conv, pooling, norm, dropout, random, index and sparsemax
+// families (plans in one file per family: conv.go, pool.go, norm.go,
+// dropout.go, random.go, indices.go, sparsemax.go, hooked in by families.go)
+// compute what the CPU device computes for them, gorgonia's Do, bugs included
+// (AveragePool2D's division by the input width, Dropout's gradient scale,
+// ByIndices' strides, GroupNorm's moments of rows over 256 elements); their
+// kernels (the g_ kernels) are the CPU op's bits on the fake device. Dropout's
+// mask is drawn on the host from the op's own generator and uploaded, and a
+// random node runs its Do on the host and is uploaded, so both give the CPU
+// device's values for the same op state. A convolution's column matrix is one image's,
 // within the workspace the op declares to the planner, so the budget counts
 // it. cuBLAS works in a workspace of the runner's (cuda.Device.
 // BLASWorkspaceBytes, set with cublasSetWorkspace_v2), taken from the
@@ -127,11 +137,15 @@
 // statistics go up with the first forward of a step and come back at its end
 // into the op (gorgonia's API reads them there). Solver moves the optimizer to
 // the device: weights are uploaded once and stay, gradients are added into
-// device buffers as the step computes them, and sgd, momentum and adam
-// kernels update with gorgonia's formulas and the settings of the gorgonia
+// device buffers as the step computes them, and sgd, momentum, adam and rmsprop
+// (also AdaGrad's update) kernels update with gorgonia's formulas and the settings of the gorgonia
 // solver it wraps; SyncToHost and State bring weights and optimizer state
 // back for evaluation and checkpoints. ooc train -device cuda uses it by
-// default; -host-update keeps gorgonia's solver on the host.
+// default; -host-update keeps gorgonia's solver on the host. Every gorgonia
+// solver also works on the host with a CUDA machine, as with any machine
+// (Step after RunAll: the gradients come back to the learnables and the
+// next run uploads the weights); AdamW and Barzilai-Borwein only work that
+// way (no kernels yet).
 //
 // # Launch table
 //

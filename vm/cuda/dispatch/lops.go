@@ -443,14 +443,22 @@ func planConvFilterChunked(c fn, N, O, K, P, B int, ga kernels.Arg) (plan, error
 // the step's end brings them back (an explicit host synchronisation of C
 // float64 pairs per layer).
 type bnState struct {
-	op      *layers.BatchNormOp
+	op      runningStatser
 	c       int
 	off     int64  // offset in the runner's scratch: mean, then variance
 	up      []byte // the host copy uploaded this step
 	down    []byte
 	touched bool // updated on the device this step
 	loaded  bool // uploaded this step
+	// saved is state the op keeps between its forward and its gradient
+	// (gorgonia's saved variance: C values after the running ones), on the
+	// device from the first upload on; nil for models/layers' op.
+	saved   []float64
+	savedUp bool
 }
+
+// bytes is the state's size in the runner's scratch.
+func (s *bnState) bytes() int64 { return 8 * int64(2*s.c+len(s.saved)) }
 
 func (s *bnState) addr(r *Runner) (mean, variance uintptr) {
 	m := r.scratch() + uintptr(s.off)
@@ -467,7 +475,11 @@ func (s *bnState) load(r *Runner) error {
 		return fmt.Errorf("batch norm holds %d and %d running statistics, want %d", len(mean), len(variance), s.c)
 	}
 	s.up = s.up[:0]
-	for _, v := range append(mean, variance...) {
+	all := append(mean, variance...)
+	if !s.savedUp {
+		all = append(all, s.saved...)
+	}
+	for _, v := range all {
 		s.up = binary.LittleEndian.AppendUint64(s.up, math.Float64bits(v))
 	}
 	m, _ := s.addr(r)
@@ -478,7 +490,7 @@ func (s *bnState) load(r *Runner) error {
 	if err := r.WaitFor(w); err != nil {
 		return err
 	}
-	s.loaded = true
+	s.loaded, s.savedUp = true, true
 	return nil
 }
 

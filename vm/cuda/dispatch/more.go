@@ -16,8 +16,6 @@ func planMore(c fn, name string) (p plan, ok bool, err error) {
 		p, err = planDiagFlat(c)
 	case "gorgonia.tensordotOp":
 		p, err = planTensordot(c)
-	case "gorgonia.globalAveragePoolOp":
-		p, err = planGlobalAvgPool(c)
 	default:
 		return plan{}, false, nil
 	}

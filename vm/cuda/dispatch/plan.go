@@ -71,7 +71,7 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64 (Int for some ops), this op computes in %v", dt))
 	}
 	for _, v := range c.ins {
-		if v.Dtype != dt && !isSizeOperand(f.Op, v) {
+		if v.Dtype != dt && !isSizeOperand(f.Op, v) && !isIndexOperand(f.Op, v) {
 			return plan{}, c.unsupported(fmt.Sprintf("operand %s is %v, the result %v", v.Name, v.Dtype, c.out.Dtype))
 		}
 	}
@@ -80,6 +80,9 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 	}
 	if d, ok := layers.Describe(f.Op); ok {
 		return planLayer(r, c, d)
+	}
+	if pf, ok := gorgoniaFamilies[strings.TrimPrefix(fmt.Sprintf("%T", f.Op), "*")]; ok {
+		return pf(r, c)
 	}
 	return planGorgonia(c)
 }

@@ -118,17 +118,3 @@ func axesLayout(gs []group) (l kernels.Layout, rows, k, kept int64) {
 	}
 	return l, rows, k, kept
 }
-
-// planGlobalAvgPool plans gorgonia's globalAveragePoolOp (N, C, H, W) -> (N,
-// C, 1, 1) as the reduce kernel's mean over each plane: a sum in the tensor's
-// type from 0 in index order, then a division by H·W, as the CPU op.
-func planGlobalAvgPool(c fn) (plan, error) {
-	x := c.in(0)
-	if len(x) != 4 {
-		return plan{}, c.unsupported(fmt.Sprintf("global average pooling of %v (NCHW expected)", x))
-	}
-	planes, plane := int64(x[0]*x[1]), int64(x[2]*x[3])
-	return plan{run: func(r *Runner, a addrs) error {
-		return r.launch("reduce_"+c.sfx, i64(int64(kernels.ReduceMean)), ptr(a.out), ptr(a.in[0]), i64(planes), i64(plane), i64(1))
-	}}, nil
-}

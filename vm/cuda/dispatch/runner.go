@@ -88,7 +88,7 @@ func (b Backend) bind(p *vm.Program) (*Runner, error) {
 	stats := int64(0)
 	for _, s := range r.bns {
 		s.off = scratch + stats
-		stats += 2 * 8 * int64(s.c)
+		stats += s.bytes()
 	}
 	var err error
 	if r.mod, err = b.d.LoadModule([]byte(kernels.PTX)); err != nil {

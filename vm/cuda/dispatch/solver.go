@@ -17,7 +17,7 @@ import (
 // Solver runs a gorgonia solver's update on the device: the weights stay in
 // the machine's device copies, each gradient is added into a device buffer
 // when the step computes it (gorgonia's BindDualValues accumulation), and
-// Step runs one sgd, momentum or adam kernel per learnable with the
+// Step runs one sgd, momentum, adam or rmsprop (also AdaGrad's) kernel per learnable with the
 // solver's formulas, which zero the gradient buffers as gorgonia's solvers
 // zero the gradients. Nothing crosses the host link but what SyncToHost
 // brings back.
@@ -28,6 +28,14 @@ import (
 // lives on the device; State and SetState read and write it (for
 // checkpoints) as gorgonia's solvers hold it: per learnable Adam's first and
 // second moments, or Momentum's velocity, and Adam's step count.
+//
+// gorgonia's RMSPropSolver and AdaGradSolver run on the device too (their
+// cache is the state). Its other solvers (AdamW, BarzilaiBorweinSolver)
+// have no kernels here: they step on the host, as
+// with any machine (their Step after RunAll, on the gradients the machine
+// brings back; the next RunAll uploads the updated weights), which costs a
+// gradient download and a weight upload per step, and gives the CPU
+// device's weights (TestHostSolversOnCUDA). Kernels for them are left to do.
 type Solver struct {
 	m    *vm.Machine
 	r    *Runner
@@ -44,7 +52,7 @@ type Solver struct {
 // slots is how many state buffers the solver keeps per learnable.
 func slots(kind string) int {
 	switch kind {
-	case "momentum":
+	case "momentum", "rmsprop", "adagrad":
 		return 1
 	case "adam":
 		return 2
@@ -54,7 +62,9 @@ func slots(kind string) int {
 
 // NewSolver moves the update of learnables to the device of m, a machine
 // computing through this package, with the formulas and settings of gs (a
-// *gorgonia.VanillaSolver, *gorgonia.Momentum or *gorgonia.AdamSolver).
+// *gorgonia.VanillaSolver, *gorgonia.Momentum, *gorgonia.AdamSolver or
+// *gorgonia.RMSPropSolver or *gorgonia.AdaGradSolver; tensor learnables
+// for the last two).
 // From now on RunAll leaves the learnables' gradients on the device and
 // their weights are the device's: call Step after each RunAll instead of
 // gs.Step, and SyncToHost before reading the weights on the host.
@@ -71,8 +81,13 @@ func NewSolver(m *vm.Machine, gs G.Solver, learnables ...*G.Node) (*Solver, erro
 		s.kind = "momentum"
 	case *G.AdamSolver:
 		s.kind = "adam"
+	case *G.RMSPropSolver:
+		s.kind = "rmsprop"
+	case *G.AdaGradSolver:
+		s.kind = "adagrad"
 	default:
-		return nil, fmt.Errorf("dispatch: no device update for %T (sgd, momentum and adam have kernels)", gs)
+		return nil, fmt.Errorf("dispatch: no device update for %T (sgd, momentum, adam, rmsprop and adagrad have kernels): step it on the host instead, "+
+			"gs.Step after RunAll (the gradients come back to the learnables and the next run uploads the weights)", gs)
 	}
 	for i, l := range learnables {
 		if i == 0 {
@@ -83,6 +98,10 @@ func NewSolver(m *vm.Machine, gs G.Solver, learnables ...*G.Node) (*Solver, erro
 		}
 		if _, err := m.LeafAddr(l); err != nil {
 			return nil, err
+		}
+		if (s.kind == "rmsprop" || s.kind == "adagrad") && l.Shape().IsScalar() {
+			_ = s.Close()
+			return nil, fmt.Errorf("dispatch: learnable %s is a scalar, which gorgonia's %s steps with other arithmetic: step it on the host", l.Name(), s.kind)
 		}
 		s.by[l] = i
 		n := int64(l.Shape().TotalSize())
@@ -136,8 +155,8 @@ func (s *Solver) TakeGradient(l *G.Node, addr uintptr) (bool, error) {
 
 // settings reads the gorgonia solver's hyperparameters.
 type settings struct {
-	eta, eps, beta1, beta2, momentum, clip, l1, l2, batch float64
-	useClip, useL1, useL2                                 bool
+	eta, eps, beta1, beta2, momentum, clip, l1, l2, batch, decay, omDecay float64
+	useClip, useL1, useL2                                                 bool
 }
 
 func (s *Solver) settings() (st settings, err error) {
@@ -158,6 +177,15 @@ func (s *Solver) settings() (st settings, err error) {
 		}
 		return x.Bool()
 	}
+	switch s.kind { // no L1 and no batch scaling in gorgonia's RMSProp and AdaGrad
+	case "rmsprop":
+		st = settings{eta: f("eta"), eps: f("eps"), decay: f("decay"), clip: f("clip"), l2: f("l2reg"), useClip: b("useClip"), useL2: b("useL2Reg")}
+		st.omDecay = 1.0 - st.decay
+		return st, err
+	case "adagrad": // RMSProp's update with no decay: the cache adds g² as it is
+		st = settings{eta: f("eta"), eps: f("eps"), decay: 1, omDecay: 1, clip: f("clip"), l2: f("l2reg"), useClip: b("useClip"), useL2: b("useL2Reg")}
+		return st, err
+	}
 	st = settings{eta: f("eta"), clip: f("clip"), l1: f("l1reg"), l2: f("l2reg"), batch: f("batch"),
 		useClip: b("useClip"), useL1: b("useL1Reg"), useL2: b("useL2Reg")}
 	switch s.kind {
@@ -175,6 +203,9 @@ func (s *Solver) Step() error {
 	st, err := s.settings()
 	if err != nil {
 		return err
+	}
+	if s.kind == "rmsprop" || s.kind == "adagrad" {
+		return s.stepRMSProp(st)
 	}
 	var flags kernels.OptFlags
 	if st.useL1 {
@@ -234,6 +265,39 @@ func (s *Solver) Step() error {
 		}
 		args = append(args, i64(s.n[i]), i64(int64(flags)))
 		if err := s.r.launch(s.kind+"_"+s.sfx(), append(append(args, reg...), extra...)...); err != nil {
+			return fmt.Errorf("dispatch: update of %s: %w", l.Name(), err)
+		}
+	}
+	return nil
+}
+
+// stepRMSProp is Step for gorgonia's RMSPropSolver: its constants in the
+// learnables' type as its Step computes them (1-decay in float64, then
+// converted), clipping whenever useClip is set. AdaGradSolver's Step is the
+// same sequence of operations with decay and 1-decay both 1 (c·1 + g²·1 is
+// c + g², exactly).
+func (s *Solver) stepRMSProp(st settings) error {
+	var flags kernels.OptFlags
+	if st.useL2 {
+		flags |= kernels.OptL2
+	}
+	if st.useClip {
+		flags |= kernels.OptClip
+	}
+	c := func(v float64) kernels.Arg {
+		if s.dt == tensor.Float32 {
+			return flt(float64(float32(v)))
+		}
+		return flt(v)
+	}
+	consts := []kernels.Arg{c(st.decay), c(st.omDecay), c(st.eps), c(st.l2), c(-st.clip), c(st.clip), c(-st.eta)}
+	for i, l := range s.ls {
+		w, err := s.m.LeafAddr(l)
+		if err != nil {
+			return err
+		}
+		args := []kernels.Arg{ptr(w), ptr(s.slot(i, 0)), ptr(s.slot(i, 1)), i64(s.n[i]), i64(int64(flags))}
+		if err := s.r.launch("rmsprop_"+s.sfx(), append(args, consts...)...); err != nil {
 			return fmt.Errorf("dispatch: update of %s: %w", l.Name(), err)
 		}
 	}

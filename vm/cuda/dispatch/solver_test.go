@@ -12,7 +12,7 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch"
 )
 
-// TestDeviceSolver: the update on the device (sgd, momentum and adam
+// TestDeviceSolver: the update on the device (sgd, momentum, adam, rmsprop and adagrad
 // kernels, weights kept on the device, gradients accumulated there) gives
 // the weights gorgonia's solvers give on the CPU device, step after step;
 // and its state round-trips through State and SetState.
@@ -28,6 +28,10 @@ func TestDeviceSolver(t *testing.T) {
 		{"momentum", tensor.Float32, 1e-5, func() G.Solver { return G.NewMomentum(G.WithLearnRate(0.02), G.WithMomentum(0.8)) }},
 		{"adam", tensor.Float64, 1e-12, func() G.Solver { return G.NewAdamSolver(G.WithLearnRate(1e-3)) }},
 		{"adam", tensor.Float32, 1e-5, func() G.Solver { return G.NewAdamSolver(G.WithLearnRate(1e-3), G.WithBatchSize(4)) }},
+		{"rmsprop", tensor.Float64, 1e-12, func() G.Solver { return G.NewRMSPropSolver(G.WithLearnRate(1e-3), G.WithL2Reg(0.01)) }},
+		{"rmsprop", tensor.Float32, 1e-5, func() G.Solver { return G.NewRMSPropSolver(G.WithLearnRate(1e-3), G.WithClip(0.5)) }},
+		{"adagrad", tensor.Float64, 1e-12, func() G.Solver { return G.NewAdaGradSolver(G.WithLearnRate(1e-2), G.WithL2Reg(0.01)) }},
+		{"adagrad", tensor.Float32, 1e-5, func() G.Solver { return G.NewAdaGradSolver(G.WithLearnRate(1e-2), G.WithClip(0.5)) }},
 	} {
 		t.Run(c.kind+"/"+c.dt.String(), func(t *testing.T) {
 			cfg := models.Config{Batch: 2, Channels: 3, Height: 8, Width: 8, Classes: 4, Dtype: c.dt, Seed: 11}

@@ -12,31 +12,40 @@ import (
 // checks "ooc doctor" runs on a GPU, here exact where the kernels promise
 // the CPU op's bits.
 
-func TestUnary(t *testing.T)               { runGroup(t, "unary") }
-func TestBinary(t *testing.T)              { runGroup(t, "binary") }
-func TestCompare(t *testing.T)             { runGroup(t, "compare") }
-func TestFill(t *testing.T)                { runGroup(t, "fill") }
-func TestBatchNorm(t *testing.T)           { runGroup(t, "batchnorm") }
-func TestGANOps(t *testing.T)              { runGroup(t, "gan") }
-func TestConv(t *testing.T)                { runGroup(t, "conv") }
-func TestConvTiles(t *testing.T)           { runGroup(t, "convtiles") }
-func TestLSTMOps(t *testing.T)             { runGroup(t, "lstm") }
-func TestCopyTranspose(t *testing.T)       { runGroup(t, "transpose") }
-func TestCopyConcatSlice(t *testing.T)     { runGroup(t, "concat") }
-func TestCopyRepeat(t *testing.T)          { runGroup(t, "repeat") }
-func TestBinaryBroadcast(t *testing.T)     { runGroup(t, "broadcast") }
-func TestSolvers(t *testing.T)             { runGroup(t, "solvers") }
-func TestPool(t *testing.T)                { runGroup(t, "pool") }
-func TestGlobalAvgPool(t *testing.T)       { runGroup(t, "gap") }
-func TestReLU(t *testing.T)                { runGroup(t, "relu") }
-func TestReduce(t *testing.T)              { runGroup(t, "reduce") }
-func TestSoftmax(t *testing.T)             { runGroup(t, "softmax") }
-func TestSoftmaxCrossEntropy(t *testing.T) { runGroup(t, "xent") }
-func TestResizeBilinear(t *testing.T)      { runGroup(t, "resize") }
-func TestReduceAxes(t *testing.T)          { runGroup(t, "reduceaxes") }
-func TestConvert(t *testing.T)             { runGroup(t, "convert") }
-func TestIntBinary(t *testing.T)           { runGroup(t, "int") }
-func TestCTC(t *testing.T)                 { runGroup(t, "ctc") }
+func TestUnary(t *testing.T)                 { runGroup(t, "unary") }
+func TestBinary(t *testing.T)                { runGroup(t, "binary") }
+func TestCompare(t *testing.T)               { runGroup(t, "compare") }
+func TestFill(t *testing.T)                  { runGroup(t, "fill") }
+func TestBatchNorm(t *testing.T)             { runGroup(t, "batchnorm") }
+func TestGANOps(t *testing.T)                { runGroup(t, "gan") }
+func TestConv(t *testing.T)                  { runGroup(t, "conv") }
+func TestConvTiles(t *testing.T)             { runGroup(t, "convtiles") }
+func TestLSTMOps(t *testing.T)               { runGroup(t, "lstm") }
+func TestCopyTranspose(t *testing.T)         { runGroup(t, "transpose") }
+func TestCopyConcatSlice(t *testing.T)       { runGroup(t, "concat") }
+func TestCopyRepeat(t *testing.T)            { runGroup(t, "repeat") }
+func TestBinaryBroadcast(t *testing.T)       { runGroup(t, "broadcast") }
+func TestSolvers(t *testing.T)               { runGroup(t, "solvers") }
+func TestPool(t *testing.T)                  { runGroup(t, "pool") }
+func TestGlobalAvgPool(t *testing.T)         { runGroup(t, "gap") }
+func TestReLU(t *testing.T)                  { runGroup(t, "relu") }
+func TestReduce(t *testing.T)                { runGroup(t, "reduce") }
+func TestSoftmax(t *testing.T)               { runGroup(t, "softmax") }
+func TestSoftmaxCrossEntropy(t *testing.T)   { runGroup(t, "xent") }
+func TestResizeBilinear(t *testing.T)        { runGroup(t, "resize") }
+func TestReduceAxes(t *testing.T)            { runGroup(t, "reduceaxes") }
+func TestConvert(t *testing.T)               { runGroup(t, "convert") }
+func TestIntBinary(t *testing.T)             { runGroup(t, "int") }
+func TestCTC(t *testing.T)                   { runGroup(t, "ctc") }
+func TestGorgoniaBatchNorm(t *testing.T)     { runGroup(t, "gbatchnorm") }
+func TestGorgoniaDropout(t *testing.T)       { runGroup(t, "gdropout") }
+func TestGorgoniaUpsampleGrad(t *testing.T)  { runGroup(t, "gupsample") }
+func TestGorgoniaByIndices(t *testing.T)     { runGroup(t, "gbyindices") }
+func TestGorgoniaIm2col(t *testing.T)        { runGroup(t, "gim2col") }
+func TestGorgoniaPool(t *testing.T)          { runGroup(t, "gpool") }
+func TestGorgoniaGroupNorm(t *testing.T)     { runGroup(t, "ggroupnorm") }
+func TestGorgoniaSparsemax(t *testing.T)     { runGroup(t, "gsparsemax") }
+func TestGorgoniaGlobalAvgPool(t *testing.T) { runGroup(t, "ggap") }
 
 // TestCol2imBitExact and TestSoftmaxLastAxisBug: facts of the host build
 // (kernelcheck says what each shows).

@@ -69,6 +69,21 @@
 //	sgd, momentum     ceil(n/256)            4ns, 6ns                            VanillaSolver.Step, Momentum.Step
 //	adam, rmsprop     ceil(n/256)            8ns, 6ns                            AdamSolver.Step, RMSPropSolver.Step
 //
+// gorgonia's own ops (src/gnn.cu, gbn.cu, gdropout.cu, gindex.cu, gsparse.cu,
+// gnorm.cu; the g_ kernels) reproduce what the CPU device runs for
+// them, gorgonia's Do, bit for bit (TestGorgonia* against the gorgonia ops):
+//
+//	g_im2col, g_col2im        ceil(N·P·K/256), ceil(N·C·H·W/256)  im2colOp, col2imOp (columns (N, OH, OW, K))
+//	g_maxpool(_grad)          ceil(out (in) /256)     maxPoolOp, maxPoolDiffOp (gorgonia's argmax rule)
+//	g_avgpool(_grad)          ceil(out/256) (planes)  avgPoolOp, avgPoolDiffOp (its arithmetic as it is)
+//	g_gap                     ceil(planes/256)        globalAveragePoolOp
+//	g_batchnorm(_grad)        ceil(C/256)             BatchNormOp, batchnormDiffOp (a thread per channel)
+//	g_dropout(_grad)          ceil(n/256)             dropoutOp (host-drawn mask in y), dropoutDiffOp
+//	g_upsample_grad           ceil(in/256)            upsampleDiffOp
+//	g_byindices(_grad)        ceil(n·outer·L/256)     byIndicesOp, byIndicesOpDiffOp (Int indices: I64Ptr)
+//	g_sparsemax(_grad)        ceil(rows/256)          sparsemaxOp, sparsemaxDiffOp (a thread per row)
+//	g_groupnorm(_grad)        ceil(rows/256)          GroupNormOp, groupNormDiffOp (a thread per (image, group))
+//
 // rows is outer·inner for the (outer, k, inner) view of a tensor around the
 // reduced or softmax axis. A convolution is assembled as the CPU op does it:
 // forward = im2col, GEMM, channel_bias; data gradient = GEMM (Wᵀ·dy), col2im;

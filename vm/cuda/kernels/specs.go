@@ -7,7 +7,7 @@ package kernels
 var Specs = func() []*Spec {
 	var all []*Spec
 	for _, d := range dtypes {
-		for _, f := range []func(d dtype) []*Spec{elementwiseSpecs, reduceSpecs, softmaxSpecs, convSpecs, bnSpecs, poolSpecs, reluSpecs, optimSpecs, resizeSpecs, ganSpecs, lstmSpecs, gorgoniaSpecs} {
+		for _, f := range []func(d dtype) []*Spec{elementwiseSpecs, reduceSpecs, softmaxSpecs, convSpecs, bnSpecs, poolSpecs, reluSpecs, optimSpecs, resizeSpecs, ganSpecs, lstmSpecs, gorgoniaSpecs, gnnSpecs, gbnSpecs, gdropoutSpecs, gindexSpecs, gsparseSpecs, gnormSpecs} {
 			all = append(all, f(d)...)
 		}
 	}

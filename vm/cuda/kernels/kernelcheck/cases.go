@@ -62,6 +62,12 @@ func (c Case) Name() string { return c.Group + " " + c.Dtype }
 //     int: + - ⊙, comparisons, MaxBetween and MinBetween on Int tensors
 //     against gorgonia's Do; ctc: CTCLoss (sum and mean) and its gradient
 //     against gorgonia's ctcLossOp and ctcLossDiffOp.
+//   - gbatchnorm, gdropout, gupsample, gbyindices, gim2col, gpool,
+//     ggroupnorm, gsparsemax, ggap: the g_ kernels against gorgonia's own
+//     ops' Do (BatchNormOp, dropoutOp with its generator seeded,
+//     upsampleDiffOp, byIndicesOp, im2colOp/col2imOp, max and average
+//     pooling, GroupNormOp, sparsemaxOp, globalAveragePoolOp), bit for bit
+//     on the host build.
 var Cases = cases()
 
 func cases() []Case {
@@ -99,6 +105,15 @@ func cases() []Case {
 	add("convert", testConvert[float32], testConvert[float64])
 	add("int", intBinary, nil)
 	add("ctc", testCTC[float32], testCTC[float64])
+	add("gbatchnorm", caseGorgoniaBatchNorm[float32], caseGorgoniaBatchNorm[float64])
+	add("gdropout", caseGorgoniaDropout[float32], caseGorgoniaDropout[float64])
+	add("gupsample", caseGorgoniaUpsampleGrad[float32], caseGorgoniaUpsampleGrad[float64])
+	add("gbyindices", caseGorgoniaByIndices[float32], caseGorgoniaByIndices[float64])
+	add("gim2col", caseGorgoniaIm2col[float32], caseGorgoniaIm2col[float64])
+	add("gpool", caseGorgoniaPool[float32], caseGorgoniaPool[float64])
+	add("ggroupnorm", caseGorgoniaGroupNorm[float32], caseGorgoniaGroupNorm[float64])
+	add("gsparsemax", caseGorgoniaSparsemax[float32], caseGorgoniaSparsemax[float64])
+	add("ggap", caseGorgoniaGlobalAvgPool[float32], caseGorgoniaGlobalAvgPool[float64])
 	return cs
 }
 

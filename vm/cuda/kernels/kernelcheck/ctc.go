@@ -65,8 +65,7 @@ func testCTC[T float32 | float64](t TB, m *Mem) {
 		gradOut := T(0.75)
 		wantGrad := data[T](t, do(t, diff, append(vals, scalarValue(gradOut))...))
 
-		putInts := func(v []int) *Buffer { b := m.alloc(8 * len(v)); copy(b.Data(), fromInts(v)); return b }
-		lpB, tB, iB, lB := put(m, lp), putInts(targets), putInts(inLen), putInts(tgtLen)
+		lpB, tB, iB, lB := put(m, lp), putInts(m, targets), putInts(m, inLen), putInts(m, tgtLen)
 		nll, alpha := newOut[T](m, B), newOut[T](m, Tn*B*(2*S+1))
 		rowLen := int64(len(targets)) // S: a row of (B, S) targets, or all of them concatenated
 		if c.tdims == 2 {
@@ -94,7 +93,7 @@ func testCTC[T float32 | float64](t TB, m *Mem) {
 		if c.tdims == 2 { // a label outside [0, C): the CPU op panics; the kernel gives NaN, never reads outside lp
 			bad := append([]int(nil), targets...)
 			bad[0] = C
-			m.launch("ctc_alpha_"+sfx, append([]kernels.Arg{p(nll), p(alpha), p(lpB), p(putInts(bad)), p(iB), p(lB)}, geo...)...)
+			m.launch("ctc_alpha_"+sfx, append([]kernels.Arg{p(nll), p(alpha), p(lpB), p(putInts(m, bad)), p(iB), p(lB)}, geo...)...)
 			if v := get[T](nll); !math.IsNaN(float64(v[0])) || math.IsNaN(float64(v[1])) {
 				t.Errorf("%s: a label of %d gives losses %v, want NaN for the first element only", name, C, v)
 			}
