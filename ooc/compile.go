@@ -57,7 +57,7 @@ func compile(g *gorgonia.ExprGraph, s *settings) (m *vm.Machine, err error) {
 		prog, t, replan, err = planToMeasure(g, s)
 	}
 	if err != nil {
-		return nil, err
+		return nil, withLeast(err, t, s)
 	}
 	accum, err := accumulated(t, s)
 	if err != nil {

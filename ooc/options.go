@@ -51,6 +51,7 @@ type settings struct {
 	scheduler      Scheduler
 	allocator      AllocatorKind
 	chunk          int64
+	chunkSet       bool // WithChunkSize was given
 	wsLimit        int64
 	wsSet          bool // WithWorkspaceLimit was given: no automatic tiling
 	nodeValues     int64
@@ -183,7 +184,7 @@ func WithChunkSize(bytes int64) Option {
 			s.fail("WithChunkSize(%d): the chunk size must be positive", bytes)
 			return
 		}
-		s.chunk = bytes
+		s.chunk, s.chunkSet = bytes, true
 	}
 }
 

@@ -269,29 +269,20 @@ func (c *Config) compileOptionsFor(p memoryPlan) []ooc.Option {
 	return append(opts, ooc.WithBudget(p.planned))
 }
 
-// budgetError explains a budget Compile refused: with the window scheduler
-// it also finds, by bisection over ooc.Plan, about the least budget that
-// plans, so the user knows what to ask for.
-func (c *Config) budgetError(err error, plan func(budget int64) error, budget, inCore int64) error {
+// budgetError explains a budget Compile refused: an infeasible budget's
+// *ooc.BudgetError carries about the least budget that works
+// (ooc.LeastBudget), which the error turns into the -budget to ask for.
+func (c *Config) budgetError(err error, budget, inCore int64) error {
 	var open *openError
 	if errors.As(err, &open) {
 		return open.error // not the budget's doing
 	}
 	msg := fmt.Sprintf("-budget %s (%d bytes; in-core peak %d bytes): %v", c.Budget, budget, inCore, err)
-	if c.Scheduler != "window" || !strings.Contains(err.Error(), "infeasible") || budget >= inCore || plan(inCore) != nil {
+	var be *ooc.BudgetError
+	if !errors.As(err, &be) || be.Least <= 0 || inCore <= 0 {
 		return errors.New(msg)
 	}
-	lo, hi := budget, inCore
-	for i := 0; i < 20 && hi-lo > max(hi/200, 1); i++ {
-		mid := lo + (hi-lo)/2
-		if plan(mid) == nil {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return fmt.Errorf("%s; the least budget that plans is about %d bytes (%s, %.0f%% of the in-core peak): try -budget %.0f%%",
-		msg, hi, FormatBytes(hi), 100*float64(hi)/float64(inCore), math.Ceil(100*float64(hi)/float64(inCore)))
+	return fmt.Errorf("%s: try -budget %.0f%% (or -budget %d)", msg, math.Ceil(100*float64(be.Least)/float64(inCore)), be.Least)
 }
 
 // budgetLine describes the budget a program was planned under.

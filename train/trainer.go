@@ -285,10 +285,7 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 	t.inCore = inCore.Peak
 	t.budget = cfg.Budget.Resolve(t.inCore)
 	explain := func(err error) error {
-		return cfg.budgetError(err, func(b int64) error {
-			_, err := ooc.Plan(pm.Graph, ooc.WithWindow(cfg.Window), ooc.WithBudget(b))
-			return err
-		}, t.budget, t.inCore)
+		return cfg.budgetError(err, t.budget, t.inCore)
 	}
 	if cfg.usesCUDA() {
 		// The CUDA device's own memory bounds the allocator: no CPU
@@ -300,7 +297,7 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 			return t, explain(err)
 		}
 		msg := fmt.Sprintf("-budget %s (%d bytes; in-core peak %d bytes): %v", cfg.Budget, t.budget, t.inCore, err)
-		if least := leastDevice(&t.cfg, pm, t.budget, t.inCore); least > 0 {
+		if least, lerr := ooc.LeastBudget(pm.Graph, t.cfg.leastOptions(pm)...); lerr == nil && least > 0 {
 			pct := math.Ceil(100 * float64(least) / float64(t.inCore))
 			return t, fmt.Errorf("%s; the least device that serves a step is about %s (%.0f%% of the in-core peak): try -budget %.0f%% (or -budget %d)",
 				msg, FormatBytes(least), pct, pct, least)
