@@ -111,6 +111,17 @@
 // and constants) stay in the memory the user bound them in and are reported
 // apart, as vm.Stats.LeafBytes.
 //
+// LeastBudget finds about the least budget that works: one under which the
+// scheduler plans and from which, as a device's whole memory, the
+// allocator serves a step (FitDevice: the scheduling budget lowered by 5%
+// steps until the allocator's rounding to chunks or segments fits, as ooc
+// train does for its CPU device of -budget bytes). Compile refuses a budget
+// under which nothing plans with a *BudgetError naming the function that
+// cannot fit and carrying that least budget and the in-core peak ("least
+// that works: N bytes, P% of the in-core peak"), so a script can retry
+// with it (errors.As); Plan's BudgetError leaves them 0, as searching for
+// them costs a plan per step of a bisection.
+//
 // # Gorgonia programs as written
 //
 // The trace takes each node's operands from the node itself (Operands), as

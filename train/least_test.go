@@ -22,7 +22,7 @@ func TestLeastBudgetIsTrainsLeast(t *testing.T) {
 	}{
 		{"smallcnn", img, 1},
 		{"resnet18", img, 8},
-		{"densenet121", models.Config{Batch: 2, Channels: 3, Height: 32, Width: 32, Classes: 10}, 16},
+		{"vgg16", img, 16},
 		{"unet", img, 8},
 		{"lstm", models.Config{Batch: 3, SeqLen: 5, Vocab: 11, Hidden: 6}, 1},
 	} {
