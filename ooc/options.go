@@ -152,7 +152,8 @@ func WithWindow(bytes int64) Option {
 	}
 }
 
-// WithScheduler sets the swap scheduler (default: the window scheduler).
+// WithScheduler sets the swap scheduler (default: Auto, the faster of
+// Window and Hybrid for this graph and device by simulated makespan).
 func WithScheduler(sc Scheduler) Option {
 	return func(s *settings) {
 		if sc == nil {

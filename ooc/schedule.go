@@ -85,6 +85,10 @@ type Schedule struct {
 	Window int64
 	Timing string
 
+	// picked names the planner a planner that chooses among others (Auto)
+	// kept; the program's Scheduler says it.
+	picked string
+
 	// tape, when set, is the schedule already lowered: planners that drop
 	// variables for recomputation plan over a derived trace and lower it
 	// themselves (see recomputeTrace).
