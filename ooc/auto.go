@@ -42,6 +42,9 @@ func (Auto) Plan(p *Problem) (*Schedule, error) {
 		}
 		return w, werr
 	}
+	if need, _ := p.Trace.MaxNeed(); werr != nil && need > p.Budget {
+		return nil, werr // a function alone needs more: nothing can plan
+	}
 	h, herr := Hybrid{}.Plan(p)
 	switch {
 	case werr != nil && herr != nil:

@@ -46,7 +46,10 @@ func ChunkFor(b int64) int64 {
 // simulated and CUDA devices). It may exceed the device's capacity, when
 // no budget works there. Compile plans under it; a budget far enough below
 // it that nothing plans is refused by Compile with a *BudgetError that
-// carries it.
+// carries it. With the default planner (Auto) the search plans with
+// Window, which Auto falls back on: Hybrid's recomputation may plan lower
+// (WithScheduler(Hybrid{}) searches with it), but planning it at every
+// step of the search is slow.
 func LeastBudget(g *gorgonia.ExprGraph, opts ...Option) (least int64, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -84,7 +87,8 @@ type DeviceFit struct {
 // lowers the scheduling budget by 5% of bytes, 11 times at most, until the
 // allocator serves every allocation. Without WithChunkSize, VA tries
 // ChunkFor(bytes) and its half and quarter at each budget: tensors that are
-// no whole number of chunks waste less in smaller ones. The error is the
+// no whole number of chunks waste less in smaller ones. With the default
+// planner the tape replayed is Window's (see LeastBudget). The error is the
 // planner's when bytes itself does not plan, and wraps
 // alloc.ErrOutOfMemory when no budget tried is served.
 func FitDevice(g *gorgonia.ExprGraph, bytes int64, opts ...Option) (f DeviceFit, err error) {
@@ -119,6 +123,7 @@ func traceFor(g *gorgonia.ExprGraph, opts []Option) (*settings, *Trace, error) {
 // leastBudget is LeastBudget on a trace, with the trace's in-core peak
 // (the backend's reserve included).
 func leastBudget(t *Trace, s *settings) (least, peak int64, err error) {
+	s = windowForAuto(s)
 	if peak, err = tracePeak(t); err != nil {
 		return 0, 0, err
 	}
@@ -171,8 +176,23 @@ func fitProfile(s *settings) (vm.Profile, error) {
 	return prof, nil
 }
 
+// windowForAuto is s with the default planner's fitting and search for
+// the least budget done by Window: planning Hybrid at every step of the
+// bisection took minutes where Window takes a second; a budget Window
+// plans under is one Auto plans under (it keeps Window where Hybrid
+// fails); and on the CPU device Window's tape is the first step's.
+func windowForAuto(s *settings) *settings {
+	if _, auto := s.scheduler.(Auto); !auto && s.scheduler != nil {
+		return s
+	}
+	w := *s
+	w.scheduler = Window{}
+	return &w
+}
+
 // fitDevice is FitDevice on a trace.
 func fitDevice(t *Trace, s *settings, b int64) (DeviceFit, error) {
+	s = windowForAuto(s)
 	prof, err := fitProfile(s)
 	if err != nil {
 		return DeviceFit{}, err

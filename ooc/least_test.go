@@ -62,7 +62,7 @@ func TestLeastBudget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mc, err := ooc.Compile(m.Graph, bind, ooc.WithDevice(dev), ooc.WithBudget(f.Planned), ooc.WithChunkSize(f.Chunk))
+			mc, err := ooc.Compile(m.Graph, bind, ooc.WithDevice(dev), ooc.WithBudget(f.Planned), ooc.WithChunkSize(f.Chunk), ooc.WithScheduler(ooc.Window{}))
 			if err != nil {
 				t.Fatalf("Compile at the least budget's plan: %v", err)
 			}
