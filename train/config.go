@@ -70,7 +70,7 @@ type Config struct {
 
 	Budget    Budget `json:"budget"`
 	Window    int64  `json:"window,omitempty"`    // window scheduler's schedule-window; 0: automatic
-	Scheduler string `json:"scheduler,omitempty"` // window (default) or baseline
+	Scheduler string `json:"scheduler,omitempty"` // auto (default: ooc.Auto), window (ooc.Window) or baseline
 	Allocator string `json:"allocator,omitempty"` // va (default) or bestfit
 	Chunk     int64  `json:"chunk,omitempty"`     // VA chunk size; 0: ooc's default
 	// Solver runs the optimizer: "fast" (default), package solvers' in-place
@@ -111,7 +111,7 @@ func (c *Config) Defaults() {
 		c.Epochs = 1
 	}
 	if c.Scheduler == "" {
-		c.Scheduler = "window"
+		c.Scheduler = "auto"
 	}
 	if c.Allocator == "" {
 		c.Allocator = ooc.VA.String()
@@ -139,8 +139,8 @@ func (c *Config) Check() error {
 	switch {
 	case c.Solver != FastSolver && c.Solver != GorgoniaSolver:
 		return configErrorf("-solver %q: unknown solver (want %s or %s)", c.Solver, FastSolver, GorgoniaSolver)
-	case c.Scheduler != "window" && c.Scheduler != "baseline":
-		return configErrorf("-scheduler %q: unknown scheduler (want window or baseline)", c.Scheduler)
+	case c.Scheduler != "auto" && c.Scheduler != "window" && c.Scheduler != "baseline":
+		return configErrorf("-scheduler %q: unknown scheduler (want auto, window or baseline)", c.Scheduler)
 	case c.Devices < 0:
 		return configErrorf("-devices %d: want a positive count", c.Devices)
 	case c.Devices > 1 && strings.ContainsAny(c.Device, ",*"):
@@ -263,8 +263,11 @@ func (c *Config) compileOptionsFor(p memoryPlan) []ooc.Option {
 	if p.chunk > 0 {
 		opts = append(opts, ooc.WithChunkSize(p.chunk))
 	}
-	if c.Scheduler == "baseline" {
+	switch c.Scheduler {
+	case "baseline":
 		return append(opts, ooc.Baseline())
+	case "window":
+		opts = append(opts, ooc.WithScheduler(ooc.Window{}))
 	}
 	return append(opts, ooc.WithBudget(p.planned))
 }

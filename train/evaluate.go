@@ -109,7 +109,7 @@ func EvaluateCheckpoint(ec EvalConfig, out io.Writer) (*EvalResult, error) {
 	if ec.Budget == nil {
 		// The budget training ran under; the forward pass fits in it.
 		budget = meta.Budget
-		if cfg.Scheduler == "window" && budget == 0 {
+		if cfg.Scheduler != "baseline" && budget == 0 {
 			budget = peak
 		}
 		cfg.Budget = Budget{Bytes: budget}

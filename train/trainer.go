@@ -874,6 +874,7 @@ func (t *Trainer) Summary(out io.Writer, res *Result) {
 	if line := t.deviceLine(); line != "" {
 		fmt.Fprintf(out, "  memory      %s\n", line)
 	}
+	fmt.Fprintf(out, "  planner     %s\n", plannerLine(prog))
 	fmt.Fprintf(out, "  swap bytes  in %d (%s), out %d (%s); %d swap-ins, %d swap-outs\n",
 		st.SwapInBytes, FormatBytes(st.SwapInBytes), st.SwapOutBytes, FormatBytes(st.SwapOutBytes), st.SwapIns, st.SwapOuts)
 	if st.StagedInputs > 0 {
@@ -883,6 +884,18 @@ func (t *Trainer) Summary(out io.Writer, res *Result) {
 	if cfg.Checkpoint != "" {
 		fmt.Fprintf(out, "  checkpoint  %s (step %d)\n", cfg.Checkpoint, t.saved)
 	}
+}
+
+// plannerLine says which scheduler planned the tape the last step ran and,
+// for ooc's default planner, which plan it picked and why.
+func plannerLine(prog *vm.Program) string {
+	if strings.HasPrefix(prog.Timing, "auto:") {
+		return prog.Timing
+	}
+	if prog.Timing != "" {
+		return prog.Scheduler + "; op and copy times: " + prog.Timing
+	}
+	return prog.Scheduler
 }
 
 // checkNew refuses to start a fresh run over an existing checkpoint.

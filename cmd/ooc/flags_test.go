@@ -52,7 +52,7 @@ func TestTrainFlagDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.Model != "smallcnn" || o.Data != "synthetic" || o.Optimizer != "adam" || o.LR != 0.001 ||
-		o.Budget.Percent != 60 || o.Scheduler != "window" || o.Allocator.String() != "va" || o.Epochs != 1 || o.Batch != 32 {
+		o.Budget.Percent != 60 || o.Scheduler != "auto" || o.Allocator.String() != "va" || o.Epochs != 1 || o.Batch != 32 {
 		t.Errorf("defaults: %+v", o)
 	}
 	for opt, lr := range map[string]float64{"sgd": 0.01, "momentum": 0.01, "adam": 0.001} {
