@@ -23,9 +23,13 @@
 // and after m.RunAll() the cost's Value() and every learnable's Grad() hold
 // what the TapeMachine would have computed, bit for bit on the CPU device.
 //
-// Schedulers: Window (the default: Sony's byte-window rule, with an
-// automatic window searched in the simulator), LMS (IBM's Large Model
-// Support, hyperparameters tuned in the simulator), and the offloading
+// Schedulers: Auto (the default: the faster of Window and Hybrid for this
+// graph and device, by simulated makespan on the device's profile, measured
+// in the first step on the CPU device; the program's Scheduler and Timing
+// say which it picked and why), Window (Sony's byte-window rule, with an
+// automatic window searched in the simulator; WithScheduler(Window{}) gives
+// it alone), LMS (IBM's Large Model Support, hyperparameters tuned in the
+// simulator), and the offloading
 // paper's planners Greedy, DynProg and VDNN, and the recomputing
 // Checkpoint and Hybrid (below). Greedy, DynProg and VDNN plan on a chain
 // (see Chain and ChainOf): the activations, forward variables the backward
