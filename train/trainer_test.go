@@ -188,7 +188,8 @@ func TestBudgetIsDevice(t *testing.T) {
 			}
 			var out bytes.Buffer
 			tr.Summary(&out, res)
-			if !strings.Contains(out.String(), "a CPU device of ") || !strings.Contains(out.String(), "peak requested from it") {
+			if !strings.Contains(out.String(), "a CPU device of ") || !strings.Contains(out.String(), "peak requested from it") ||
+				!regexp.MustCompile(`\n  planner     auto: (window|hybrid)[ ,]`).MatchString(out.String()) {
 				t.Errorf("summary:\n%s", out.String())
 			}
 		})

@@ -20,7 +20,7 @@ func TestTrainFlagErrors(t *testing.T) {
 		{"unknown model", []string{"-model", "resnet9000"}, `-model "resnet9000": unknown model (known: `},
 		{"unknown optimizer", []string{"-optimizer", "rmsprop"}, `-optimizer "rmsprop": unknown optimizer (want sgd, momentum, adam)`},
 		{"unknown allocator", []string{"-allocator", "slab"}, `unknown allocator "slab" (want va or bestfit)`},
-		{"unknown scheduler", []string{"-scheduler", "lms"}, `-scheduler "lms": unknown scheduler (want window or baseline)`},
+		{"unknown scheduler", []string{"-scheduler", "lms"}, `-scheduler "lms": unknown scheduler (want auto, window or baseline)`},
 		{"bad window", []string{"-window", "wide"}, `-window: "wide" is not a byte size`},
 		{"zero batch", []string{"-batch", "0"}, "-batch 0: must be positive"},
 		{"zero epochs", []string{"-epochs", "0"}, "-epochs 0: must be positive"},
