@@ -106,7 +106,8 @@ func checkRealPrograms(t *testing.T, progs map[string]realProgram) {
 					require.NoError(t, tm.Close())
 				}
 
-				// The least feasible budget of each graph.
+				// The least feasible budget of each graph, by Window (the
+				// default, Auto, would plan Hybrid at every step too).
 				var peaks, leasts []int64
 				for k, probe := range p.build(dt).graphs() {
 					inCore, err := ooc.Plan(probe.g, append(probe.oocOptions(), ooc.Baseline())...)
@@ -114,7 +115,7 @@ func checkRealPrograms(t *testing.T, progs map[string]realProgram) {
 					peaks = append(peaks, inCore.Peak)
 					leasts = append(leasts, leastBudget(inCore.Peak, func(b int64) bool {
 						r := p.build(dt).graphs()[k]
-						_, err := ooc.Plan(r.g, append(r.oocOptions(), ooc.WithBudget(b))...)
+						_, err := ooc.Plan(r.g, append([]ooc.Option{ooc.WithScheduler(ooc.Window{})}, append(r.oocOptions(), ooc.WithBudget(b))...)...)
 						return err == nil
 					}))
 				}
