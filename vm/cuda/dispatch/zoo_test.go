@@ -124,6 +124,8 @@ var zooCases = []zooCase{
 // weights (pair.align says why). The float64 models have no reference and
 // must meet 1e-12 directly, and on amd64 give the CPU device's bits.
 // smallcnn and lstm run by default; the deep models with OOC_CUDA_ZOO=1.
+// The window scheduler plans (named: the default, Auto, may recompute
+// instead of swapping), so that every budget below the peak swaps.
 func TestZooOnFakeDevice(t *testing.T) {
 	d := openFake(t)
 	for _, c := range zooCases {
@@ -151,7 +153,7 @@ func TestZooOnFakeDevice(t *testing.T) {
 				label  string
 				budget int64
 			}{{"100%", peak}, {"50%", peak / 2}, {"least", least}} {
-				p := newPairAt(t, d, c, b.budget, c.options()...)
+				p := newPairAt(t, d, c, b.budget, append(c.options(), ooc.WithScheduler(ooc.Window{}))...)
 				p.sgd()
 				p.sameStart = c.deep && dt == tensor.Float32
 				if p.sameStart {
@@ -191,8 +193,8 @@ func leastBudget(t *testing.T, d *cuda.Device, c zooCase, peak int64) int64 {
 		mid := (lo + hi) / 2
 		ok := true
 		for _, opts := range [][]ooc.Option{
-			append(c.options(), ooc.WithBudget(mid)),
-			append(c.options(), ooc.WithDevice(d), ooc.WithBudget(mid+dispatch.For(d).Reserve())), // cuBLAS's workspace beside the program
+			append(c.options(), ooc.WithBudget(mid), ooc.WithScheduler(ooc.Window{})),
+			append(c.options(), ooc.WithDevice(d), ooc.WithBudget(mid+dispatch.For(d).Reserve()), ooc.WithScheduler(ooc.Window{})), // cuBLAS's workspace beside the program
 		} {
 			if _, err := ooc.Plan(c.build(t).Graph, opts...); err != nil {
 				ok = false
@@ -217,4 +219,35 @@ func tiled(m *vm.Machine) bool {
 		}
 	}
 	return false
+}
+
+// The default planner, Auto, on the fake CUDA device: the device measures
+// no host link, so Auto plans with the v100-pcie profile's times and says
+// so; whichever tape it picks (window's swaps or hybrid's recomputes) the
+// steps give the CPU device's float64 bits (FAKE driver, not a GPU).
+func TestAutoOnFakeDevice(t *testing.T) {
+	d := openFake(t)
+	c := zooCases[0]
+	peak, err := ooc.InCorePeak(c.build(t).Graph)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPairAt(t, d, c, peak/2)
+	defer p.mc.Close()
+	defer p.mg.Close()
+	p.sgd()
+	rng := rand.New(rand.NewSource(c.cfg.Seed))
+	for s := 0; s < c.steps; s++ {
+		p.step(t, rng)
+	}
+	prog := p.mg.Program()
+	t.Logf("%s: %s", prog.Scheduler, prog.Timing)
+	if !strings.HasPrefix(prog.Scheduler, "auto: ") || !strings.Contains(prog.Timing, "assumed: nothing was measured on "+d.Name()) {
+		t.Errorf("scheduler %q, timing %q: want auto's pick, planned on assumed times", prog.Scheduler, prog.Timing)
+	}
+	tol := 1e-12
+	if runtime.GOARCH == "amd64" {
+		tol = 0
+	}
+	p.check(t, "smallcnn float64 at 50% under auto", tol)
 }
