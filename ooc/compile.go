@@ -51,13 +51,9 @@ func compile(g *gorgonia.ExprGraph, s *settings) (m *vm.Machine, err error) {
 			}
 		}()
 	}
-	var replan func(map[string]time.Duration) (*vm.Program, error)
-	prog, t, err := planGraph(g, s)
-	if _, timed := s.scheduler.(timedScheduler); err == nil && timed && !s.baseline && !s.device.Simulated() && s.model == nil {
-		prog, t, replan, err = planToMeasure(g, s)
-	}
+	prog, t, replan, err := planCompile(g, s)
 	if err != nil {
-		return nil, err
+		return nil, withLeast(err, t, s)
 	}
 	accum, err := accumulated(t, s)
 	if err != nil {
@@ -81,6 +77,66 @@ func compile(g *gorgonia.ExprGraph, s *settings) (m *vm.Machine, err error) {
 	return m, nil
 }
 
+// planCompile plans a program for Compile, and the replanning after a
+// first step that measures op times where the planner uses them (see
+// measureFirst).
+func planCompile(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, func(map[string]time.Duration) (*vm.Program, error), error) {
+	if !mayMeasure(s) {
+		prog, t, err := planGraph(g, s)
+		return prog, t, nil, err
+	}
+	// The default planner measures only where the window scheduler's tape,
+	// which the first step runs, swaps: plan that first.
+	first := *s
+	if _, auto := s.scheduler.(Auto); auto || s.scheduler == nil {
+		first.scheduler = Window{}
+	}
+	prog, t, err := planGraph(g, &first)
+	if err != nil {
+		if first.scheduler != s.scheduler { // hybrid may plan where window does not
+			prog, t, err = planGraph(g, s)
+		}
+		return prog, t, nil, err
+	}
+	if !measureFirst(s, t, prog) {
+		if first.scheduler != s.scheduler {
+			prog, err = plan(t, prog.Budget, s)
+		}
+		return prog, t, nil, err
+	}
+	return planToMeasure(g, s)
+}
+
+// mayMeasure reports whether Compile may run a first step to measure op
+// times before planning: for a planner that times ops, on a device that is
+// not simulated and (for the default planner) measures its host link,
+// without WithPlanningTimes.
+func mayMeasure(s *settings) bool {
+	sc := s.scheduler
+	if sc == nil {
+		sc = Auto{}
+	}
+	if _, timed := sc.(timedScheduler); !timed || s.baseline || s.device.Simulated() || s.model != nil {
+		return false
+	}
+	if _, auto := sc.(Auto); auto {
+		_, ok := s.device.(vm.LinkMeasurer)
+		return ok
+	}
+	return true
+}
+
+// measureFirst reports whether Compile, where it may measure, does: the
+// default planner (Auto) has a choice to make only where the in-core peak
+// exceeds the budget; the other timed planners always measure.
+func measureFirst(s *settings, t *Trace, prog *vm.Program) bool {
+	if _, auto := s.scheduler.(Auto); auto || s.scheduler == nil {
+		peak, err := tracePeak(t)
+		return err != nil || peak > prog.Budget
+	}
+	return true
+}
+
 // planToMeasure plans the first step of a planner that times the trace,
 // on a device that is not simulated: the window scheduler's tape runs it
 // while the machine measures every op, and replan then plans with the
@@ -93,7 +149,7 @@ func planToMeasure(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, fun
 		return nil, nil, nil, err
 	}
 	prog.Timing = fmt.Sprintf("first step: the window scheduler's tape, while op times are measured on %s; %s replans with them after it",
-		s.device.Name(), s.scheduler.Name())
+		s.device.Name(), schedulerName(s))
 	budget := prog.Budget
 	replan := func(ops map[string]time.Duration) (*vm.Program, error) {
 		model, err := measuredModel(s.device, ops)
@@ -105,6 +161,14 @@ func planToMeasure(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, fun
 		return plan(t, budget, &again)
 	}
 	return prog, t, replan, nil
+}
+
+// schedulerName names s's scheduler, the default's when none is given.
+func schedulerName(s *settings) string {
+	if s.scheduler == nil {
+		return Auto{}.Name()
+	}
+	return s.scheduler.Name()
 }
 
 // measuredModel is a simulated device with the op times measured on dev
@@ -204,7 +268,7 @@ func plan(t *Trace, budget int64, s *settings) (*vm.Program, error) {
 	case s.baseline:
 		sc = baseline{}
 	case sc == nil:
-		sc = Window{}
+		sc = Auto{}
 	}
 	p := &Problem{Trace: t, Budget: budget, Window: s.window, Device: s.device, model: s.model,
 		Replica: s.replica.index, Replicas: max(s.replica.count, 1), GroupSize: max(s.replica.group, 1)}
@@ -219,6 +283,9 @@ func plan(t *Trace, budget int64, s *settings) (*vm.Program, error) {
 	prog.Budget = budget
 	prog.Reserve = vm.BackendReserve(s.device)
 	prog.Scheduler = sc.Name()
+	if sched.picked != "" {
+		prog.Scheduler += ": " + sched.picked
+	}
 	if prog.Timing == "" {
 		if _, ok := sc.(timedScheduler); ok {
 			prog.Timing = p.timingNote()

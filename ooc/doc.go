@@ -23,9 +23,13 @@
 // and after m.RunAll() the cost's Value() and every learnable's Grad() hold
 // what the TapeMachine would have computed, bit for bit on the CPU device.
 //
-// Schedulers: Window (the default: Sony's byte-window rule, with an
-// automatic window searched in the simulator), LMS (IBM's Large Model
-// Support, hyperparameters tuned in the simulator), and the offloading
+// Schedulers: Auto (the default: the faster of Window and Hybrid for this
+// graph and device, by simulated makespan on the device's profile, measured
+// in the first step on the CPU device; the program's Scheduler and Timing
+// say which it picked and why), Window (Sony's byte-window rule, with an
+// automatic window searched in the simulator; WithScheduler(Window{}) gives
+// it alone), LMS (IBM's Large Model Support, hyperparameters tuned in the
+// simulator), and the offloading
 // paper's planners Greedy, DynProg and VDNN, and the recomputing
 // Checkpoint and Hybrid (below). Greedy, DynProg and VDNN plan on a chain
 // (see Chain and ChainOf): the activations, forward variables the backward
@@ -110,6 +114,17 @@
 // gradients and op workspaces. Leaf values (the input batch, the learnables
 // and constants) stay in the memory the user bound them in and are reported
 // apart, as vm.Stats.LeafBytes.
+//
+// LeastBudget finds about the least budget that works: one under which the
+// scheduler plans and from which, as a device's whole memory, the
+// allocator serves a step (FitDevice: the scheduling budget lowered by 5%
+// steps until the allocator's rounding to chunks or segments fits, as ooc
+// train does for its CPU device of -budget bytes). Compile refuses a budget
+// under which nothing plans with a *BudgetError naming the function that
+// cannot fit and carrying that least budget and the in-core peak ("least
+// that works: N bytes, P% of the in-core peak"), so a script can retry
+// with it (errors.As); Plan's BudgetError leaves them 0, as searching for
+// them costs a plan per step of a bisection.
 //
 // # Gorgonia programs as written
 //

@@ -51,6 +51,7 @@ type settings struct {
 	scheduler      Scheduler
 	allocator      AllocatorKind
 	chunk          int64
+	chunkSet       bool // WithChunkSize was given
 	wsLimit        int64
 	wsSet          bool // WithWorkspaceLimit was given: no automatic tiling
 	nodeValues     int64
@@ -151,7 +152,8 @@ func WithWindow(bytes int64) Option {
 	}
 }
 
-// WithScheduler sets the swap scheduler (default: the window scheduler).
+// WithScheduler sets the swap scheduler (default: Auto, the faster of
+// Window and Hybrid for this graph and device by simulated makespan).
 func WithScheduler(sc Scheduler) Option {
 	return func(s *settings) {
 		if sc == nil {
@@ -183,7 +185,7 @@ func WithChunkSize(bytes int64) Option {
 			s.fail("WithChunkSize(%d): the chunk size must be positive", bytes)
 			return
 		}
-		s.chunk = bytes
+		s.chunk, s.chunkSet = bytes, true
 	}
 }
 

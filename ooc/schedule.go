@@ -2,6 +2,7 @@ package ooc
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/gorgonia-ooc/outofcore/vm"
@@ -83,6 +84,10 @@ type Schedule struct {
 	// came from.
 	Window int64
 	Timing string
+
+	// picked names the planner a planner that chooses among others (Auto)
+	// kept; the program's Scheduler says it.
+	picked string
 
 	// tape, when set, is the schedule already lowered: planners that drop
 	// variables for recomputation plan over a derived trace and lower it
@@ -182,11 +187,21 @@ type BudgetError struct {
 	Index  int    // its position in the function-sequence
 	Need   int64  // bytes that must be resident while it runs
 	Budget int64
+	// Least is about the least budget that works (LeastBudget), and Peak
+	// the in-core peak, both in bytes; Compile sets them (0 from Plan and
+	// the schedulers, which would otherwise search for it at every budget
+	// they try).
+	Least, Peak int64
 }
 
 func (e *BudgetError) Error() string {
-	return fmt.Sprintf("ooc: budget %d bytes is infeasible: function f%d (%s) needs %d bytes resident",
+	s := fmt.Sprintf("ooc: budget %d bytes is infeasible: function f%d (%s) needs %d bytes resident",
 		e.Budget, e.Index, e.Func, e.Need)
+	if e.Least > 0 && e.Peak > 0 {
+		s += fmt.Sprintf("; least that works: %d bytes, %.0f%% of the in-core peak (%d bytes)",
+			e.Least, math.Ceil(100*float64(e.Least)/float64(e.Peak)), e.Peak)
+	}
+	return s
 }
 
 // Verify replays a tape's memory accounting: every read is of a resident,

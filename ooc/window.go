@@ -8,7 +8,8 @@ import (
 )
 
 // Window is the byte-window scheduler of Sony's out-of-core paper (section
-// 3), the default. For each function f_i in order, with budget B and
+// 3); Auto, the default planner, keeps its tape unless Hybrid's is
+// faster. For each function f_i in order, with budget B and
 // schedule-window W:
 //
 //  1. The window is S[start(i) .. e_i], the longest run of the

@@ -117,17 +117,19 @@ func sortedNames[T any](m map[string]T) []string {
 }
 
 // minFeasible is the smallest budget the window scheduler can plan for,
-// found by bisection on Plan.
+// found by bisection on Plan (with Window named: the default, Auto, plans
+// Hybrid too at every step, and falls back on Window where it fails).
 func minFeasible(t *testing.T, build builder, dt tensor.Dtype, hi int64) int64 {
 	t.Helper()
 	return minFeasibleWith(t, build, dt, hi)
 }
 
-// minFeasibleWith is minFeasible for a compile with the given options.
+// minFeasibleWith is minFeasible for a compile with the given options (a
+// WithScheduler among them replaces Window).
 func minFeasibleWith(t *testing.T, build builder, dt tensor.Dtype, hi int64, opts ...ooc.Option) int64 {
 	t.Helper()
 	return leastBudget(hi, func(b int64) bool {
-		_, err := ooc.Plan(build(dt, 1).g, append([]ooc.Option{ooc.WithBudget(b)}, opts...)...)
+		_, err := ooc.Plan(build(dt, 1).g, append([]ooc.Option{ooc.WithBudget(b), ooc.WithScheduler(ooc.Window{})}, opts...)...)
 		return err == nil
 	})
 }

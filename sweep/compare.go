@@ -63,8 +63,9 @@ var SchedulerNames = []string{"window", "lms", "greedy", "dynprog", "vdnn", "che
 
 // OnRequestSchedulers are schedulers SchedulerNamed knows that run only
 // when named: the DQN (with the weights shipped in package ooc) takes
-// seconds per plan on the larger models, more than the others.
-var OnRequestSchedulers = []string{"dqn"}
+// seconds per plan on the larger models, more than the others; auto
+// (ooc's default, the faster of window and hybrid) repeats their plans.
+var OnRequestSchedulers = []string{"dqn", "auto"}
 
 // AllSchedulerNames are SchedulerNames and then OnRequestSchedulers.
 func AllSchedulerNames() []string {
@@ -91,6 +92,8 @@ func SchedulerNamed(name string) (ooc.Scheduler, error) {
 		return ooc.Hybrid{}, nil
 	case "dqn":
 		return ooc.DQN{}, nil
+	case "auto":
+		return ooc.Auto{}, nil
 	}
 	return nil, fmt.Errorf("sweep: unknown scheduler %q (want one of %s)", name, strings.Join(AllSchedulerNames(), ", "))
 }

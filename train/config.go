@@ -72,7 +72,7 @@ type Config struct {
 
 	Budget    Budget `json:"budget"`
 	Window    int64  `json:"window,omitempty"`    // window scheduler's schedule-window; 0: automatic
-	Scheduler string `json:"scheduler,omitempty"` // window (default) or baseline
+	Scheduler string `json:"scheduler,omitempty"` // auto (default: ooc.Auto), window (ooc.Window) or baseline
 	Allocator string `json:"allocator,omitempty"` // va (default) or bestfit
 	Chunk     int64  `json:"chunk,omitempty"`     // VA chunk size; 0: ooc's default
 	// Solver runs the optimizer: "fast" (default), package solvers' in-place
@@ -113,7 +113,7 @@ func (c *Config) Defaults() {
 		c.Epochs = 1
 	}
 	if c.Scheduler == "" {
-		c.Scheduler = "window"
+		c.Scheduler = "auto"
 	}
 	if c.Allocator == "" {
 		c.Allocator = ooc.VA.String()
@@ -141,8 +141,8 @@ func (c *Config) Check() error {
 	switch {
 	case c.Solver != FastSolver && c.Solver != GorgoniaSolver:
 		return configErrorf("-solver %q: unknown solver (want %s or %s)", c.Solver, FastSolver, GorgoniaSolver)
-	case c.Scheduler != "window" && c.Scheduler != "baseline":
-		return configErrorf("-scheduler %q: unknown scheduler (want window or baseline)", c.Scheduler)
+	case c.Scheduler != "auto" && c.Scheduler != "window" && c.Scheduler != "baseline":
+		return configErrorf("-scheduler %q: unknown scheduler (want auto, window or baseline)", c.Scheduler)
 	case c.Devices < 0:
 		return configErrorf("-devices %d: want a positive count", c.Devices)
 	case c.Devices > 1 && strings.ContainsAny(c.Device, ",*"):
@@ -267,35 +267,29 @@ func (c *Config) compileOptionsFor(p memoryPlan) []ooc.Option {
 	if p.chunk > 0 {
 		opts = append(opts, ooc.WithChunkSize(p.chunk))
 	}
-	if c.Scheduler == "baseline" {
+	switch c.Scheduler {
+	case "baseline":
 		return append(opts, ooc.Baseline())
+	case "window":
+		opts = append(opts, ooc.WithScheduler(ooc.Window{}))
 	}
 	return append(opts, ooc.WithBudget(p.planned))
 }
 
-// budgetError explains a budget Compile refused: with the window scheduler
-// it also finds, by bisection over ooc.Plan, about the least budget that
-// plans, so the user knows what to ask for.
-func (c *Config) budgetError(err error, plan func(budget int64) error, budget, inCore int64) error {
+// budgetError explains a budget Compile refused: an infeasible budget's
+// *ooc.BudgetError carries about the least budget that works
+// (ooc.LeastBudget), which the error turns into the -budget to ask for.
+func (c *Config) budgetError(err error, budget, inCore int64) error {
 	var open *openError
 	if errors.As(err, &open) {
 		return open.error // not the budget's doing
 	}
 	msg := fmt.Sprintf("-budget %s (%d bytes; in-core peak %d bytes): %v", c.Budget, budget, inCore, err)
-	if c.Scheduler != "window" || !strings.Contains(err.Error(), "infeasible") || budget >= inCore || plan(inCore) != nil {
+	var be *ooc.BudgetError
+	if !errors.As(err, &be) || be.Least <= 0 || inCore <= 0 {
 		return errors.New(msg)
 	}
-	lo, hi := budget, inCore
-	for i := 0; i < 20 && hi-lo > max(hi/200, 1); i++ {
-		mid := lo + (hi-lo)/2
-		if plan(mid) == nil {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return fmt.Errorf("%s; the least budget that plans is about %d bytes (%s, %.0f%% of the in-core peak): try -budget %.0f%%",
-		msg, hi, FormatBytes(hi), 100*float64(hi)/float64(inCore), math.Ceil(100*float64(hi)/float64(inCore)))
+	return fmt.Errorf("%s: try -budget %.0f%% (or -budget %d)", msg, math.Ceil(100*float64(be.Least)/float64(inCore)), be.Least)
 }
 
 // budgetLine describes the budget a program was planned under: the -budget

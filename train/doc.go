@@ -8,13 +8,15 @@
 // Open builds the model and data a Config names (Config.Model, a
 // models.Build name; Config.Data, a datasets.Open spec). New takes a model and
 // datasets the caller built. Either compiles the step with the Config's
-// scheduler (window, or baseline: in core), budget (bytes, or a percentage of
-// the in-core peak) and allocator; extra ooc.Options go to ooc.Compile.
+// scheduler (auto: ooc's default, the faster of window and hybrid by
+// simulated makespan on times measured in the first step; window; or
+// baseline: in core), budget (bytes, or a percentage of the in-core peak)
+// and allocator; extra ooc.Options go to ooc.Compile.
 // Config.Check validates everything, output paths included, before any work.
 //
 // # Budgets
 //
-// With the window scheduler on the CPU device, Config.Budget is the device:
+// With a scheduler that swaps on the CPU device, Config.Budget is the device:
 // the Trainer makes a CPU device of exactly that many bytes (at least one
 // chunk; best-fit: one 2 MiB segment), so the allocator can never reserve
 // more, as on a GPU of that memory. The VA chunk, unless Config.Chunk gives
@@ -23,10 +25,11 @@
 // that serves a step at a higher scheduling budget). Because allocators round
 // blocks up to chunks or segments, a step's requested bytes must stay below
 // the device's size: the Trainer replays one step's allocations on an
-// accounted device of the same size (a simulated step, ooc.HostPersistent, no
-// compute) and lowers the scheduling budget by 5% of the budget until the
-// allocator serves it. A budget whose device serves no plan is refused, with
-// about the least budget that works. An ooc.WithDevice among the extra
+// accounted device of the same size (ooc.FitDevice: a simulated step, no
+// compute, of the window scheduler's tape, which the first step runs) and
+// lowers the scheduling budget by 5% of the budget until the allocator
+// serves it. A budget whose device serves no plan is refused, with about the
+// least budget that works (ooc.LeastBudget, the same search). An ooc.WithDevice among the extra
 // options replaces the device (the scheduling budget is still fitted to a
 // CPU device of Config.Budget bytes).
 //

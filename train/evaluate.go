@@ -109,7 +109,7 @@ func EvaluateCheckpoint(ec EvalConfig, out io.Writer) (*EvalResult, error) {
 	if ec.Budget == nil {
 		// The budget training ran under; the forward pass fits in it.
 		budget = meta.Budget
-		if cfg.Scheduler == "window" && budget == 0 {
+		if cfg.Scheduler != "baseline" && budget == 0 {
 			budget = peak
 		}
 		cfg.Budget = Budget{Bytes: budget}
@@ -131,10 +131,7 @@ func EvaluateCheckpoint(ec EvalConfig, out io.Writer) (*EvalResult, error) {
 		}
 	}
 	if err := ev.compile(opts...); err != nil {
-		return nil, cfg.budgetError(err, func(b int64) error {
-			_, err := ooc.Plan(ev.graph, ev.options(ooc.WithWindow(cfg.Window), ooc.WithBudget(b))...)
-			return err
-		}, budget, peak)
+		return nil, cfg.budgetError(err, budget, peak)
 	}
 	defer ev.Close()
 	solver, err := newSolver(meta.Optimizer, FastSolver, meta.LR)

@@ -285,10 +285,7 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 	t.inCore = inCore.Peak
 	t.budget = cfg.Budget.Resolve(t.inCore)
 	explain := func(err error) error {
-		return cfg.budgetError(err, func(b int64) error {
-			_, err := ooc.Plan(pm.Graph, ooc.WithWindow(cfg.Window), ooc.WithBudget(b))
-			return err
-		}, t.budget, t.inCore)
+		return cfg.budgetError(err, t.budget, t.inCore)
 	}
 	if cfg.usesCUDA() {
 		// The CUDA device's own memory bounds the allocator: no CPU
@@ -300,7 +297,7 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 			return t, explain(err)
 		}
 		msg := fmt.Sprintf("-budget %s (%d bytes; in-core peak %d bytes): %v", cfg.Budget, t.budget, t.inCore, err)
-		if least := leastDevice(&t.cfg, pm, t.budget, t.inCore); least > 0 {
+		if least, lerr := ooc.LeastBudget(pm.Graph, t.cfg.leastOptions(pm)...); lerr == nil && least > 0 {
 			pct := math.Ceil(100 * float64(least) / float64(t.inCore))
 			return t, fmt.Errorf("%s; the least device that serves a step is about %s (%.0f%% of the in-core peak): try -budget %.0f%% (or -budget %d)",
 				msg, FormatBytes(least), pct, pct, least)
@@ -886,6 +883,7 @@ func (t *Trainer) Summary(out io.Writer, res *Result) {
 	if line := t.deviceLine(); line != "" {
 		fmt.Fprintf(out, "  memory      %s\n", line)
 	}
+	fmt.Fprintf(out, "  planner     %s\n", plannerLine(prog))
 	fmt.Fprintf(out, "  swap bytes  in %d (%s), out %d (%s); %d swap-ins, %d swap-outs\n",
 		st.SwapInBytes, FormatBytes(st.SwapInBytes), st.SwapOutBytes, FormatBytes(st.SwapOutBytes), st.SwapIns, st.SwapOuts)
 	if st.StagedInputs > 0 {
@@ -895,6 +893,18 @@ func (t *Trainer) Summary(out io.Writer, res *Result) {
 	if cfg.Checkpoint != "" {
 		fmt.Fprintf(out, "  checkpoint  %s (step %d)\n", cfg.Checkpoint, t.saved)
 	}
+}
+
+// plannerLine says which scheduler planned the tape the last step ran and,
+// for ooc's default planner, which plan it picked and why.
+func plannerLine(prog *vm.Program) string {
+	if strings.HasPrefix(prog.Timing, "auto:") {
+		return prog.Timing
+	}
+	if prog.Timing != "" {
+		return prog.Scheduler + "; op and copy times: " + prog.Timing
+	}
+	return prog.Scheduler
 }
 
 // checkNew refuses to start a fresh run over an existing checkpoint.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 )
 
@@ -176,7 +177,7 @@ func TestBudgetIsDevice(t *testing.T) {
 			// The chunk is a whole number of pages, the CPU device's granularity,
 			// well under CUDA's 2 MiB for a device of a few MiB: the one chosen
 			// for the device or its half or quarter.
-			c := chunkFor(tr.budget)
+			c := ooc.ChunkFor(tr.budget)
 			if tr.mem.device != tr.budget || (tr.mem.chunk != c && tr.mem.chunk != c/2 && tr.mem.chunk != c/4) ||
 				tr.mem.chunk%alloc.HostGranularity() != 0 || tr.mem.chunk >= 2<<20 || !tr.mem.adaptive {
 				t.Errorf("budget %d: device %d, chunk %d", tr.budget, tr.mem.device, tr.mem.chunk)
@@ -187,7 +188,8 @@ func TestBudgetIsDevice(t *testing.T) {
 			}
 			var out bytes.Buffer
 			tr.Summary(&out, res)
-			if !strings.Contains(out.String(), "a CPU device of ") || !strings.Contains(out.String(), "peak requested from it") {
+			if !strings.Contains(out.String(), "a CPU device of ") || !strings.Contains(out.String(), "peak requested from it") ||
+				!regexp.MustCompile(`\n  planner     auto: (window|hybrid)[ ,]`).MatchString(out.String()) {
 				t.Errorf("summary:\n%s", out.String())
 			}
 		})

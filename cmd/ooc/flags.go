@@ -41,7 +41,7 @@ func (m *memoryOptions) define(fs *flag.FlagSet, def, of string) {
 	fs.StringVar(&m.Device, "device", "cpu", deviceHelp)
 	fs.StringVar(&m.BudgetText, "budget", def, "device-memory budget: bytes (1048576, 64MiB, 1.5GiB) or N% of "+of+"; 0 = the device's capacity")
 	fs.StringVar(&m.WindowText, "window", "0", "schedule-window in bytes for the window scheduler (0: automatic)")
-	fs.StringVar(&m.Scheduler, "scheduler", "window", "swap scheduler: window (swap under the budget) or baseline (in core, no swapping)")
+	fs.StringVar(&m.Scheduler, "scheduler", "auto", "swap scheduler: auto (the faster of window and hybrid, simulated on times measured in the first step), window (the paper's: swap under the budget) or baseline (in core, no swapping)")
 	fs.Func("allocator", "device allocator: va (virtual addressing, default) or bestfit", func(s string) error {
 		k, err := ooc.ParseAllocator(s)
 		m.Allocator = k
@@ -59,8 +59,8 @@ func (m *memoryOptions) check() error {
 	if m.Window, err = train.ParseBytes(m.WindowText); err != nil {
 		return usagef("-window: %v", err)
 	}
-	if m.Scheduler != "window" && m.Scheduler != "baseline" {
-		return usagef("-scheduler %q: unknown scheduler (want window or baseline)", m.Scheduler)
+	if m.Scheduler != "auto" && m.Scheduler != "window" && m.Scheduler != "baseline" {
+		return usagef("-scheduler %q: unknown scheduler (want auto, window or baseline)", m.Scheduler)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ func TestTrainFlagErrors(t *testing.T) {
 		{"unknown model", []string{"-model", "resnet9000"}, `-model "resnet9000": unknown model (known: `},
 		{"unknown optimizer", []string{"-optimizer", "rmsprop"}, `-optimizer "rmsprop": unknown optimizer (want sgd, momentum, adam)`},
 		{"unknown allocator", []string{"-allocator", "slab"}, `unknown allocator "slab" (want va or bestfit)`},
-		{"unknown scheduler", []string{"-scheduler", "lms"}, `-scheduler "lms": unknown scheduler (want window or baseline)`},
+		{"unknown scheduler", []string{"-scheduler", "lms"}, `-scheduler "lms": unknown scheduler (want auto, window or baseline)`},
 		{"bad window", []string{"-window", "wide"}, `-window: "wide" is not a byte size`},
 		{"zero batch", []string{"-batch", "0"}, "-batch 0: must be positive"},
 		{"zero epochs", []string{"-epochs", "0"}, "-epochs 0: must be positive"},
@@ -52,7 +52,7 @@ func TestTrainFlagDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if o.Model != "smallcnn" || o.Data != "synthetic" || o.Optimizer != "adam" || o.LR != 0.001 ||
-		o.Budget.Percent != 60 || o.Scheduler != "window" || o.Allocator.String() != "va" || o.Epochs != 1 || o.Batch != 32 {
+		o.Budget.Percent != 60 || o.Scheduler != "auto" || o.Allocator.String() != "va" || o.Epochs != 1 || o.Batch != 32 {
 		t.Errorf("defaults: %+v", o)
 	}
 	for opt, lr := range map[string]float64{"sgd": 0.01, "momentum": 0.01, "adam": 0.001} {

@@ -30,7 +30,7 @@ func runPlan(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	batch := fs.Int("batch", 256, "batch size")
 	budgetFlag := fs.String("budget", "50%", "scheduling budget: bytes (e.g. 8GiB) or a percentage of the in-core peak")
 	window := fs.String("window", "0", "schedule-window in bytes (0: automatic)")
-	schedName := fs.String("scheduler", "window", "window, lms, greedy, dynprog, vdnn, checkpoint, hybrid, dqn (the Q-network shipped in package ooc) or baseline")
+	schedName := fs.String("scheduler", "auto", "auto (the default: the faster of window and hybrid, simulated), window, lms, greedy, dynprog, vdnn, checkpoint, hybrid, dqn (the Q-network shipped in package ooc) or baseline")
 	device := fs.String("device", "sim:v100-nvlink", "cpu, sim:PROFILE, or cuda / cuda:N (the device's capacity bounds the budget)")
 	tape := fs.Bool("tape", false, "print every instruction of the tape")
 	plotFile := fs.String("plot", "", "draw memory in use over the step to this file (.svg, .png)")

@@ -21,7 +21,7 @@ func TestPlanCommand(t *testing.T) {
 	plot := filepath.Join(t.TempDir(), "mem.svg")
 	var out bytes.Buffer
 	err := runPlan(context.Background(), []string{"-model", "resnet18", "-image", "32", "-classes", "10", "-batch", "64",
-		"-budget", "40%", "-device", "sim:v100-pcie", "-plot", plot}, &out, io.Discard)
+		"-budget", "40%", "-device", "sim:v100-pcie", "-scheduler", "window", "-plot", plot}, &out, io.Discard)
 	require.NoError(t, err)
 	s := out.String()
 	require.Contains(t, s, "scheduler window")
@@ -37,6 +37,18 @@ func TestPlanCommand(t *testing.T) {
 	require.True(t, errors.Is(err, errUsage), "%v", err)
 	err = runPlan(context.Background(), []string{"-model", "resnet18", "-image", "32", "-batch", "8", "-budget", "1KiB", "-device", "sim:v100-pcie"}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "is infeasible")
+}
+
+// ooc plan's default is ooc's, Auto: it says which plan it picked and the
+// two simulated times it picked by.
+func TestPlanDefaultSaysWhatAutoPicked(t *testing.T) {
+	var out bytes.Buffer
+	err := runPlan(context.Background(), []string{"-model", "smallcnn", "-image", "32", "-classes", "10", "-batch", "64",
+		"-budget", "50%", "-device", "sim:v100-pcie"}, &out, io.Discard)
+	require.NoError(t, err)
+	s := out.String()
+	require.Regexp(t, `scheduler auto: (window|hybrid)\n`, s)
+	require.Regexp(t, `op and copy times: auto: (window|hybrid), simulated [0-9.e-]+ s vs (window|hybrid) [0-9.e-]+ s on sim:v100-pcie`, s)
 }
 
 // TestPlanMeasuresOnCPU: an offload planner on the CPU device plans with op

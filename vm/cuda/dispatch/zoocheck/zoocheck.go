@@ -562,7 +562,9 @@ func Tolerance(dt tensor.Dtype, exact bool) float64 {
 func RunAt(t TB, d *cuda.Device, c Case, b Budget, peak int64, exact bool) map[string]float64 {
 	t.Helper()
 	dt := c.Dtype()
-	p := NewPairAt(t, d, c, b.Bytes, c.Options()...)
+	// The window scheduler, named: the default, Auto, may recompute instead
+	// of swapping, and every budget below the peak must swap here.
+	p := NewPairAt(t, d, c, b.Bytes, append(c.Options(), ooc.WithScheduler(ooc.Window{}))...)
 	defer func() {
 		_ = p.MC.Close()
 		_ = p.MG.Close()
@@ -602,8 +604,8 @@ func LeastBudget(t TB, d *cuda.Device, c Case, peak int64) int64 {
 		mid := (lo + hi) / 2
 		ok := true
 		for _, opts := range [][]ooc.Option{
-			append(c.Options(), ooc.WithBudget(mid)),
-			append(c.Options(), ooc.WithDevice(d), ooc.WithBudget(mid+dispatch.For(d).Reserve())), // cuBLAS's workspace beside the program
+			append(c.Options(), ooc.WithBudget(mid), ooc.WithScheduler(ooc.Window{})),
+			append(c.Options(), ooc.WithDevice(d), ooc.WithBudget(mid+dispatch.For(d).Reserve()), ooc.WithScheduler(ooc.Window{})), // cuBLAS's workspace beside the program
 		} {
 			if _, err := ooc.Plan(c.Build(t).Graph, opts...); err != nil {
 				ok = false
