@@ -117,7 +117,9 @@ func runBundle(t *testing.T, bundle string, env ...string) (read func(name strin
 	cmd := exec.Command("bash", filepath.Join(bundle, "run.sh"))
 	cmd.Dir = t.TempDir() // run.sh works from any folder
 	cmd.Env = append(os.Environ(), "OUT="+out, "OOC_BUNDLE_MODEL=smallcnn", "OOC_BUNDLE_IMAGE=16", "OOC_BUNDLE_CLASSES=4",
-		"OOC_BUNDLE_BATCHES=2,4", "OOC_BUNDLE_HYBRID_BATCHES=2,4", "OOC_BUNDLE_MAX_BATCH=4", "OOC_BUNDLE_BUDGET=64MiB", "OOC_BUNDLE_CHUNK=2MiB", "OOC_BUNDLE_STEPS=1")
+		"OOC_BUNDLE_BATCHES=2,4", "OOC_BUNDLE_HYBRID_BATCHES=2,4", "OOC_BUNDLE_MAX_BATCH=4", "OOC_BUNDLE_BUDGET=64MiB", "OOC_BUNDLE_CHUNK=2MiB", "OOC_BUNDLE_STEPS=1",
+		// The doctor's models part at the tiny size too: the whole zoo takes the fake's host GEMMs minutes.
+		"OOC_BUNDLE_DOCTOR_ARGS=-models smallcnn")
 	cmd.Env = append(cmd.Env, env...)
 	log, err := cmd.CombinedOutput()
 	if err != nil {
