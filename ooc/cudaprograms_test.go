@@ -145,8 +145,8 @@ func bitsAsFloats(dt tensor.Dtype, b []uint64) []float64 {
 }
 
 // requireClose fails unless every tensor of got is within the tolerance of
-// want's, or, for float32 with a float64 run of the same program (ref, nil
-// for float64), within refFactor times as far from that run as want's.
+// want's, or, for float32, within refFactor times as far from the same
+// program's float64 run (ref, run only then) as want's.
 func (c *cudaTarget) requireClose(t *testing.T, dt tensor.Dtype, what string, want, got [][]uint64, ref f64Run) {
 	t.Helper()
 	if len(want) != len(got) {
@@ -185,17 +185,18 @@ func requireAsNearFloat64(t *testing.T, what string, i int, e float64, want, got
 // asNearFloat64 is the float32 clause for one tensor: the normwise relative
 // distances of the CUDA device's (got) and the CPU device's (want) float32
 // bits from the float64 run's bits, and whether got's is at most refFactor
-// times want's.
+// times want's, which must be finite (a CPU device's NaN or overflow that
+// the float64 run lacks is no yardstick).
 func asNearFloat64(want, got, f64 []uint64) (dCUDA, dCPU float64, ok bool) {
 	exact := bitsAsFloats(tensor.Float64, f64)
 	dCUDA = relErr(bitsAsFloats(tensor.Float32, got), exact)
 	dCPU = relErr(bitsAsFloats(tensor.Float32, want), exact)
-	return dCUDA, dCPU, dCUDA <= refFactor*dCPU
+	return dCUDA, dCPU, !math.IsInf(dCPU, 1) && dCUDA <= refFactor*dCPU
 }
 
 // relErr is zoocheck.RelErr's normwise relative difference max|a-b| /
 // max|ref| (absolute when ref is all zeros), with NaNs where both have them
-// skipped (zoocheck's models have none; a program's reads may): a NaN in one
+// and equal elements (infinities) skipped (zoocheck's models have none; a program's reads may): a NaN in one
 // only is +Inf.
 func relErr(a, ref []float64) float64 {
 	var d, m float64
@@ -203,7 +204,7 @@ func relErr(a, ref []float64) float64 {
 		if math.IsNaN(a[i]) != math.IsNaN(ref[i]) {
 			return math.Inf(1)
 		}
-		if math.IsNaN(a[i]) {
+		if math.IsNaN(a[i]) || a[i] == ref[i] {
 			continue
 		}
 		d = max(d, math.Abs(a[i]-ref[i]))
@@ -267,20 +268,25 @@ func TestFloat32ClauseAgainstFloat64(t *testing.T) {
 	cpu := f32(1.00003, -2, nan) // 1.5e-5 from float64
 	for _, c := range []struct {
 		name string
+		cpu  []uint64 // nil: cpu
 		cuda []uint64
 		want bool
 	}{
-		{"rounds the other way, as far", f32(0.99997, -2, nan), true},
-		{"under twice as far", f32(0.99995, -2, nan), true},
-		{"three times as far", f32(0.99991, -2, nan), false},
-		{"a kernel's error", f32(1.5, -2, nan), false},
-		{"a NaN the float64 run lacks", f32(nan, -2, nan), false},
+		{"rounds the other way, as far", nil, f32(0.99997, -2, nan), true},
+		{"under twice as far", nil, f32(0.99995, -2, nan), true},
+		{"three times as far", nil, f32(0.99991, -2, nan), false},
+		{"a kernel's error", nil, f32(1.5, -2, nan), false},
+		{"both devices with a NaN the float64 run lacks", f32(1.00003, nan, nan), f32(0.9, nan, nan), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if e, err := closeTo(tensor.Float32, cpu, c.cuda); err == nil && e <= tolOf(tensor.Float32) {
-				t.Fatalf("the case is within 1e-5 (%.3g): the clause would not be asked", e)
+			want := cpu
+			if c.cpu != nil {
+				want = c.cpu
 			}
-			dCUDA, dCPU, ok := asNearFloat64(cpu, c.cuda, exact)
+			if e, err := closeTo(tensor.Float32, want, c.cuda); err != nil || e <= tolOf(tensor.Float32) {
+				t.Fatalf("the case is within 1e-5 (%.3g) or fails before the clause (%v)", e, err)
+			}
+			dCUDA, dCPU, ok := asNearFloat64(want, c.cuda, exact)
 			if ok != c.want {
 				t.Fatalf("accepted %v, want %v: %.3g from float64, the CPU device %.3g", ok, c.want, dCUDA, dCPU)
 			}
