@@ -181,6 +181,26 @@ func trainSteps(t *testing.T, n *net, m G.VM, steps int) (losses [][]uint64, gra
 	return
 }
 
+// trained is what trainSteps returns.
+type trained struct {
+	losses  [][]uint64
+	grads   [][][]uint64
+	weights [][]uint64
+}
+
+// trainOnTape is trainSteps of a fresh build on gorgonia's TapeMachine: the
+// reference the suites compare with, and (in float64) the float32 CUDA
+// clause's.
+func trainOnTape(t *testing.T, build builder, dt tensor.Dtype) trained {
+	t.Helper()
+	ref := build(dt, 1)
+	tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
+	defer tm.Close()
+	var r trained
+	r.losses, r.grads, r.weights = trainSteps(t, ref, tm, 3)
+	return r
+}
+
 // TestBitForBitWithTapeMachine: in core, at half the in-core peak and at
 // the least feasible budget, runs equal gorgonia's TapeMachine bit for bit.
 func TestBitForBitWithTapeMachine(t *testing.T) {
@@ -197,16 +217,15 @@ func checkBitForBit(t *testing.T, models map[string]builder) {
 
 // checkBitForBitOn is checkBitForBit on a device: nil is the CPU device
 // (bit for bit); a CUDA target compares within the zoo's tolerance
-// (cudaTarget.requireClose) and plans each budget with the backend's
+// (cudaTarget.requireClose, with the float64 build on the TapeMachine as the
+// float32 reference) and plans each budget with the backend's
 // reserve (cuBLAS's workspace) added, so both devices plan the same tape.
 func checkBitForBitOn(t *testing.T, models map[string]builder, dev *cudaTarget) {
 	for _, name := range sortedNames(models) {
 		build := models[name]
 		for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
-			ref := build(dt, 1)
-			tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
-			wantL, wantG, wantW := trainSteps(t, ref, tm, 3)
-			tm.Close()
+			want := trainOnTape(t, build, dt)
+			f64 := once(func(t *testing.T) trained { return trainOnTape(t, build, tensor.Float64) })
 			inCore, err := ooc.Plan(build(dt, 1).g, ooc.Baseline())
 			require.NoError(t, err)
 			peak := inCore.Peak
@@ -235,15 +254,16 @@ func checkBitForBitOn(t *testing.T, models map[string]builder, dev *cudaTarget) 
 					defer m.Close()
 					gotL, gotG, gotW := trainSteps(t, got, m, 3)
 					if dev == nil {
-						require.Equal(t, wantL, gotL, "loss")
-						require.Equal(t, wantG, gotG, "gradients")
-						require.Equal(t, wantW, gotW, "weights after 3 Adam steps")
+						require.Equal(t, want.losses, gotL, "loss")
+						require.Equal(t, want.grads, gotG, "gradients")
+						require.Equal(t, want.weights, gotW, "weights after 3 Adam steps")
 					} else {
-						dev.requireClose(t, dt, "loss", wantL, gotL)
-						for s := range wantG {
-							dev.requireClose(t, dt, fmt.Sprintf("gradients of step %d", s), wantG[s], gotG[s])
+						dev.requireClose(t, dt, "loss", want.losses, gotL, func(t *testing.T) [][]uint64 { return f64(t).losses })
+						for s := range want.grads {
+							dev.requireClose(t, dt, fmt.Sprintf("gradients of step %d", s), want.grads[s], gotG[s],
+								func(t *testing.T) [][]uint64 { return f64(t).grads[s] })
 						}
-						dev.requireClose(t, dt, "weights after 3 Adam steps", wantW, gotW)
+						dev.requireClose(t, dt, "weights after 3 Adam steps", want.weights, gotW, func(t *testing.T) [][]uint64 { return f64(t).weights })
 					}
 					st := m.Stats()
 					t.Logf("budget %d (in-core peak %d): device peak %d B, swap in %d B, out %d B, tape: %d instrs",

@@ -439,6 +439,18 @@ func solverSteps(t *testing.T, n *net, m G.VM, solver G.Solver, steps int, newBa
 	return out
 }
 
+// solverOnTape is solverSteps of a fresh build on gorgonia's TapeMachine:
+// the reference the suites compare with, and (in float64) the float32 CUDA
+// clause's.
+func solverOnTape(t *testing.T, build builder, dt tensor.Dtype, sc solverCase) [][]uint64 {
+	t.Helper()
+	ref := build(dt, 1)
+	tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
+	out := solverSteps(t, ref, tm, sc.make(), 3, true)
+	require.NoError(t, tm.Close())
+	return out
+}
+
 // TestSolversBitForBit: gorgonia's solvers with their options (clipping,
 // L1 and L2 regularisation, batch size) step the weights an out-of-core
 // run computes the gradients of exactly as they step TapeMachine's, over
@@ -449,8 +461,9 @@ func TestSolversBitForBit(t *testing.T) {
 }
 
 // checkSolversOn is TestSolversBitForBit on a device: nil is the CPU device
-// (bit for bit); a CUDA target compares within the zoo's tolerance, with the
-// backend's reserve added to the least budget.
+// (bit for bit); a CUDA target compares within the zoo's tolerance (the
+// float64 build on the TapeMachine is the float32 clause's reference), with
+// the backend's reserve added to the least budget.
 func checkSolversOn(t *testing.T, dev *cudaTarget) {
 	models := map[string]builder{"mlp": mlp, "cnn": cnn}
 	for _, name := range sortedNames(models) {
@@ -464,10 +477,8 @@ func checkSolversOn(t *testing.T, dev *cudaTarget) {
 					continue
 				}
 				t.Run(name+"/"+dt.String()+"/"+sc.name, func(t *testing.T) {
-					ref := build(dt, 1)
-					tm := G.NewTapeMachine(ref.g, G.BindDualValues(ref.params...))
-					want := solverSteps(t, ref, tm, sc.make(), 3, true)
-					require.NoError(t, tm.Close())
+					want := solverOnTape(t, build, dt, sc)
+					f64 := once(func(t *testing.T) [][]uint64 { return solverOnTape(t, build, tensor.Float64, sc) })
 					for _, budget := range []int64{0, least} {
 						got := build(dt, 1)
 						opts := []ooc.Option{ooc.BindDualValues(got.params...), ooc.WithPoison(), ooc.Baseline()}
@@ -479,7 +490,7 @@ func checkSolversOn(t *testing.T, dev *cudaTarget) {
 						res := solverSteps(t, got, m, sc.make(), 3, true)
 						require.NoError(t, m.Close())
 						if dev != nil {
-							dev.requireClose(t, dt, fmt.Sprintf("budget %d", budget), want, res)
+							dev.requireClose(t, dt, fmt.Sprintf("budget %d", budget), want, res, f64)
 							continue
 						}
 						require.Equal(t, want, res, "budget %d", budget)
