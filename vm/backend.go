@@ -15,8 +15,8 @@ import (
 // memory: leaves (the input batch, learnables, constants) are uploaded at
 // the start of a run into blocks held for the machine's lifetime, functions
 // run through the Runner, swaps are the device's own asynchronous copies,
-// and only what the user reads (the loss, gradients, Read statements) comes
-// back to the host.
+// and only what the user reads (the loss, gradients, Read statements, the
+// node values bound after RunAll: Var.Bind) comes back to the host.
 type Backend interface {
 	// Bind plans every function of p on the device, once, when the machine
 	// is made: an op the device has no implementation for is an error that
