@@ -223,8 +223,8 @@ func (m *Machine) execBackend(fi int, blk, ws *alloc.Block, ops []uintptr) error
 // landed before the next op can free its memory, write over it in place or
 // swap it out, with no bookkeeping. The bytes are the machine's one
 // download buffer, valid until the next download (publish copies them into
-// the node's host tensor, reused across steps), so binding node values
-// allocates nothing per step.
+// the node's host tensor, reused across steps), so a download allocates
+// no buffer of its own at each step.
 func (m *Machine) download(i int) ([]byte, error) {
 	v := &m.prog.Vars[i]
 	a, err := m.addr(i)
