@@ -200,9 +200,15 @@
 //     others are bound if they fit alone (TestDeadEndsUnderTheLimit).
 //     What gorgonia.Grad builds and leaves unread (a gradient times an
 //     operand nothing differentiates, which only a walk of g.AllNodes()
-//     finds) is not computed. On a device that
-//     computes on itself (CUDA) none of the intermediates, scalars
-//     included, is bound: each would cost a download.
+//     finds) is not computed. On a device that computes on itself
+//     (CUDA) the same nodes are bound under the same limit and options,
+//     each downloaded right after its op (synchronously: the host waits
+//     for the copy, so it lands before the op's memory is freed, written
+//     over or swapped out) into the same reused host tensor, and the
+//     dead ends are computed on the device (TestNodeValuesOnCUDA, on the
+//     fake driver). Each costs a device-to-host copy and a host stall per
+//     step: a GPU script that reads only the loss passes
+//     WithNodeValues(0), as package train does.
 //   - A run that fails leaves nothing to resume: the next RunAll runs the
 //     whole step. TapeMachine resumes at the instruction that failed.
 //   - Close returns the device memory, and a RunAll after it is an error;

@@ -128,8 +128,10 @@ const DefaultNodeValueLimit = 64 << 20
 // (dead ends: a second head, an accuracy's Bool mask) count too, and are
 // computed only while they fit with the rest. When the forward needs more
 // than limit none is bound: name the nodes a script reads with WithOutputs
-// or gorgonia.Read. 0 binds none; the default is DefaultNodeValueLimit. Never on a device
-// that computes on itself (CUDA), where each would be a download.
+// or gorgonia.Read. 0 binds none; the default is DefaultNodeValueLimit. On a
+// device that computes on itself (CUDA) each is a download after its op
+// (the host waits for it): the same values, at the cost of a copy and a
+// stall per node and step; a script that reads only the loss passes 0.
 func WithNodeValues(limit int64) Option {
 	return func(s *settings) {
 		if limit < 0 {

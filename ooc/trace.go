@@ -361,17 +361,15 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		}
 	}
 	deadEnds := false
-	if _, onBackend := vm.BackendFor(cfg.device); !onBackend {
-		for _, n := range order {
-			if keep[n] || statement[n] || isLeaf(n) || backward[n] || fromGrad[n] {
-				continue
-			}
-			if n.IsScalar() && bindableScalar(n.Dtype()) {
-				mark(n)
-			} else if cfg.nodeValues > 0 && !cfg.noDeadEnds {
-				mark(n)
-				deadEnds = true
-			}
+	for _, n := range order {
+		if keep[n] || statement[n] || isLeaf(n) || backward[n] || fromGrad[n] {
+			continue
+		}
+		if n.IsScalar() && bindableScalar(n.Dtype()) {
+			mark(n)
+		} else if cfg.nodeValues > 0 && !cfg.noDeadEnds {
+			mark(n)
+			deadEnds = true
 		}
 	}
 	// What a kept function reads in TapeMachine's clobbered registers is
@@ -398,7 +396,6 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 	// funcsBefore[pos] is how many functions precede order[pos]: a Read
 	// statement reads there (see vm.Read.After).
 	funcsBefore := make([]int, len(order))
-	_, onBackend := vm.BackendFor(cfg.device)
 	for pos, n := range order {
 		funcsBefore[pos] = len(t.Funcs)
 		if !keep[n] {
@@ -430,8 +427,8 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 		}
 		// TapeMachine leaves every node bound; a scalar costs nothing to
 		// keep, and scripts print theirs (the terms of a cost). On a device
-		// that computes on itself each would cost a download: not there.
-		v.Bind = v.Role == vm.Intermediate && n.IsScalar() && !isLeaf(n) && !onBackend && bindableScalar(v.Dtype)
+		// that computes on itself each is a download of a few bytes.
+		v.Bind = v.Role == vm.Intermediate && n.IsScalar() && !isLeaf(n) && bindableScalar(v.Dtype)
 		size := int64(v.Dtype.Size())
 		if !n.IsScalar() {
 			size *= int64(v.Shape.TotalSize())
@@ -489,11 +486,12 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 	// TapeMachine leaves every node bound. The forward's other
 	// intermediates are bound too when their host copies are affordable
 	// (cfg.nodeValues): each is copied out right after its op, before an
-	// in-place op can write over its memory. Not on a device that computes
-	// on itself, where each copy would be a download (as for scalars).
+	// in-place op can write over its memory. On a device that computes on
+	// itself (CUDA) each copy is a download, made the same way, with the
+	// same limit (see vm.Machine's publish).
 	// The backward's intermediates (a gradient of the logits a script
 	// inspects) are bound after the forward's, when both fit.
-	if !onBackend && cfg.nodeValues > 0 {
+	if cfg.nodeValues > 0 {
 		var total, backTotal int64
 		var bind, backBind []int
 		for i := range t.Vars {

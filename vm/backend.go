@@ -15,8 +15,8 @@ import (
 // memory: leaves (the input batch, learnables, constants) are uploaded at
 // the start of a run into blocks held for the machine's lifetime, functions
 // run through the Runner, swaps are the device's own asynchronous copies,
-// and only what the user reads (the loss, gradients, Read statements) comes
-// back to the host.
+// and only what the user reads (the loss, gradients, Read statements, the
+// node values bound after RunAll: Var.Bind) comes back to the host.
 type Backend interface {
 	// Bind plans every function of p on the device, once, when the machine
 	// is made: an op the device has no implementation for is an error that
@@ -217,14 +217,24 @@ func (m *Machine) execBackend(fi int, blk, ws *alloc.Block, ops []uintptr) error
 }
 
 // download copies a computed variable's value to the host: the explicit
-// host synchronisation of what the user reads.
+// host synchronisation of what the user reads. It is synchronous: the
+// copy is queued on the copy stream after the compute work queued so far
+// (the op that made the value) and the host waits for it, so the value has
+// landed before the next op can free its memory, write over it in place or
+// swap it out, with no bookkeeping. The bytes are the machine's one
+// download buffer, valid until the next download (publish copies them into
+// the node's host tensor, reused across steps), so a download allocates
+// no buffer of its own at each step.
 func (m *Machine) download(i int) ([]byte, error) {
 	v := &m.prog.Vars[i]
 	a, err := m.addr(i)
 	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, v.Bytes)
+	if int64(cap(m.downloaded)) < v.Bytes {
+		m.downloaded = make([]byte, v.Bytes)
+	}
+	buf := m.downloaded[:v.Bytes]
 	if v.Bytes == 0 {
 		return buf, nil
 	}

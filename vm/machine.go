@@ -159,6 +159,9 @@ type Machine struct {
 	run        Runner
 	leafBlocks []*alloc.Block
 	addrs      []uintptr // operand addresses, reused
+	// downloaded holds the last download (see download), reused: what
+	// publish reads of it is copied out before the next.
+	downloaded []byte
 	sink       GradientSink
 	kept       map[int]bool // leaves the device's copy of counts: uploaded yet?
 

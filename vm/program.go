@@ -65,7 +65,8 @@ type Var struct {
 	// script prints), or any node of the forward when the planner finds
 	// the host copies affordable (a prediction read for an accuracy). The
 	// value is copied to a host tensor made on the first run and reused,
-	// right after the variable is computed.
+	// right after the variable is computed (on a backend, downloaded there
+	// and then: see Machine's download).
 	Bind bool
 
 	// View marks a variable that shares the memory of variable Base, as

@@ -135,7 +135,17 @@
 // with vm.Machine.StageNext is copied in during the run before instead, from
 // pinned memory: Runner implements vm.Stager); batch norm's running
 // statistics go up with the first forward of a step and come back at its end
-// into the op (gorgonia's API reads them there). Solver moves the optimizer to
+// into the op (gorgonia's API reads them there). What a script reads comes
+// back to the host: the cost, the gradients, Read and WithOutputs nodes, and
+// the node values ooc binds after RunAll as TapeMachine does (the scalars,
+// and the forward's and backward's intermediates within ooc's node-value
+// limit, WithNodeValues): each is downloaded right after the op that makes
+// it, on the copy stream after the compute work queued so far, and the host
+// waits for it before the next op is queued, so the copy lands before the
+// memory is freed, written over in place or swapped out, without tracking
+// pending copies against each block. That costs a host stall per bound node
+// and step; a script that reads only the loss passes ooc.WithNodeValues(0).
+// Solver moves the optimizer to
 // the device: weights are uploaded once and stay, gradients are added into
 // device buffers as the step computes them, and sgd, momentum, adam and rmsprop
 // (also AdaGrad's update) kernels update with gorgonia's formulas and the settings of the gorgonia
