@@ -81,7 +81,7 @@ func compile(g *gorgonia.ExprGraph, s *settings) (m *vm.Machine, err error) {
 // first step that measures op times where the planner uses them (see
 // measureFirst).
 func planCompile(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, func(map[string]time.Duration) (*vm.Program, error), error) {
-	if !mayMeasure(s) {
+	if !mayMeasure(s) || keepsRunningStats(g) {
 		prog, t, err := planGraph(g, s)
 		return prog, t, nil, err
 	}
@@ -105,6 +105,26 @@ func planCompile(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, func(
 		return prog, t, nil, err
 	}
 	return planToMeasure(g, s)
+}
+
+// keepsRunningStats reports whether g has an op that updates running
+// statistics as it trains (gorgonia's BatchNorm, models/layers' batch norms).
+// Compile does not measure and replan such a graph: a machine whose tape was
+// replanned after its first step ended gorgonia's BatchNorm with other running
+// statistics than TapeMachine's (TestBatchNormStateThenEvaluation, under
+// Hybrid and the default planner; the cause is not yet found), so it is
+// planned on the timing model alone, as ooc.Plan plans it.
+func keepsRunningStats(g *gorgonia.ExprGraph) bool {
+	for _, n := range g.AllNodes() {
+		op := n.Op()
+		if op == nil {
+			continue
+		}
+		if _, ok := op.(vm.RunningStatser); ok || fmt.Sprintf("%T", op) == "*gorgonia.BatchNormOp" {
+			return true
+		}
+	}
+	return false
 }
 
 // mayMeasure reports whether Compile may run a first step to measure op

@@ -268,7 +268,7 @@ func TestWindowPlacesSwaps(t *testing.T) {
 		require.NoError(t, err)
 		act := int64(rows * width * 8)
 		distance := func(w int64) float64 {
-			p, err := ooc.Plan(chainNet(tensor.Float64, 1).g, ooc.WithBudget(inCore.Peak/2), ooc.WithWindow(w))
+			p, err := ooc.Plan(chainNet(tensor.Float64, 1).g, ooc.WithBudget(inCore.Peak/2), ooc.WithWindow(w), ooc.WithScheduler(ooc.Window{}))
 			require.NoError(t, err)
 			// mean number of execs between a swap-in and the first exec reading it
 			var sum, cnt float64
