@@ -112,18 +112,12 @@ func boolField(op any, name string) (bool, error) {
 	return f.Bool(), nil
 }
 
-func planMatMul(c fn) (plan, error) {
+// planMatMul is a matrix-matrix product, with the operands' transposes as
+// planLinAlg read them from the op.
+func planMatMul(c fn, tA, tB bool) (plan, error) {
 	A, B, C := c.in(0), c.in(1), c.out.Shape
 	if len(A) != 2 || len(B) != 2 || len(C) != 2 {
 		return plan{}, c.unsupported("only matrix-matrix products (2-D operands) run in cuBLAS here")
-	}
-	tA, err := boolField(c.f.Op, "transA")
-	if err != nil {
-		return plan{}, c.unsupported(err.Error())
-	}
-	tB, err := boolField(c.f.Op, "transB")
-	if err != nil {
-		return plan{}, c.unsupported(err.Error())
 	}
 	m, n := C[0], C[1]
 	k := A[1]

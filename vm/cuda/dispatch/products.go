@@ -29,7 +29,7 @@ func planLinAlg(c fn) (plan, error) {
 	A, B := c.in(0), c.in(1)
 	switch {
 	case f[1] == "×" && strings.HasPrefix(f[2], "B"):
-		return planMatMul(c)
+		return planMatMul(c, tA, tB)
 	case f[1] == "×": // matrix-vector
 		if len(A) != 2 || len(B) != 1 {
 			return plan{}, c.unsupported(fmt.Sprintf("matrix-vector product of %v and %v", A, B))
