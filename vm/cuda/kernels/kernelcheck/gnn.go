@@ -65,13 +65,8 @@ func caseGorgoniaPool[T float32 | float64](t TB, m *Mem) {
 func testGPool[T float32 | float64](t TB, m *Mem, H, W, k, st int, pad []int) {
 	s := suffix[T]()
 	rng := rand.New(rand.NewSource(27))
-	N, C := 2, 3
-	shape := []int{N, C, H, W}
-	x := randn[T](rng, prod(shape), 1)
-	for i := 0; i+1 < len(x); i += 5 {
-		x[i] = x[i+1] // ties: the first maximum wins
-	}
-	x[7] = T(math.NaN())
+	x, shape := poolInput[T](rng, H, W)
+	N, C := shape[0], shape[1]
 	// A plane of -Inf: gorgonia's maximum is -MaxFloat there, with no
 	// argmax (its gradient then panics on the CPU, so only the forward
 	// sees it).

@@ -10,16 +10,23 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
 )
 
+// poolInput is a pooling check's input, (2, 3, H, W), with ties (the first
+// maximum wins) and a NaN.
+func poolInput[T float32 | float64](rng *rand.Rand, H, W int) (x []T, shape []int) {
+	shape = []int{2, 3, H, W}
+	x = randn[T](rng, prod(shape), 1)
+	for i := 0; i+1 < len(x); i += 5 {
+		x[i] = x[i+1]
+	}
+	x[7] = T(math.NaN())
+	return x, shape
+}
+
 func testPool[T float32 | float64](t TB, m *Mem, H, W, k, st, pad int) {
 	s := suffix[T]()
 	rng := rand.New(rand.NewSource(14))
-	N, C := 2, 3
-	shape := []int{N, C, H, W}
-	x := randn[T](rng, prod(shape), 1)
-	for i := 0; i+1 < len(x); i += 5 {
-		x[i] = x[i+1] // ties: the first maximum wins
-	}
-	x[7] = T(math.NaN())
+	x, shape := poolInput[T](rng, H, W)
+	N, C := shape[0], shape[1]
 	for _, kind := range []string{"maxpool", "avgpool", "avgpool_excl"} {
 		max := kind == "maxpool"
 		g := G.NewGraph()
