@@ -81,7 +81,7 @@ func compile(g *gorgonia.ExprGraph, s *settings) (m *vm.Machine, err error) {
 // first step that measures op times where the planner uses them (see
 // measureFirst).
 func planCompile(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, func(map[string]time.Duration) (*vm.Program, error), error) {
-	if !mayMeasure(s) || keepsRunningStats(g) {
+	if !mayMeasure(s) {
 		prog, t, err := planGraph(g, s)
 		return prog, t, nil, err
 	}
@@ -105,26 +105,6 @@ func planCompile(g *gorgonia.ExprGraph, s *settings) (*vm.Program, *Trace, func(
 		return prog, t, nil, err
 	}
 	return planToMeasure(g, s)
-}
-
-// keepsRunningStats reports whether g has gorgonia's BatchNorm, whose op
-// keeps running statistics as it trains. Compile does not measure and replan
-// such a graph: a machine whose tape was replanned after its first step ended
-// gorgonia's BatchNorm with other running statistics than TapeMachine's
-// (TestBatchNormStateThenEvaluation, under Hybrid and the default planner; the
-// cause is not yet found), so it is planned on the timing model alone, as
-// ooc.Plan plans it. models/layers' batch norms keep the same statistics
-// through the replan (TestLayersBatchNormThroughReplan).
-func keepsRunningStats(g *gorgonia.ExprGraph) bool {
-	if g == nil {
-		return false // planGraph says what is wrong
-	}
-	for _, n := range g.AllNodes() {
-		if fmt.Sprintf("%T", n.Op()) == "*gorgonia.BatchNormOp" {
-			return true
-		}
-	}
-	return false
 }
 
 // mayMeasure reports whether Compile may run a first step to measure op

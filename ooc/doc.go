@@ -225,7 +225,11 @@
 // machine runs exactly once per step (never recomputed), so BatchNorm's
 // running statistics advance as under TapeMachine and Inference() (like
 // EvalMode) predicts from them; Compile, like creating a training
-// TapeMachine, resets them. Dropout draws from a generator gorgonia seeds
+// TapeMachine, resets them. Planning runs no op and leaves them alone: Plan,
+// LeastBudget and the replan after the first step on the CPU device time and
+// replay tapes on machines over a simulated device, which switch no op's
+// training mode (gorgonia's BatchNorm resets its running statistics when
+// switched to training: TestPlanningLeavesBatchNormAlone). Dropout draws from a generator gorgonia seeds
 // from the clock per op: two graphs built apart agree only when their
 // generators are seeded alike; the same graph run by TapeMachine and then
 // by ooc continues one sequence. A script may run TapeMachine on a graph

@@ -20,7 +20,10 @@
 //
 // On the CPU device the ops are gorgonia's own CPU ops, run on tensors whose
 // bytes are device memory, so a Machine's results equal gorgonia's
-// TapeMachine bit for bit.
+// TapeMachine bit for bit. New puts the program's ops that have a training
+// mode (gorgonia.TrainModeOp) in the program's mode, as TapeMachine does when
+// it is made; a machine on a simulated device runs no op and leaves them
+// alone, since planners simulate tapes over the user's own ops.
 //
 // A device whose memory the host cannot address (a GPU) computes through a
 // Backend, registered by its package (vm/cuda/dispatch for CUDA): the

@@ -221,8 +221,9 @@ func New(p *Program, cfg Config) (*Machine, error) {
 	for i := range p.Funcs {
 		m.runs[i] = deviceRun(&p.Funcs[i], &p.Vars[p.Funcs[i].Output])
 	}
+	_, simulated := cfg.Device.(*Sim)
 	for _, f := range p.Funcs {
-		if op, ok := f.Op.(gorgonia.TrainModeOp); ok {
+		if op, ok := f.Op.(gorgonia.TrainModeOp); ok && !simulated {
 			m.training = append(m.training, op)
 		}
 	}
@@ -293,7 +294,12 @@ func (m *Machine) indexSinks() error {
 
 // setTraining puts the ops with a training mode in the program's mode, as
 // gorgonia's TapeMachine does when it is made (EvalMode for inference);
-// a script may switch them afterwards.
+// a script may switch them afterwards. A machine on a simulated device runs
+// no op, so it leaves them alone (m.training is empty there): the planners
+// time and replay tapes on such machines over the user's own ops, and
+// gorgonia's BatchNormOp resets its running statistics on
+// SetTraining(true), so a replan after a machine's first step lost that
+// step's statistics.
 func (m *Machine) setTraining() error {
 	for _, op := range m.training {
 		if err := op.SetTraining(!m.prog.Inference); err != nil {
