@@ -117,8 +117,11 @@ func tapeClobbers(g *gorgonia.ExprGraph, nodes []*gorgonia.Node) (subs map[*gorg
 				if t == nil {
 					return nil
 				}
-				w := content[t.buf]
-				if w == nil || w == dataOf(ops[j]) || isLeaf(dataOf(ops[j])) || isLeaf(w) || nodeBytes(w) != nodeBytes(ops[j]) {
+				w, d := content[t.buf], dataOf(ops[j])
+				// A leaf's register is written over only by another leaf's
+				// loadArg (inputs TapeMachine merged, mergedInputs); a
+				// computed value's only by another computed value.
+				if w == nil || w == d || isLeaf(d) != isLeaf(w) || nodeBytes(w) != nodeBytes(ops[j]) {
 					continue
 				}
 				if subs == nil {
@@ -181,7 +184,7 @@ func mayClobber(nodes []*gorgonia.Node) bool {
 		}
 	}
 	if len(viewed) == 0 {
-		return false
+		return mergedInputs(nodes)
 	}
 	for _, n := range nodes {
 		// TapeMachine lets an op write over its operand's register only if
@@ -196,10 +199,40 @@ func mayClobber(nodes []*gorgonia.Node) bool {
 			}
 		}
 	}
+	return mergedInputs(nodes)
+}
+
+// mergedInputs reports whether two of the inputs have one hash. An input's
+// hash is its type, shape and name when it was added to the graph, and is
+// kept (gorgonia caches it): inputs made unnamed and of one shape, or named
+// after they were made (gorgonia's stacked autoencoder example names its
+// biases b_0, b_1 so, and leaves its reconstruction biases unnamed), share
+// it. TapeMachine's compiler takes nodes of one hash for one value (its
+// common-subexpression elimination, dataflow.replacements): it loads both
+// inputs into one register, the later over the earlier, and an op reading
+// the earlier after that reads the later one
+// (TestTapeMachineMergedInputs).
+func mergedInputs(nodes []*gorgonia.Node) bool {
+	seen := map[uint32]*gorgonia.Node{}
+	for _, n := range nodes {
+		if n.Op() != nil {
+			continue
+		}
+		h := n.Hashcode()
+		if o, ok := seen[h]; ok && o != n {
+			return true
+		}
+		seen[h] = n
+	}
 	return false
 }
 
+// nodeBytes is the size of a node's value; 0 for a statement (gorgonia.Read
+// or Set), which has no type, so that no value's size matches it.
 func nodeBytes(n *gorgonia.Node) int64 {
+	if n.Type() == nil {
+		return 0
+	}
 	b := int64(n.Dtype().Size())
 	if !n.IsScalar() {
 		b *= int64(n.Shape().TotalSize())
@@ -226,12 +259,13 @@ func (t *Trace) readAsTapeMachine(subs map[*gorgonia.Node]map[int]*gorgonia.Node
 		for _, k := range slices.Sorted(maps.Keys(sub)) {
 			w := sub[k]
 			wi, ok := index[w]
-			if !ok || t.Vars[wi].View || t.Vars[wi].IsLeaf() || t.Vars[wi].Producer >= i {
-				return fmt.Errorf("ooc: %s reads %s under TapeMachine, whose register for %s holds %s by then "+
-					"(an op wrote in place over the memory a view, Reshape or Concat of one operand, shares), and ooc cannot read it there",
-					f.Node.Name(), t.Vars[f.Args[k]].Name, t.Vars[f.Args[k]].Name, w.Name())
-			}
 			op := &t.Vars[f.Args[k]]
+			if !ok || t.Vars[wi].View || (t.Vars[wi].IsLeaf() && !op.Shape.Eq(t.Vars[wi].Shape)) || t.Vars[wi].Producer >= i {
+				return fmt.Errorf("ooc: %s reads %s under TapeMachine, whose register for %s holds %s by then "+
+					"(an op wrote in place over the memory a view, Reshape or Concat of one operand, shares, or TapeMachine took two inputs of one hash for one), "+
+					"and ooc cannot read it there",
+					f.Node.Name(), op.Name, op.Name, w.Name())
+			}
 			if op.Shape.Eq(t.Vars[wi].Shape) {
 				f.Args[k], f.Inputs[k] = wi, wi
 				continue
