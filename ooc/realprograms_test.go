@@ -1337,14 +1337,26 @@ func clobberNet(natural bool) realProgram { return clobberNetOf(natural, false) 
 // clobberNetOf is clobberNet; with deadEnd the residual sum is computed
 // and read by nothing (the cost is the feed-forward's alone), yet under
 // TapeMachine it still writes over norm.
-func clobberNetOf(natural, deadEnd bool) realProgram {
+func clobberNetOf(natural, deadEnd bool) realProgram { return clobberNetWith(natural, deadEnd, false) }
+
+// clobberNetWith is clobberNetOf; with read the script also reads the
+// first layer's product through a gorgonia.Read, a statement the trace
+// meets before the op that writes over norm.
+func clobberNetWith(natural, deadEnd, read bool) realProgram {
 	return realProgram{dts: bothDtypes, steps: 2, build: func(dt tensor.Dtype) *realRun {
 		c := &userCtx{g: G.NewGraph(), dt: dt, rng: rand.New(rand.NewSource(19))}
 		x := c.leaf("x", 1, 2, 5, 8)
 		w0, w1 := c.leaf("w0", 0.3, 8, 8), c.leaf("w1", 0.3, 8, 8)
 		rows := func(n *G.Node) *G.Node { return G.Must(G.Reshape(n, tensor.Shape{10, 8})) }
 		back := func(n *G.Node) *G.Node { return G.Must(G.Reshape(n, tensor.Shape{2, 5, 8})) }
-		norm := G.Must(G.Add(back(G.Must(G.Mul(rows(x), w0))), x))
+		product := G.Must(G.Mul(rows(x), w0))
+		var readList []any
+		if read {
+			productValue := new(G.Value)
+			G.Read(product, productValue)
+			readList = append(readList, productValue)
+		}
+		norm := G.Must(G.Add(back(product), x))
 		ffn := back(G.Must(G.Mul(rows(norm), w1)))
 		out := G.Must(G.Add(ffn, norm))
 		if natural {
@@ -1358,7 +1370,7 @@ func clobberNetOf(natural, deadEnd bool) realProgram {
 		mustGrad(cost, learn...)
 		solver := G.NewAdamSolver(G.WithLearnRate(0.01))
 		return &realRun{g: c.g, learn: learn, final: learn,
-			step: trainLoop(nil, []any{cost, gradOf(learn)}, solverOn{solver, learn})}
+			step: trainLoop(nil, append(readList, cost, gradOf(learn)), solverOn{solver, learn})}
 	}}
 }
 
@@ -1392,9 +1404,11 @@ func concatClobberNet(natural bool) realProgram {
 // operand's: its gradient of w1 differs from the same sum written the
 // other way round), ooc reads what TapeMachine reads, bit for bit, in core
 // and at the least feasible budget, also where the op writing over it is
-// one the cost does not need (ooc computes it then). (ooc read the values
-// the graph means, and differed from TapeMachine: through the Concat, until
-// isView knew it.)
+// one the cost does not need (ooc computes it then), and where the script
+// reads a node through a gorgonia.Read. (ooc read the values the graph
+// means, and differed from TapeMachine: through the Concat, until isView
+// knew it; with the Read, until the replay stopped giving up on a
+// statement, whose size it asked for.)
 func TestTapeMachineViewClobber(t *testing.T) {
 	for _, dt := range bothDtypes {
 		tapeOf := func(p realProgram) [][]uint64 {
@@ -1412,8 +1426,9 @@ func TestTapeMachineViewClobber(t *testing.T) {
 	}
 	checkRealPrograms(t, map[string]realProgram{
 		"residual-add-over-reshaped": clobberNet(true), "residual-add-other-way": clobberNet(false),
-		"dead-end-add-over-reshaped": clobberNetOf(true, true),
-		"residual-add-over-concat":   concatClobberNet(true), "residual-add-other-way-concat": concatClobberNet(false),
+		"dead-end-add-over-reshaped":      clobberNetOf(true, true),
+		"residual-add-over-reshaped-read": clobberNetWith(true, false, true),
+		"residual-add-over-concat":        concatClobberNet(true), "residual-add-other-way-concat": concatClobberNet(false),
 	})
 }
 
