@@ -267,6 +267,21 @@
 // substitutes nothing. ooc computes no view: it reads the operand's memory
 // in the view's shape.
 //
+// TapeMachine also takes two inputs of one hash for one value: an input's
+// hash is its type, shape and name when it was added to the graph, kept
+// after a rename, so inputs of one shape made unnamed (or named only
+// afterwards, with WithName on the node) share it. Its compiler loads both
+// into one register, the later over the earlier, and an op reading the
+// earlier after that reads the later. gorgonia's stacked denoising
+// autoencoder example does this: it names each layer's bias b_i after
+// making it and leaves the next layer's reconstruction bias unnamed, both
+// (batch, width_i), so under TapeMachine layer i's autoencoder adds
+// hb_{i+1} where it means b_i; both start at zero, so the first step
+// agrees with the LispMachine and the second does not (issue 27). The same
+// replay finds these loads, and Compile has the function read the input
+// TapeMachine reads (TestTapeMachineMergedInputs). Naming every input when
+// it is made avoids it under both.
+//
 // Gradients are those of the learnables gorgonia.Grad or
 // gorgonia.Backpropagate differentiated for: Backpropagate from outputs of
 // any shape, with output gradients the script supplies, needs no scalar

@@ -126,9 +126,9 @@ func buildStackedDA(dt tensor.Dtype, batch, in int, hidden []int) sdaRun {
 // most of it the gradients, which are outputs. The input is 64 wide here
 // (about 3.5 s on this machine under load); OOC_SDA_FULL=1 runs the
 // example's 784 (MNIST), about 7 s, and the example as written
-// (stackedDAAsWritten, issue 27's configuration) at 784 too, about a
-// minute: planning it replays TapeMachine's program at every budget the
-// search tries. TestTapeMachineMergedInputs runs that program small by
+// (stackedDAAsWritten, issue 27's configuration) at 784 too, about 2
+// minutes under load: planning it replays TapeMachine's program at every
+// budget the search tries. TestTapeMachineMergedInputs runs that program small by
 // default.
 func TestStackedDenoisingAutoencoderBitForBit(t *testing.T) {
 	in := 64
