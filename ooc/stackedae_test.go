@@ -40,6 +40,9 @@ import (
 //   - The data is Let each step from a seeded generator in (0.05, 0.95),
 //     as MNIST pixels scaled by the example's loader are in [0.1, 0.9]
 //     (no data set is read in tests).
+//   - Every node is named when it is made, so no two inputs share a hash;
+//     stackedDAAsWritten names them as the example does, and TapeMachine
+//     trains that otherwise (TestTapeMachineMergedInputs).
 func stackedDAProgram(in int, hidden []int, steps int) realProgram {
 	return realProgram{from: "gorgonia examples/stacked_autoencoder (pretraining)", dts: []tensor.Dtype{tensor.Float64},
 		steps: steps, build: func(dt tensor.Dtype) *realRun {
