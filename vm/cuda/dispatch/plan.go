@@ -15,15 +15,21 @@ import (
 
 // addrs are a function's device addresses for one run.
 type addrs struct {
-	out uintptr
-	in  []uintptr
-	ws  uintptr
+	out   uintptr
+	in    []uintptr
+	ws    uintptr
+	fixed uintptr // the plan's own bytes of the runner's segment (plan.fixed); 0 when none
 }
 
 // plan is how one function runs: its launches, decided from shapes once.
 type plan struct {
 	run     func(r *Runner, a addrs) error
 	scratch int64 // bytes of the runner's scratch the function uses
+	// fixed is bytes of the runner's segment that are the function's alone, kept
+	// from one run to the next (outside the budget, like batch norm's statistics):
+	// a batched product's matrix addresses.
+	fixed   int64
+	fixedAt int64 // its offset in the segment, set by bind
 }
 
 // fn gives a planner what it needs of one function.
