@@ -114,8 +114,8 @@ func batchAddrs(b []byte, base, stride [3]uintptr, batch int) []byte {
 }
 
 // planTensordot plans gorgonia's tensordotOp (tensor.Contract): each operand
-// is transposed, when its axes are not already in place, into the runner's
-// scratch as a matrix (a: free axes, then the contracted ones in aAxes'
+// is transposed, when its axes are not already in place, into the function's
+// workspace (plan.work) as a matrix (a: free axes, then the contracted ones in aAxes'
 // order; b: the contracted ones in bAxes' order, then its free axes), then
 // one cuBLAS call writes the result (a's free axes, then b's): contract says
 // which.
@@ -151,7 +151,7 @@ func planTensordot(c fn) (plan, error) {
 	type side struct {
 		copy bool
 		l    kernels.Layout
-		off  int64 // in the scratch
+		off  int64 // in the workspace
 		n    int64
 	}
 	var scratch int64
@@ -172,13 +172,13 @@ func planTensordot(c fn) (plan, error) {
 	if err != nil {
 		return plan{}, c.unsupported(err.Error())
 	}
-	return plan{scratch: scratch, run: func(r *Runner, a addrs) error {
+	return plan{work: scratch, run: func(r *Runner, a addrs) error {
 		in := [2]uintptr{a.in[0], a.in[1]}
 		for i, s := range [2]side{sa, sb} {
 			if !s.copy {
 				continue
 			}
-			dst := r.scratch() + uintptr(s.off)
+			dst := a.work + uintptr(s.off)
 			if err := copyLaunch(r, c.sfx, dst, in[i], s.n, s.l); err != nil {
 				return err
 			}

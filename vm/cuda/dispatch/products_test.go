@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gorgonia-ooc/outofcore/blas"
 	"github.com/gorgonia-ooc/outofcore/ooc"
+	"github.com/gorgonia-ooc/outofcore/vm"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/dispatch"
 )
 
@@ -107,4 +109,110 @@ func TestBatchedProductFollowsItsOperands(t *testing.T) {
 
 func f32bytes(v []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}
+
+// TestScratchInsideTheBudget: tensordot's transposed operands and CTC's
+// tables are the function's workspace on a CUDA device (the backend tells
+// the trace: vm.WorkspaceBackend), so the planner counts them inside the
+// budget, and binding the program allocates nothing beside cuBLAS's
+// workspace; on the CPU device those functions have none. A program traced
+// without the backend (for the CPU device) still binds, with the bytes in
+// the runner's scratch instead.
+func TestScratchInsideTheBudget(t *testing.T) {
+	d := openFake(t)
+	for _, c := range []struct {
+		name string
+		c    opCase
+		want int64 // float32 bytes
+	}{
+		// b (4, 3, 5) is transposed to (3, 4, 5): 60 float32s, in 256-byte units.
+		{"Tensordot", tensorCaseNamed(t, "Tensordot"), 256},
+		// The gradient: losses for 3 sequences, alpha and beta tables of 5 x 3 x (2·2+1).
+		{"CTCLoss ragged, sum", ctcCases()[0], 256 + 2*512},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g, grad := caseGraph(t, c.c, tensor.Float32)
+			opts := []ooc.Option{ooc.BindDualValues(grad...)}
+			cpu, err := ooc.Plan(g, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gpu, err := ooc.Plan(g, append(opts, ooc.WithDevice(d))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var most int64
+			for i := range gpu.Funcs {
+				switch strings.TrimPrefix(fmt.Sprintf("%T", gpu.Funcs[i].Op), "*") {
+				case "gorgonia.tensordotOp", "gorgonia.ctcLossOp", "gorgonia.ctcLossDiffOp":
+					most = max(most, gpu.Funcs[i].Workspace)
+				}
+			}
+			if most != c.want {
+				t.Errorf("the largest workspace of the %s functions on the CUDA device is %d bytes, want %d", c.name, most, c.want)
+			}
+			for i := range cpu.Funcs {
+				if cpu.Funcs[i].Workspace != 0 {
+					t.Errorf("on the CPU device %T has %d bytes of workspace", cpu.Funcs[i].Op, cpu.Funcs[i].Workspace)
+				}
+			}
+			blasWS := d.BLASWorkspaceBytes()
+			for _, p := range []struct {
+				name    string
+				prog    *vm.Program
+				segment bool
+			}{{"traced for the CUDA device", gpu, false}, {"traced for the CPU device", cpu, true}} {
+				before := d.Memory().Used()
+				r, err := dispatch.For(d).Bind(p.prog)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held := d.Memory().Used() - before
+				if err := r.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if got := held > blasWS; got != p.segment || held < blasWS {
+					t.Errorf("%s: binding holds %d bytes, cuBLAS's workspace is %d (a scratch segment beside it: %t, want %t)", p.name, held, blasWS, got, p.segment)
+				}
+			}
+		})
+	}
+}
+
+// tensorCaseNamed is tensorCases' case of that name.
+func tensorCaseNamed(t *testing.T, name string) opCase {
+	for _, c := range tensorCases() {
+		if c.name == name {
+			return c
+		}
+	}
+	t.Fatalf("no case %q", name)
+	return opCase{}
+}
+
+// caseGraph builds a case's graph in dt with its gradient (when it has
+// one), as TestCoverage does, and returns it with the nodes to bind.
+func caseGraph(t *testing.T, c opCase, dt tensor.Dtype) (*G.ExprGraph, []*G.Node) {
+	rng := rand.New(rand.NewSource(1))
+	g := G.NewGraph()
+	xs := make([]*G.Node, len(c.ins))
+	for i, s := range c.ins {
+		xs[i] = leaf(g, rng, dt, s, c.kind, fmt.Sprintf("x%d", i))
+	}
+	y, err := c.build(xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.grad {
+		return g, nil
+	}
+	w := leaf(g, rng, dt, y.Shape(), signed, "w")
+	cost := y
+	if !y.Shape().IsScalar() {
+		cost = G.Must(G.Sum(G.Must(G.HadamardProd(y, w))))
+	}
+	if _, err := G.Grad(cost, xs...); err != nil {
+		t.Fatal(err)
+	}
+	return g, xs
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"gorgonia.org/tensor"
+
 	"github.com/gorgonia-ooc/outofcore/vm"
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda"
@@ -25,6 +27,31 @@ func init() {
 // Backend runs programs on a CUDA device with the kernels of package
 // kernels and cuBLAS GEMMs. It implements vm.Backend.
 type Backend struct{ d *cuda.Device }
+
+// Workspace implements vm.WorkspaceBackend: the device scratch one call of
+// f needs that its op does not declare (tensordot's transposed operands,
+// CTC's tables), so that the trace makes it f's workspace, inside the budget.
+func (b Backend) Workspace(f *vm.Func, operands []*vm.Var, out *vm.Var) int64 {
+	c := fn{f: f, out: out, ins: operands}
+	switch out.Dtype {
+	case tensor.Float32:
+		c.es, c.sfx = 4, "f32"
+	case tensor.Float64:
+		c.es, c.sfx = 8, "f64"
+	}
+	var pl plan
+	var err error
+	switch {
+	case isCTC(f.Op):
+		pl, err = planCTC(c)
+	case fmt.Sprintf("%T", f.Op) == "gorgonia.tensordotOp" && c.es > 0:
+		pl, err = planTensordot(c)
+	}
+	if err != nil {
+		return 0 // refused: Bind says why
+	}
+	return pl.work
+}
 
 // Reserve implements vm.Reserver: the device memory a bound program holds
 // beside its variables inside the budget, cuBLAS's workspace
@@ -79,6 +106,10 @@ func (b Backend) bind(p *vm.Program) (*Runner, error) {
 			errs = append(errs, err)
 			continue
 		}
+		if pl.work > p.Funcs[i].Workspace {
+			pl.workInSeg = true
+			pl.scratch = max(pl.scratch, pl.work)
+		}
 		scratch = max(scratch, pl.scratch)
 		r.plans = append(r.plans, pl)
 	}
@@ -125,9 +156,13 @@ func (r *Runner) Run(fi int, out uintptr, ins []uintptr, ws uintptr) error {
 		return fmt.Errorf("dispatch: no function %d", fi)
 	}
 	r.record = r.record[:0]
-	a := addrs{out: out, in: ins, ws: ws}
-	if pl := &r.plans[fi]; pl.fixed > 0 {
+	a := addrs{out: out, in: ins, ws: ws, work: ws}
+	pl := &r.plans[fi]
+	if pl.fixed > 0 {
 		a.fixed = r.seg.Addr + uintptr(pl.fixedAt)
+	}
+	if pl.workInSeg {
+		a.work = r.scratch()
 	}
 	if err := r.plans[fi].run(r, a); err != nil {
 		return fmt.Errorf("%s: %w", r.prog.Vars[r.prog.Funcs[fi].Output].Name, err)
