@@ -95,12 +95,14 @@
 // calls pass, 15: gemmBatched reads the matrices' addresses from arrays in
 // device memory, 24 bytes per matrix of the batch kept in the runner's
 // segment outside the budget, uploaded when the operands' addresses change),
-// and tensordotOp transposes each operand that needs it into the runner's
-// scratch (outside the budget, like batch norm's statistics), then calls
+// and tensordotOp transposes each operand that needs it into the function's
+// workspace (the backend reports it to the trace, vm.WorkspaceBackend, so the
+// budget counts it; a program traced without the backend gets the runner's
+// scratch, outside the budget, instead), then calls
 // what tensor's TensorMul calls for the two matrices: dot or gemv when one
 // side is a vector, gemm otherwise. CTCLoss runs a thread per batch
 // element; its gradient recomputes the forward's alpha table (the CPU op keeps
-// it inside the op), the tables in the runner's scratch too. Reshapes are
+// it inside the op), the tables in the function's workspace too. Reshapes are
 // views and need nothing.
 // gorgonia v0.9.18 has no argmax or argmin op (tensor.Argmax is called on
 // values outside the graph), and its clampOp is built by no function and
