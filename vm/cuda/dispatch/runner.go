@@ -25,7 +25,7 @@ func init() {
 }
 
 // Backend runs programs on a CUDA device with the kernels of package
-// kernels and cuBLAS GEMMs. It implements vm.Backend.
+// kernels and cuBLAS calls. It implements vm.Backend.
 type Backend struct{ d *cuda.Device }
 
 // Workspace implements vm.WorkspaceBackend: the device scratch one call of
