@@ -476,6 +476,14 @@ func newTrace(g *gorgonia.ExprGraph, cfg traceConfig) (t *Trace, err error) {
 			if tw, ok := w.(vm.TiledWorkspaceOp); ok && cfg.wsLimit > 0 && f.Workspace > cfg.wsLimit {
 				f.Workspace = max(cfg.wsLimit, tw.MinWorkspaceBytes(v.Dtype, shapes))
 			}
+		} else {
+			// A device backend's own scratch for the op (CUDA's tensordot
+			// transposes, CTC's tables), inside the budget.
+			ops := make([]*vm.Var, 0, len(f.Inputs))
+			for _, ci := range f.Operands() {
+				ops = append(ops, &t.Vars[ci])
+			}
+			f.Workspace = vm.BackendWorkspace(cfg.device, &f, ops, &v)
 		}
 		f.HostBytes = vm.HostBytes(cfg.device, &f, &v)
 		f.Recomputable = recomputable(f.Op)

@@ -66,6 +66,35 @@ func BackendReserve(d Device) int64 {
 	return 0
 }
 
+// WorkspaceBackend is implemented by backends whose plan for an op needs
+// device scratch for one call that the op does not declare (it is no
+// WorkspaceOp): a CUDA backend's tensordot transposes its operands there.
+// The trace asks it for every such function and records the bytes as the
+// function's Workspace, so the planner counts them inside the budget, and
+// Run is given them as ws.
+type WorkspaceBackend interface {
+	// Workspace is the scratch one call of f needs on the backend's device,
+	// given its operands and result; 0 when none.
+	Workspace(f *Func, operands []*Var, out *Var) int64
+}
+
+// BackendWorkspace is the workspace d's backend wants for f (0 without a
+// backend, for one that plans no scratch, or for an op that declares its
+// own: WorkspaceOp).
+func BackendWorkspace(d Device, f *Func, operands []*Var, out *Var) int64 {
+	if _, ok := f.Op.(WorkspaceOp); ok {
+		return 0
+	}
+	b, ok := BackendFor(d)
+	if !ok {
+		return 0
+	}
+	if w, ok := b.(WorkspaceBackend); ok {
+		return w.Workspace(f, operands, out)
+	}
+	return 0
+}
+
 // Waiter is an asynchronous copy: Wait blocks the host until it landed.
 type Waiter interface{ Wait() error }
 

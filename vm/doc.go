@@ -32,6 +32,11 @@
 // the device's copy streams, leaves live in device blocks outside the budget
 // (uploaded each run, or kept there for an optimizer on the device, see
 // KeepOnDevice and GradientSink), and what the user reads is downloaded.
+// Device memory the backend needs beside the program is inside the budget:
+// what it holds while bound (Reserver: cuBLAS's workspace) is set aside
+// from the budget, and scratch one call of an op needs on it that the op
+// does not declare (WorkspaceBackend: CUDA's tensordot transposes) becomes
+// that function's Workspace when the trace is made.
 //
 // A script that knows the next input batch hands it over early with
 // Machine.StageNext: on a backend with copy streams (a Stager) the batch is

@@ -36,14 +36,20 @@ type BLAS struct {
 	ws     alloc.Segment // cuBLAS's workspace, from the device's memory
 	mu     sync.Mutex
 	closed bool
+	// scalars are the alpha and beta of the call under mu, read by cuBLAS through host
+	// pointers (CUBLAS_POINTER_MODE_HOST).
+	scalars struct {
+		f64 [2]float64
+		f32 [2]float32
+	}
 }
 
 // blasLib is a loaded cuBLAS: its path, version and the functions this package calls.
 type blasLib struct {
 	path    string
 	version string // "13.0.2", from cublasGetProperty; "" when it lacks that
-	create, destroy, setStream, setWorkspace,
-	sgemm, dgemm uintptr
+	create, destroy, setStream, setWorkspace, setPointerMode,
+	sgemm, dgemm, sgemmBatched, dgemmBatched, sgemv, dgemv, sger, dger, sdot, ddot uintptr
 }
 
 // OpenBLAS loads cuBLAS ($OOC_CUBLAS_LIBRARY, else the first of BLASLibraries the
@@ -85,7 +91,11 @@ func loadBLAS(path string) (*blasLib, error) {
 		name string
 		p    *uintptr
 	}{{"cublasCreate_v2", &lib.create}, {"cublasDestroy_v2", &lib.destroy}, {"cublasSetStream_v2", &lib.setStream},
-		{"cublasSetWorkspace_v2", &lib.setWorkspace}, {"cublasSgemm_v2", &lib.sgemm}, {"cublasDgemm_v2", &lib.dgemm}} {
+		{"cublasSetWorkspace_v2", &lib.setWorkspace}, {"cublasSetPointerMode_v2", &lib.setPointerMode},
+		{"cublasSgemm_v2", &lib.sgemm}, {"cublasDgemm_v2", &lib.dgemm},
+		{"cublasSgemmBatched", &lib.sgemmBatched}, {"cublasDgemmBatched", &lib.dgemmBatched},
+		{"cublasSgemv_v2", &lib.sgemv}, {"cublasDgemv_v2", &lib.dgemv}, {"cublasSger_v2", &lib.sger},
+		{"cublasDger_v2", &lib.dger}, {"cublasSdot_v2", &lib.sdot}, {"cublasDdot_v2", &lib.ddot}} {
 		if *s.p, _ = purego.Dlsym(h, s.name); *s.p == 0 {
 			missing = append(missing, s.name)
 		}
@@ -192,12 +202,111 @@ func (b *BLAS) Gemm(float64s bool, transA, transB bool, m, n, k int, alpha float
 	if m < 0 || n < 0 || k < 0 || lda < 1 || ldb < 1 || ldc < 1 {
 		return fmt.Errorf("cuda: gemm %dx%dx%d with leading dimensions %d, %d, %d", m, n, k, lda, ldb, ldc)
 	}
-	op := func(t bool) uintptr {
-		if t {
-			return 1 // CUBLAS_OP_T
-		}
-		return 0
+	f := b.lib.sgemm
+	if float64s {
+		f = b.lib.dgemm
 	}
+	return b.call(fmt.Sprintf("gemm %dx%dx%d", m, n, k), func(al, be uintptr) int32 {
+		return blasCall(f, b.h, op(transA), op(transB), uintptr(m), uintptr(n), uintptr(k),
+			al, a, uintptr(lda), bm, uintptr(ldb), be, c, uintptr(ldc))
+	}, float64s, alpha, beta)
+}
+
+// GemmBatched queues batch products C[i] = alpha·op(A[i])·op(B[i]) + beta·C[i] as one
+// call (cublasSgemmBatched / cublasDgemmBatched), with Gemm's shapes; aArray, bArray and
+// cArray are device addresses of arrays of batch matrix addresses, as cuBLAS reads them
+// in its kernels. (cublas{S,D}gemmStridedBatched, which needs no arrays, takes 18
+// arguments: more than purego passes, 15.)
+func (b *BLAS) GemmBatched(float64s bool, transA, transB bool, m, n, k int, alpha float64, aArray uintptr, lda int,
+	bArray uintptr, ldb int, beta float64, cArray uintptr, ldc int, batch int) error {
+	if m < 0 || n < 0 || k < 0 || lda < 1 || ldb < 1 || ldc < 1 || batch < 0 {
+		return fmt.Errorf("cuda: gemmBatched %dx%dx%d x %d with leading dimensions %d, %d, %d", m, n, k, batch, lda, ldb, ldc)
+	}
+	f := b.lib.sgemmBatched
+	if float64s {
+		f = b.lib.dgemmBatched
+	}
+	return b.call(fmt.Sprintf("gemmBatched %dx%dx%d x %d", m, n, k, batch), func(al, be uintptr) int32 {
+		return blasCall(f, b.h, op(transA), op(transB), uintptr(m), uintptr(n), uintptr(k),
+			al, aArray, uintptr(lda), bArray, uintptr(ldb), be, cArray, uintptr(ldc), uintptr(batch))
+	}, float64s, alpha, beta)
+}
+
+// Gemv queues y = alpha·op(A)·x + beta·y (cublasSgemv_v2 / cublasDgemv_v2): A is m x n
+// column-major with leading dimension lda, op(A) = Aᵀ when trans; increments in
+// elements, not 0 (negative ones walk the vector from its end, as BLAS).
+func (b *BLAS) Gemv(float64s bool, trans bool, m, n int, alpha float64, a uintptr, lda int,
+	x uintptr, incx int, beta float64, y uintptr, incy int) error {
+	if m < 0 || n < 0 || lda < max(1, m) || incx == 0 || incy == 0 {
+		return fmt.Errorf("cuda: gemv %dx%d with leading dimension %d, increments %d, %d", m, n, lda, incx, incy)
+	}
+	f := b.lib.sgemv
+	if float64s {
+		f = b.lib.dgemv
+	}
+	return b.call(fmt.Sprintf("gemv %dx%d", m, n), func(al, be uintptr) int32 {
+		return blasCall(f, b.h, op(trans), uintptr(m), uintptr(n), al, a, uintptr(lda),
+			x, uintptr(incx), be, y, uintptr(incy))
+	}, float64s, alpha, beta)
+}
+
+// Ger queues the rank-one update A += alpha·x·yᵀ (cublasSger_v2 / cublasDger_v2): A is
+// m x n column-major with leading dimension lda, x m long, y n long.
+func (b *BLAS) Ger(float64s bool, m, n int, alpha float64, x uintptr, incx int, y uintptr, incy int, a uintptr, lda int) error {
+	if m < 0 || n < 0 || lda < max(1, m) || incx == 0 || incy == 0 {
+		return fmt.Errorf("cuda: ger %dx%d with leading dimension %d, increments %d, %d", m, n, lda, incx, incy)
+	}
+	f := b.lib.sger
+	if float64s {
+		f = b.lib.dger
+	}
+	return b.call(fmt.Sprintf("ger %dx%d", m, n), func(al, _ uintptr) int32 {
+		return blasCall(f, b.h, uintptr(m), uintptr(n), al, x, uintptr(incx), y, uintptr(incy), a, uintptr(lda))
+	}, float64s, alpha, 0)
+}
+
+// Dot queues the dot product of x and y (n elements each) into the device address result
+// (cublasSdot_v2 / cublasDdot_v2). The handle is switched to CUBLAS_POINTER_MODE_DEVICE
+// for the call and back to HOST after it: with a host result cuBLAS would wait for the
+// stream, a host synchronisation per dot; with a device one the call is queued like a
+// kernel, and the result lands in order with the work after it.
+func (b *BLAS) Dot(float64s bool, n int, x uintptr, incx int, y uintptr, incy int, result uintptr) error {
+	if n < 0 || result == 0 {
+		return fmt.Errorf("cuda: dot of %d elements into %#x", n, result)
+	}
+	f := b.lib.sdot
+	if float64s {
+		f = b.lib.ddot
+	}
+	return b.call(fmt.Sprintf("dot of %d", n), func(uintptr, uintptr) int32 {
+		if s := blasCall(b.lib.setPointerMode, b.h, pointerModeDevice); s != 0 {
+			return s
+		}
+		s := blasCall(f, b.h, uintptr(n), x, uintptr(incx), y, uintptr(incy), result)
+		if r := blasCall(b.lib.setPointerMode, b.h, pointerModeHost); s == 0 {
+			s = r
+		}
+		return s
+	}, float64s, 0, 0)
+}
+
+// cublasPointerMode_t.
+const (
+	pointerModeHost   = 0
+	pointerModeDevice = 1
+)
+
+func op(t bool) uintptr {
+	if t {
+		return 1 // CUBLAS_OP_T
+	}
+	return 0 // CUBLAS_OP_N
+}
+
+// call runs one cuBLAS call on the compute stream, with the handle's lock and the step
+// begun, passing it host pointers to alpha and beta in the element type (the handle is
+// in CUBLAS_POINTER_MODE_HOST between calls); what names the call in an error.
+func (b *BLAS) call(what string, f func(alpha, beta uintptr) int32, float64s bool, alpha, beta float64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
@@ -210,18 +319,19 @@ func (b *BLAS) Gemm(float64s bool, transA, transB bool, m, n, k int, alpha float
 		return err
 	}
 	return b.d.do(func(*driver) error {
+		// The scalars live in b (on the heap, which does not move), not in this frame:
+		// f's own calls may grow the stack and move it under a uintptr.
+		sc := &b.scalars
 		var s int32
 		if float64s {
-			al, be := alpha, beta
-			s = blasCall(b.lib.dgemm, b.h, op(transA), op(transB), uintptr(m), uintptr(n), uintptr(k),
-				uintptr(unsafe.Pointer(&al)), a, uintptr(lda), bm, uintptr(ldb), uintptr(unsafe.Pointer(&be)), c, uintptr(ldc))
+			sc.f64 = [2]float64{alpha, beta}
+			s = f(uintptr(unsafe.Pointer(&sc.f64[0])), uintptr(unsafe.Pointer(&sc.f64[1])))
 		} else {
-			al, be := float32(alpha), float32(beta)
-			s = blasCall(b.lib.sgemm, b.h, op(transA), op(transB), uintptr(m), uintptr(n), uintptr(k),
-				uintptr(unsafe.Pointer(&al)), a, uintptr(lda), bm, uintptr(ldb), uintptr(unsafe.Pointer(&be)), c, uintptr(ldc))
+			sc.f32 = [2]float32{float32(alpha), float32(beta)}
+			s = f(uintptr(unsafe.Pointer(&sc.f32[0])), uintptr(unsafe.Pointer(&sc.f32[1])))
 		}
 		if s != 0 {
-			return fmt.Errorf("cuda: cublas gemm %dx%dx%d: status %d", m, n, k, s)
+			return fmt.Errorf("cuda: cublas %s: status %d", what, s)
 		}
 		return nil
 	})

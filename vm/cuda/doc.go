@@ -66,14 +66,17 @@
 // The device only moves and launches; package vm/cuda/dispatch makes a machine compute on
 // it: LaunchPacked launches a kernel of package kernels with its prepared kernelParams, and
 // OpenBLAS dlopens cuBLAS (libcublas.so.13, .12 or .11 as the search finds it, or
-// $OOC_CUBLAS_LIBRARY) for Gemm on the compute stream, with a workspace of
-// BLASWorkspaceBytes from the device's memory
+// $OOC_CUBLAS_LIBRARY) for Gemm, GemmBatched, Gemv, Ger and Dot on the compute stream
+// (Dot in device pointer mode, its result written on the device without a host
+// synchronisation), with a workspace of BLASWorkspaceBytes from the device's memory
 // (cublasSetWorkspace_v2), which the planner counts inside the budget. ComputesOnDevice
-// tells package vm that a machine on this device needs that backend. The tests' fake cuBLAS (internal/fakecuda, BuildBLAS) is a host GEMM with
-// cuBLAS's column-major contract that drains the handle's stream before it computes and
-// refuses to compute without a workspace inside a driver allocation; told
-// so by the environment (dispatchtest sets it), it does package blas's per-element
-// arithmetic, so a product on the fake device is the CPU device's bits.
+// tells package vm that a machine on this device needs that backend. The tests' fake cuBLAS
+// (internal/fakecuda, BuildBLAS) computes on the host with cuBLAS's column-major contract
+// and argument checks, drains the handle's stream before it computes, refuses to compute
+// without a workspace inside a driver allocation, and refuses scalars on the wrong side of
+// the pointer mode; told so by the environment (dispatchtest sets it), its GEMMs do package
+// blas's per-element arithmetic and its gemv, ger and dot gonum's, the BLAS calls the CPU
+// device makes, so a product on the fake device is the CPU device's bits.
 //
 // # NCCL
 //

@@ -30,6 +30,10 @@ type opCase struct {
 	kind  valueKind
 	build func(xs []*G.Node) (*G.Node, error)
 	grad  bool
+	// exact: the fake device must give the CPU device's bits, in both dtypes
+	// (the products: the fake cuBLAS does the arithmetic of the BLAS call the
+	// CPU device makes, and the gradient graphs' other ops are elementwise).
+	exact bool
 }
 
 // valueKind says how a case's inputs are filled.
@@ -151,21 +155,32 @@ func tensorCases() []opCase {
 			build: func(xs []*G.Node) (*G.Node, error) { return G.BroadcastAdd(xs[0], xs[1], nil, []byte{0}) }},
 		{name: "Reshape", op: "reshapeOp", ins: []tensor.Shape{sh(3, 4)}, grad: true,
 			build: one(func(x *G.Node) (*G.Node, error) { return G.Reshape(x, sh(2, 6)) })},
-		{name: "Mul matrix-matrix", op: "linAlgBinOp", ins: []tensor.Shape{sh(3, 4), sh(4, 2)}, grad: true, build: two(G.Mul)},
-		{name: "Mul matrix-vector", op: "linAlgBinOp", ins: []tensor.Shape{sh(3, 4), sh(4)}, grad: true, build: two(G.Mul)},
-		{name: "Mul vector-matrix (Aᵀ × b)", op: "linAlgBinOp", ins: []tensor.Shape{sh(4), sh(4, 3)}, grad: true, build: two(G.Mul)},
-		{name: "Mul vector dot", op: "linAlgBinOp", ins: []tensor.Shape{sh(4), sh(4)}, grad: true, build: two(G.Mul)},
+		{name: "Mul matrix-matrix", exact: true, op: "linAlgBinOp", ins: []tensor.Shape{sh(3, 4), sh(4, 2)}, grad: true, build: two(G.Mul)},
+		{name: "Mul matrix-vector", exact: true, op: "linAlgBinOp", ins: []tensor.Shape{sh(3, 4), sh(4)}, grad: true, build: two(G.Mul)},
+		{name: "Mul vector-matrix (Aᵀ × b)", exact: true, op: "linAlgBinOp", ins: []tensor.Shape{sh(4), sh(4, 3)}, grad: true, build: two(G.Mul)},
+		{name: "Mul vector dot", exact: true, op: "linAlgBinOp", ins: []tensor.Shape{sh(4), sh(4)}, grad: true, build: two(G.Mul)},
 		// OuterProd without its gradient: gorgonia's gradient graph for it
 		// multiplies (4, 3)ᵀ by a (4) vector, which the CPU device refuses.
-		{name: "OuterProd", op: "linAlgBinOp", ins: []tensor.Shape{sh(3), sh(4)}, build: two(G.OuterProd)},
-		{name: "BatchedMatMul", op: "linAlgBinOp", ins: []tensor.Shape{sh(2, 3, 4), sh(2, 4, 2)}, grad: true,
+		{name: "OuterProd", exact: true, op: "linAlgBinOp", ins: []tensor.Shape{sh(3), sh(4)}, build: two(G.OuterProd)},
+		{name: "BatchedMatMul", exact: true, op: "linAlgBinOp", ins: []tensor.Shape{sh(2, 3, 4), sh(2, 4, 2)}, grad: true,
 			build: func(xs []*G.Node) (*G.Node, error) { return G.BatchedMatMul(xs[0], xs[1]) }},
-		{name: "BatchedMatMul transposed", op: "linAlgBinOp", ins: []tensor.Shape{sh(2, 4, 3), sh(2, 2, 4)}, grad: true,
+		{name: "BatchedMatMul transposed", exact: true, op: "linAlgBinOp", ins: []tensor.Shape{sh(2, 4, 3), sh(2, 2, 4)}, grad: true,
 			build: func(xs []*G.Node) (*G.Node, error) { return G.BatchedMatMul(xs[0], xs[1], true, true) }},
-		{name: "BatchedMatMul 4-D", op: "linAlgBinOp", ins: []tensor.Shape{sh(2, 2, 3, 4), sh(2, 2, 4, 2)}, grad: true,
+		{name: "BatchedMatMul 4-D", exact: true, op: "linAlgBinOp", ins: []tensor.Shape{sh(2, 2, 3, 4), sh(2, 2, 4, 2)}, grad: true,
 			build: func(xs []*G.Node) (*G.Node, error) { return G.BatchedMatMul(xs[0], xs[1]) }},
-		{name: "Tensordot", op: "tensordotOp", ins: []tensor.Shape{sh(2, 3, 4), sh(4, 3, 5)}, grad: true,
+		{name: "Tensordot", exact: true, op: "tensordotOp", ins: []tensor.Shape{sh(2, 3, 4), sh(4, 3, 5)}, grad: true,
 			build: func(xs []*G.Node) (*G.Node, error) { return G.Tensordot([]int{1, 2}, []int{1, 0}, xs[0], xs[1]) }},
+		// Contractions that leave a vector or a scalar: tensor's TensorMul then
+		// calls gemv or dot (its Dot goes by the matrices' shapes), and so does
+		// the plan. The two vector ones without their gradients: gorgonia's
+		// gradient graph contracts no axes there (an outer product), which
+		// tensor's TensorMul refuses on the CPU device ("Shape mismatch").
+		{name: "Tensordot to a vector (gemv)", exact: true, op: "tensordotOp", ins: []tensor.Shape{sh(2, 3, 4), sh(4, 3)},
+			build: func(xs []*G.Node) (*G.Node, error) { return G.Tensordot([]int{1, 2}, []int{1, 0}, xs[0], xs[1]) }},
+		{name: "Tensordot of a vector (gemv of bᵀ)", exact: true, op: "tensordotOp", ins: []tensor.Shape{sh(3, 4), sh(4, 3, 5)},
+			build: func(xs []*G.Node) (*G.Node, error) { return G.Tensordot([]int{0, 1}, []int{1, 0}, xs[0], xs[1]) }},
+		{name: "Tensordot to a scalar (dot)", exact: true, op: "tensordotOp", ins: []tensor.Shape{sh(3, 4), sh(4, 3)}, grad: true,
+			build: func(xs []*G.Node) (*G.Node, error) { return G.Tensordot([]int{0, 1}, []int{1, 0}, xs[0], xs[1]) }},
 		// gorgonia's composites, as programs call them.
 		{name: "LogSumExp of a vector", op: "maxOp", ins: []tensor.Shape{sh(5)}, grad: true, // (of a matrix gorgonia's own shapes disagree)
 			build: one(func(x *G.Node) (*G.Node, error) { return G.LogSumExp(x, 0) })},
@@ -412,6 +427,25 @@ func runCase(t *testing.T, d *cuda.Device, c opCase, dt tensor.Dtype, seed int64
 	compareValues(t, "result", dt, gpu.out, cpu.out)
 	for i := range cpu.grads {
 		compareFloats(t, fmt.Sprintf("gradient %d", i), dt, gpu.grads[i], cpu.grads[i])
+	}
+	if c.exact {
+		sameBits(t, "result", floats(t, gpu.out), floats(t, cpu.out))
+		for i := range cpu.grads {
+			sameBits(t, fmt.Sprintf("gradient %d", i), gpu.grads[i], cpu.grads[i])
+		}
+	}
+}
+
+// sameBits fails unless got and want are the same numbers (float32 values
+// widen exactly, so equal float64s are equal bits but for the sign of zero,
+// which is compared too).
+func sameBits(t *testing.T, what string, got, want []float64) {
+	t.Helper()
+	for i := range want {
+		if i >= len(got) || math.Float64bits(got[i]) != math.Float64bits(want[i]) {
+			t.Errorf("%s: element %d: fake CUDA device %v, CPU device %v (want the same bits)", what, i, got[i], want[i])
+			return
+		}
 	}
 }
 

@@ -23,7 +23,7 @@ func isCTC(op gorgonia.Op) bool {
 // (ctc_alpha again, a fill of -Inf, then ctc_grad). The CPU op keeps the
 // forward's alpha table inside the op for the gradient; here the gradient
 // recomputes it. The per-element losses and the alpha and beta tables live
-// in the runner's scratch (outside the budget, like batch norm's statistics).
+// in the function's workspace (plan.work: inside the budget).
 func planCTC(c fn) (plan, error) {
 	diff := fmt.Sprintf("%T", c.f.Op) == "*gorgonia.ctcLossDiffOp"
 	want := 4
@@ -72,8 +72,8 @@ func planCTC(c fn) (plan, error) {
 		scratch += table
 	}
 	tdims := int64(len(tg))
-	return plan{scratch: scratch, run: func(r *Runner, a addrs) error {
-		nll, alpha, beta := r.scratch()+uintptr(nllAt), r.scratch()+uintptr(alphaAt), r.scratch()+uintptr(betaAt)
+	return plan{work: scratch, run: func(r *Runner, a addrs) error {
+		nll, alpha, beta := a.work+uintptr(nllAt), a.work+uintptr(alphaAt), a.work+uintptr(betaAt)
 		if err := r.launch("ctc_alpha_"+c.sfx, ptr(nll), ptr(alpha), ptr(a.in[0]), ptr(a.in[1]), ptr(a.in[2]), ptr(a.in[3]),
 			i64(Tn), i64(B), i64(C), i64(tdims), i64(S)); err != nil {
 			return err

@@ -3,8 +3,8 @@
 // ooc.WithDevice(cudaDevice)) gives a machine whose every op runs as the
 // CUDA kernels of package kernels (loaded from the embedded PTX with
 // cuModuleLoadData, launched with cuLaunchKernel on the compute stream) and
-// cuBLAS GEMMs (cublasSgemm_v2 / cublasDgemm_v2, dlopened, on the same
-// stream). Linking the package in registers the backend; package ooc and
+// cuBLAS calls (gemm, gemmBatched, gemv, ger and dot, cublasS* / cublasD*,
+// dlopened, on the same stream). Linking the package in registers the backend; package ooc and
 // cmd/ooc link it in.
 //
 // # Dispatch at Compile
@@ -59,7 +59,7 @@
 //	gorgonia.globalAveragePoolOp  g_gap
 //	gorgonia.groupNormDiffOp      g_groupnorm_grad
 //	gorgonia.im2colOp             g_im2col
-//	gorgonia.linAlgBinOp          cuBLAS GEMM
+//	gorgonia.linAlgBinOp          cuBLAS dot, cuBLAS gemm, cuBLAS gemmBatched, cuBLAS gemv, cuBLAS ger, fill
 //	gorgonia.maxBetween           binary, binary_i64
 //	gorgonia.maxOp                reduce, reduce_axes
 //	gorgonia.maxPoolDiffOp        g_maxpool_grad
@@ -74,7 +74,7 @@
 //	gorgonia.sparsemaxDiffOp      g_sparsemax_grad
 //	gorgonia.sparsemaxOp          g_sparsemax
 //	gorgonia.sumOp                reduce, reduce_axes
-//	gorgonia.tensordotOp          copy, cuBLAS GEMM
+//	gorgonia.tensordotOp          copy, cuBLAS dot, cuBLAS gemm, cuBLAS gemv
 //	gorgonia.transposeOp          copy
 //	gorgonia.upsampleDiffOp       g_upsample_grad
 //	gorgonia.upsampleOp           copy
@@ -85,15 +85,25 @@
 // neighbours merged: at most 6 blocks may move); sums and maxima over one run
 // of neighbouring axes run reduce, over any other set of axes reduce_axes
 // (at most 6 runs of kept and reduced axes); softmax takes any axis,
-// a negative one counted from the last (gorgonia's default is -1). Products:
-// matrix-vector, dot and outer products are GEMMs of gemv's, dot's and ger's
-// shapes, a batched product one GEMM per matrix, tensordotOp a GEMM after
-// transposing each operand that needs it into the runner's scratch (outside
-// the budget, like batch norm's statistics). CTCLoss runs a thread per batch
+// a negative one counted from the last (gorgonia's default is -1). Products
+// run the cuBLAS call the CPU device's BLAS call is for that shape (tensor's
+// MatMul, MatVecMul, Inner, Outer): matrix-matrix gemm, matrix-vector gemv,
+// the dot product dot (in device pointer mode: its result is written on the
+// device, with no host synchronisation), the outer product a fill and ger
+// (which adds, as gorgonia's Outer zeroes first), a batched product one
+// gemmBatched (gemmStridedBatched takes 18 arguments, more than purego's
+// calls pass, 15: gemmBatched reads the matrices' addresses from arrays in
+// device memory, 24 bytes per matrix of the batch kept in the runner's
+// segment outside the budget, uploaded when the operands' addresses change),
+// and tensordotOp transposes each operand that needs it into the function's
+// workspace (the backend reports it to the trace, vm.WorkspaceBackend, so the
+// budget counts it; a program traced without the backend gets the runner's
+// scratch, outside the budget, instead), then calls
+// what tensor's TensorMul calls for the two matrices: dot or gemv when one
+// side is a vector, gemm otherwise. CTCLoss runs a thread per batch
 // element; its gradient recomputes the forward's alpha table (the CPU op keeps
-// it inside the op), the tables in the runner's scratch too. The runner binds cuBLAS's GEMM
-// only: gemmStridedBatched takes 18 arguments, more than purego's calls pass
-// (15), hence the loop of GEMMs. Reshapes are views and need nothing.
+// it inside the op), the tables in the function's workspace too. Reshapes are
+// views and need nothing.
 // gorgonia v0.9.18 has no argmax or argmin op (tensor.Argmax is called on
 // values outside the graph), and its clampOp is built by no function and
 // computes nothing in Do, so neither has a plan; nor has yoloOp (YOLOv3's
@@ -169,9 +179,11 @@
 // No GPU has run this package: no machine of the project has one, and no
 // GPU result exists. The tests run it on the fake driver of vm/cuda with the
 // kernels' host builds behind cuLaunchKernel (real argument packing, grids
-// and parameter sizes) and a fake cuBLAS (a host GEMM with cuBLAS's
-// column-major contract, ordered on the stream, doing package blas's
-// per-element arithmetic: TestFakeCuBLASIsPackageBLAS): smallcnn and lstm,
+// and parameter sizes) and a fake cuBLAS (host products with cuBLAS's
+// column-major contract and argument checks, ordered on the stream, doing the
+// per-element arithmetic of the CPU device's BLAS: package blas's GEMM,
+// TestFakeCuBLASIsPackageBLAS; gonum's gemv, ger and dot,
+// TestFakeCuBLASLevel2IsGonum): smallcnn and lstm,
 // and with OOC_CUDA_ZOO=1 every other bundled model (resnet18, 34, 50, 101
 // and 152, densenet121, 169 and 201, vgg16, unet, inceptionv3 with and
 // without its auxiliary classifier, deeplabv3plus and pix2pixhd, the deep

@@ -2,11 +2,15 @@ package dispatch_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand"
 	"testing"
 	"unsafe"
 
+	gblas "gonum.org/v1/gonum/blas"
+
 	"github.com/gorgonia-ooc/outofcore/blas"
+	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda"
 )
 
@@ -113,5 +117,210 @@ func gemmSameBits[T float32 | float64](t *testing.T, d *cuda.Device, b *cuda.BLA
 		if got[i] != want[i] {
 			t.Fatalf("element %d: fake cuBLAS %v, package blas %v (kernel %s)", i, got[i], want[i], blas.Kernel())
 		}
+	}
+}
+
+// TestFakeCuBLASLevel2IsGonum: the fake cuBLAS's gemv, ger and dot give,
+// for every element, the bits of the BLAS call the CPU device makes for
+// gorgonia's MatVecMul, Outer and Inner (gonum's, through package blas's
+// Implementation), in both dtypes: row and column counts that leave every
+// tail of gonum's kernels (odd rows, columns past a multiple of 4 or 16),
+// padded leading dimensions, alpha and beta, and float32 vectors at each
+// 4-byte offset from 16-byte alignment (gonum's float32 dot sums the
+// unaligned head apart). cuBLAS is column-major: gonum's row-major A (rows x
+// cols, A·x) is cuBLAS's Aᵀ, so the calls swap transposes and operands as
+// the dispatch does.
+func TestFakeCuBLASLevel2IsGonum(t *testing.T) {
+	d := openFake(t)
+	b, err := d.OpenBLAS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := b.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	va, err := d.NewVA(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer va.Close()
+	f := &level2Fixture{t: t, d: d, b: b, va: va}
+	type shape struct {
+		rows, cols, pad int
+		alpha, beta     float64
+	}
+	shapes := []shape{
+		{1, 1, 0, 1, 0}, {3, 4, 0, 1, 0}, {4, 3, 0, 1, 0}, {5, 7, 0, 1, 0}, {6, 2, 1, 1, 0},
+		{7, 37, 3, 1, 0}, {8, 33, 0, -0.5, 0}, {9, 18, 2, 1.5, 0.25}, {2, 70, 0, 1, 1}, {13, 1, 0, 1, 0},
+	}
+	t.Run("dot", func(t *testing.T) {
+		for n := 1; n <= 70; n++ {
+			for _, off := range []int{0, 4, 8, 12} {
+				dotSameBits[float32](f.with(t), n, off)
+				if off%8 == 0 {
+					dotSameBits[float64](f.with(t), n, off)
+				}
+			}
+		}
+	})
+	for _, s := range shapes {
+		for _, off := range []int{0, 4, 8, 12} {
+			name := fmt.Sprintf("%+v/offset %d", s, off)
+			t.Run("f64/"+name, func(t *testing.T) { level2SameBits[float64](f.with(t), s.rows, s.cols, s.pad, s.alpha, s.beta, off) })
+			t.Run("f32/"+name, func(t *testing.T) { level2SameBits[float32](f.with(t), s.rows, s.cols, s.pad, s.alpha, s.beta, off) })
+		}
+	}
+}
+
+// level2Fixture uploads and downloads a test's vectors.
+type level2Fixture struct {
+	t  *testing.T
+	d  *cuda.Device
+	b  *cuda.BLAS
+	va alloc.Allocator
+}
+
+func (f *level2Fixture) with(t *testing.T) *level2Fixture { g := *f; g.t = t; return &g }
+
+// up copies v into a new device block, off bytes past its (512-byte aligned)
+// start, and returns its address.
+func up[T float32 | float64](f *level2Fixture, v []T, off int) uintptr {
+	f.t.Helper()
+	bytes := unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), len(v)*int(unsafe.Sizeof(v[0])))
+	blk, err := f.va.Alloc(int64(len(bytes) + off))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ev, err := f.d.CopyIn(blk.Addr()+uintptr(off), bytes)
+	if err == nil {
+		err = ev.Wait()
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return blk.Addr() + uintptr(off)
+}
+
+func down[T float32 | float64](f *level2Fixture, p uintptr, n int) []T {
+	f.t.Helper()
+	v := make([]T, n)
+	ev, err := f.d.CopyOut(unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), n*int(unsafe.Sizeof(v[0]))), p)
+	if err == nil {
+		err = ev.Wait()
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return v
+}
+
+// alignedAt returns a copy of v in host memory at off bytes past a 16-byte
+// boundary, as the device copy is: gonum's float32 dot depends on it.
+func alignedAt[T float32 | float64](v []T, off int) []T {
+	var zero T
+	es := int(unsafe.Sizeof(zero))
+	buf := make([]T, len(v)+16/es+1)
+	for i := range buf {
+		if int(uintptr(unsafe.Pointer(&buf[i]))%16) == off%16 {
+			w := buf[i : i+len(v)]
+			copy(w, v)
+			return w
+		}
+	}
+	panic("no such alignment")
+}
+
+func level2SameBits[T float32 | float64](f *level2Fixture, rows, cols, pad int, alpha, beta float64, off int) {
+	t := f.t
+	var zero T
+	f64 := unsafe.Sizeof(zero) == 8
+	if f64 && off%8 != 0 {
+		t.Skip("a float64 vector is 8-byte aligned")
+	}
+	rng := rand.New(rand.NewSource(int64(rows*1000 + cols*10 + pad)))
+	fill := func(n int) []T {
+		v := make([]T, n)
+		for i := range v {
+			v[i] = T(rng.NormFloat64())
+		}
+		return v
+	}
+	lda := cols + pad
+	a, xr, xc := fill(rows*lda), fill(rows), fill(cols)
+	yr, yc := fill(rows), fill(cols)
+	impl := blas.Implementation{}
+	same := func(what string, got, want []T) {
+		t.Helper()
+		for i := range want {
+			if math.Float64bits(float64(got[i])) != math.Float64bits(float64(want[i])) {
+				t.Fatalf("%s: element %d: fake cuBLAS %v, gonum %v", what, i, got[i], want[i])
+			}
+		}
+	}
+	// gemv, A·x (gonum NoTrans; cuBLAS's T of the column-major Aᵀ) and Aᵀ·x.
+	for _, tA := range []bool{false, true} {
+		x, y := xc, yr
+		if tA {
+			x, y = xr, yc
+		}
+		want := alignedAt(y, off)
+		hx := alignedAt(x, off)
+		tr := gblas.NoTrans
+		if tA {
+			tr = gblas.Trans
+		}
+		switch w := any(want).(type) {
+		case []float64:
+			impl.Dgemv(tr, rows, cols, alpha, any(a).([]float64), lda, any(hx).([]float64), 1, beta, w, 1)
+		case []float32:
+			impl.Sgemv(tr, rows, cols, float32(alpha), any(a).([]float32), lda, any(hx).([]float32), 1, float32(beta), w, 1)
+		}
+		pa, px, py := up(f, a, 0), up(f, x, off), up(f, y, off)
+		if err := f.b.Gemv(f64, !tA, cols, rows, alpha, pa, lda, px, 1, beta, py, 1); err != nil {
+			t.Fatal(err)
+		}
+		same(fmt.Sprintf("gemv (transA %t)", tA), down[T](f, py, len(y)), want)
+	}
+	// ger: A += alpha x yᵀ (gonum, x the rows); cuBLAS's column-major Aᵀ += alpha y xᵀ.
+	want := append([]T(nil), a...)
+	switch w := any(want).(type) {
+	case []float64:
+		impl.Dger(rows, cols, alpha, any(xr).([]float64), 1, any(xc).([]float64), 1, w, lda)
+	case []float32:
+		impl.Sger(rows, cols, float32(alpha), any(xr).([]float32), 1, any(xc).([]float32), 1, w, lda)
+	}
+	pa, px, py := up(f, a, 0), up(f, xr, off), up(f, xc, off)
+	if err := f.b.Ger(f64, cols, rows, alpha, py, 1, px, 1, pa, lda); err != nil {
+		t.Fatal(err)
+	}
+	same("ger", down[T](f, pa, len(a)), want)
+}
+
+// dotSameBits checks the dot product of two n-vectors off bytes past 16-byte
+// alignment, its result in device memory.
+func dotSameBits[T float32 | float64](f *level2Fixture, n, off int) {
+	t := f.t
+	var zero T
+	rng := rand.New(rand.NewSource(int64(n*16 + off)))
+	x, y := make([]T, n), make([]T, n)
+	for i := range x {
+		x[i], y[i] = T(rng.NormFloat64()), T(rng.NormFloat64())
+	}
+	hx, hy := alignedAt(x, off), alignedAt(y, off)
+	var want T
+	switch any(zero).(type) {
+	case float64:
+		want = T(blas.Implementation{}.Ddot(n, any(hx).([]float64), 1, any(hy).([]float64), 1))
+	case float32:
+		want = T(blas.Implementation{}.Sdot(n, any(hx).([]float32), 1, any(hy).([]float32), 1))
+	}
+	pr := up(f, []T{42}, 0)
+	if err := f.b.Dot(unsafe.Sizeof(zero) == 8, n, up(f, x, off), 1, up(f, y, off), 1, pr); err != nil {
+		t.Fatal(err)
+	}
+	if got := down[T](f, pr, 1)[0]; math.Float64bits(float64(got)) != math.Float64bits(float64(want)) {
+		t.Errorf("dot of %d at offset %d: fake cuBLAS %v, gonum %v", n, off, got, want)
 	}
 }

@@ -32,8 +32,8 @@ func workOf(m *vm.Machine) map[string]map[string]bool {
 		}
 		k := l.Kernel
 		switch {
-		case strings.HasPrefix(k, "cublas"):
-			k = "cuBLAS GEMM"
+		case strings.HasPrefix(k, "cublas"): // cublasSgemv_v2 -> cuBLAS gemv
+			k = "cuBLAS " + strings.TrimSuffix(k[len("cublasS"):], "_v2")
 		case strings.HasPrefix(k, "convert_"):
 			k = "convert"
 		case strings.HasSuffix(k, "_f32"), strings.HasSuffix(k, "_f64"):

@@ -15,15 +15,28 @@ import (
 
 // addrs are a function's device addresses for one run.
 type addrs struct {
-	out uintptr
-	in  []uintptr
-	ws  uintptr
+	out   uintptr
+	in    []uintptr
+	ws    uintptr
+	fixed uintptr // the plan's own bytes of the runner's segment (plan.fixed); 0 when none
+	work  uintptr // plan.work's bytes: the function's workspace, or the runner's scratch
 }
 
 // plan is how one function runs: its launches, decided from shapes once.
 type plan struct {
 	run     func(r *Runner, a addrs) error
 	scratch int64 // bytes of the runner's scratch the function uses
+	// fixed is bytes of the runner's segment that are the function's alone, kept
+	// from one run to the next (outside the budget, like batch norm's statistics):
+	// a batched product's matrix addresses.
+	fixed   int64
+	fixedAt int64 // its offset in the segment, set by bind
+	// work is scratch bytes one call needs, in the function's workspace:
+	// Backend.Workspace reports them to the trace, which counts them inside
+	// the budget. A program traced without that (its Func.Workspace short of
+	// work) gets them in the runner's scratch instead, outside the budget.
+	work      int64
+	workInSeg bool // set by bind: work lives in the runner's scratch
 }
 
 // fn gives a planner what it needs of one function.

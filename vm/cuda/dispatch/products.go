@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,11 +9,12 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
 )
 
-// planLinAlg plans gorgonia's linAlgBinOp, every operator through cuBLAS's
-// GEMM (the runner's one cuBLAS entry): matrix-matrix as one GEMM,
-// matrix-vector as an m x 1 product (gemv's shape), the dot product as 1 x 1
-// (k = n), the outer product as k = 1 (ger's shape), and the batched product
-// as one GEMM per matrix of the batch.
+// planLinAlg plans gorgonia's linAlgBinOp through cuBLAS's entry point for
+// each shape, the BLAS call the CPU device makes for it (tensor's MatMul,
+// MatVecMul, Inner and Outer call gemm, gemv, dot and ger): matrix-matrix as
+// one GEMM, matrix-vector as gemv, the dot product as dot (its result
+// written on the device: no host synchronisation), the outer product as a
+// fill and ger, and the batched product as one batched GEMM.
 func planLinAlg(c fn) (plan, error) {
 	f := strings.Fields(fmt.Sprint(c.f.Op))
 	if len(f) != 3 || len(c.ins) != 2 {
@@ -42,29 +44,34 @@ func planLinAlg(c fn) (plan, error) {
 			return plan{}, c.unsupported(fmt.Sprintf("matrix-vector product of %v and %v into %v", A, B, c.out.Shape))
 		}
 		return plan{run: func(r *Runner, a addrs) error {
-			return r.gemm(c.es, tA, false, m, 1, k, a.in[0], A[1], a.in[1], 1, 0, a.out, 1)
+			return r.gemv(c.es, tA, A[0], A[1], a.in[0], a.in[1], a.out)
 		}}, nil
 	case f[1] == "⋅": // dot
 		k := int(total(A))
-		if int64(k) != total(B) {
+		if int64(k) != total(B) || total(c.out.Shape) != 1 {
 			return plan{}, c.unsupported(fmt.Sprintf("dot product of %v and %v", A, B))
 		}
-		return plan{run: func(r *Runner, a addrs) error {
-			return r.gemm(c.es, false, false, 1, 1, k, a.in[0], k, a.in[1], 1, 0, a.out, 1)
-		}}, nil
+		return plan{run: func(r *Runner, a addrs) error { return r.dot(c.es, k, a.in[0], a.in[1], a.out) }}, nil
 	case f[1] == "⊗":
 		m, n := int(total(A)), int(total(B))
-		return plan{run: func(r *Runner, a addrs) error {
-			return r.gemm(c.es, false, false, m, n, 1, a.in[0], 1, a.in[1], n, 0, a.out, n)
-		}}, nil
+		if int64(m)*int64(n) != total(c.out.Shape) {
+			return plan{}, c.unsupported(fmt.Sprintf("outer product of %v and %v into %v", A, B, c.out.Shape))
+		}
+		return plan{run: func(r *Runner, a addrs) error { return r.outer(c.es, c.sfx, m, n, a.in[0], a.in[1], a.out) }}, nil
 	case f[1] == "×××":
 		return planBatched(c, tA, tB)
 	}
 	return plan{}, c.unsupported("unknown linear algebra operator " + f[1])
 }
 
-// planBatched plans a batched matrix product: per batch index, one GEMM of
-// the last two axes.
+// planBatched plans a batched matrix product (gorgonia runs one GEMM per
+// batch index, of the last two axes) as one cublas{S,D}gemmBatched. That call
+// reads the matrices' addresses from arrays in device memory; they are the
+// plan's fixed bytes of the runner's segment (outside the budget, 24 bytes
+// per matrix of the batch), written when the operands' addresses change
+// (an upload ordered on the compute stream) and kept while they stay.
+// cublas{S,D}gemmStridedBatched needs no arrays but takes 18 arguments, more
+// than purego's calls pass (15).
 func planBatched(c fn, tA, tB bool) (plan, error) {
 	A, B, C := c.in(0), c.in(1), c.out.Shape
 	r := len(A)
@@ -76,23 +83,42 @@ func planBatched(c fn, tA, tB bool) (plan, error) {
 	if tA {
 		k = A[r-2]
 	}
-	batch := total(A[:r-2])
+	batch := int(total(A[:r-2]))
 	sa, sb, sc := uintptr(A[r-2]*A[r-1])*uintptr(c.es), uintptr(B[r-2]*B[r-1])*uintptr(c.es), uintptr(m*n)*uintptr(c.es)
-	return plan{run: func(rn *Runner, a addrs) error {
-		for i := uintptr(0); i < uintptr(batch); i++ {
-			if err := rn.gemm(c.es, tA, tB, m, n, k, a.in[0]+i*sa, A[r-1], a.in[1]+i*sb, B[r-1], 0, a.out+i*sc, n); err != nil {
+	var last [3]uintptr // the operands' addresses the arrays were written for
+	var buf []byte
+	return plan{fixed: 3 * 8 * int64(batch), run: func(rn *Runner, a addrs) error {
+		if batch == 0 {
+			return nil
+		}
+		if now := [3]uintptr{a.in[0], a.in[1], a.out}; now != last {
+			buf = batchAddrs(buf[:0], now, [3]uintptr{sa, sb, sc}, batch)
+			if err := rn.upload(a.fixed, buf); err != nil {
 				return err
 			}
+			last = now
 		}
-		return nil
+		return rn.gemmBatched(c.es, tA, tB, m, n, k, A[r-1], B[r-1], a.fixed, batch)
 	}}, nil
 }
 
+// batchAddrs appends the addresses of each operand's batch matrices (base
+// plus i times its stride), operand after operand, as 8-byte device pointers.
+func batchAddrs(b []byte, base, stride [3]uintptr, batch int) []byte {
+	for o := range base {
+		for i := 0; i < batch; i++ {
+			b = binary.LittleEndian.AppendUint64(b, uint64(base[o]+uintptr(i)*stride[o]))
+		}
+	}
+	return b
+}
+
 // planTensordot plans gorgonia's tensordotOp (tensor.Contract): each operand
-// is transposed, when its axes are not already in place, into the runner's
-// scratch as a matrix (a: free axes, then the contracted ones in aAxes'
+// is transposed, when its axes are not already in place, into the function's
+// workspace (plan.work) as a matrix (a: free axes, then the contracted ones in aAxes'
 // order; b: the contracted ones in bAxes' order, then its free axes), then
-// one GEMM writes the result (a's free axes, then b's).
+// one cuBLAS call writes the result (a's free axes, then b's): contract says
+// which.
 func planTensordot(c fn) (plan, error) {
 	aAxes, err := intsField(c.f.Op, "aAxes")
 	if err != nil {
@@ -125,7 +151,7 @@ func planTensordot(c fn) (plan, error) {
 	type side struct {
 		copy bool
 		l    kernels.Layout
-		off  int64 // in the scratch
+		off  int64 // in the workspace
 		n    int64
 	}
 	var scratch int64
@@ -146,20 +172,38 @@ func planTensordot(c fn) (plan, error) {
 	if err != nil {
 		return plan{}, c.unsupported(err.Error())
 	}
-	return plan{scratch: scratch, run: func(r *Runner, a addrs) error {
+	return plan{work: scratch, run: func(r *Runner, a addrs) error {
 		in := [2]uintptr{a.in[0], a.in[1]}
 		for i, s := range [2]side{sa, sb} {
 			if !s.copy {
 				continue
 			}
-			dst := r.scratch() + uintptr(s.off)
+			dst := a.work + uintptr(s.off)
 			if err := copyLaunch(r, c.sfx, dst, in[i], s.n, s.l); err != nil {
 				return err
 			}
 			in[i] = dst
 		}
-		return r.gemm(c.es, false, false, m, n, k, in[0], k, in[1], n, 0, a.out, n)
+		return contract(r, c.es, m, n, k, in[0], in[1], a.out)
 	}}, nil
+}
+
+// contract writes the row-major product of a (m x k) and b (k x n) as
+// tensor's TensorMul does it, whose tensor.Dot calls BLAS by the matrices'
+// shapes: a (1, k) row and a (k, 1) column are vectors to it when k > 1, so
+// the product is a dot, a gemv of bᵀ, or a gemv of a there, and a GEMM
+// otherwise (shapes where k is 1 and m or n is not, which tensor mistakes for
+// vectors and refuses or multiplies wrongly, get the GEMM's right answer).
+func contract(r *Runner, es int64, m, n, k int, a, b, out uintptr) error {
+	switch {
+	case k > 1 && m == 1 && n == 1:
+		return r.dot(es, k, a, b, out)
+	case k > 1 && m == 1:
+		return r.gemv(es, true, k, n, b, a, out)
+	case k > 1 && n == 1:
+		return r.gemv(es, false, m, k, a, b, out)
+	}
+	return r.gemm(es, false, false, m, n, k, a, k, b, n, 0, out, n)
 }
 
 // contractOrder is the permutation that puts s's free axes first and the

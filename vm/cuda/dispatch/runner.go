@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"gorgonia.org/tensor"
+
 	"github.com/gorgonia-ooc/outofcore/vm"
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda"
@@ -23,8 +25,33 @@ func init() {
 }
 
 // Backend runs programs on a CUDA device with the kernels of package
-// kernels and cuBLAS GEMMs. It implements vm.Backend.
+// kernels and cuBLAS calls. It implements vm.Backend.
 type Backend struct{ d *cuda.Device }
+
+// Workspace implements vm.WorkspaceBackend: the device scratch one call of
+// f needs that its op does not declare (tensordot's transposed operands,
+// CTC's tables), so that the trace makes it f's workspace, inside the budget.
+func (b Backend) Workspace(f *vm.Func, operands []*vm.Var, out *vm.Var) int64 {
+	c := fn{f: f, out: out, ins: operands}
+	switch out.Dtype {
+	case tensor.Float32:
+		c.es, c.sfx = 4, "f32"
+	case tensor.Float64:
+		c.es, c.sfx = 8, "f64"
+	}
+	var pl plan
+	var err error
+	switch {
+	case isCTC(f.Op):
+		pl, err = planCTC(c)
+	case fmt.Sprintf("%T", f.Op) == "gorgonia.tensordotOp" && c.es > 0:
+		pl, err = planTensordot(c)
+	}
+	if err != nil {
+		return 0 // refused: Bind says why
+	}
+	return pl.work
+}
 
 // Reserve implements vm.Reserver: the device memory a bound program holds
 // beside its variables inside the budget, cuBLAS's workspace
@@ -41,7 +68,7 @@ func For(d *cuda.Device) Backend { return Backend{d: d} }
 type Launch struct {
 	Func   int    // index in Program.Funcs
 	Node   string // the function's node
-	Kernel string // kernel name, or cublasSgemm_v2 / cublasDgemm_v2
+	Kernel string // kernel name, or the cuBLAS entry point (cublasSgemm_v2, cublasDgemv_v2, ...)
 	Grid   [3]uint32
 	Block  [3]uint32
 	Bytes  int64
@@ -57,7 +84,7 @@ type Runner struct {
 	mod    *cuda.Module
 	blas   *cuda.BLAS
 	fns    map[string]*cuda.Function
-	seg    alloc.Segment // scratch and batch-norm running statistics, outside the budget
+	seg    alloc.Segment // scratch, batch-norm running statistics and batched products' matrix addresses, outside the budget
 	bns    map[any]*bnState
 	mu     sync.Mutex
 	record []Launch // launches of the current function, while it runs
@@ -79,6 +106,10 @@ func (b Backend) bind(p *vm.Program) (*Runner, error) {
 			errs = append(errs, err)
 			continue
 		}
+		if pl.work > p.Funcs[i].Workspace {
+			pl.workInSeg = true
+			pl.scratch = max(pl.scratch, pl.work)
+		}
 		scratch = max(scratch, pl.scratch)
 		r.plans = append(r.plans, pl)
 	}
@@ -89,6 +120,12 @@ func (b Backend) bind(p *vm.Program) (*Runner, error) {
 	for _, s := range r.bns {
 		s.off = scratch + stats
 		stats += s.bytes()
+	}
+	for i := range r.plans {
+		if r.plans[i].fixed > 0 {
+			r.plans[i].fixedAt = alignUp(scratch + stats)
+			stats = r.plans[i].fixedAt + alignUp(r.plans[i].fixed) - scratch
+		}
 	}
 	var err error
 	if r.mod, err = b.d.LoadModule([]byte(kernels.PTX)); err != nil {
@@ -101,7 +138,7 @@ func (b Backend) bind(p *vm.Program) (*Runner, error) {
 	if total := scratch + stats; total > 0 {
 		if r.seg, err = b.d.Memory().AllocSegment(alignUp(total)); err != nil {
 			_ = r.Close()
-			return nil, fmt.Errorf("dispatch: %d bytes of scratch for per-channel statistics: %w", total, err)
+			return nil, fmt.Errorf("dispatch: %d bytes of scratch, per-channel statistics and batched products' matrix addresses: %w", total, err)
 		}
 	}
 	r.table = make([][]Launch, len(p.Funcs))
@@ -119,7 +156,15 @@ func (r *Runner) Run(fi int, out uintptr, ins []uintptr, ws uintptr) error {
 		return fmt.Errorf("dispatch: no function %d", fi)
 	}
 	r.record = r.record[:0]
-	if err := r.plans[fi].run(r, addrs{out: out, in: ins, ws: ws}); err != nil {
+	a := addrs{out: out, in: ins, ws: ws, work: ws}
+	pl := &r.plans[fi]
+	if pl.fixed > 0 {
+		a.fixed = r.seg.Addr + uintptr(pl.fixedAt)
+	}
+	if pl.workInSeg {
+		a.work = r.scratch()
+	}
+	if err := r.plans[fi].run(r, a); err != nil {
 		return fmt.Errorf("%s: %w", r.prog.Vars[r.prog.Funcs[fi].Output].Name, err)
 	}
 	r.mu.Lock()
@@ -198,16 +243,78 @@ func (r *Runner) gemm(es int64, transA, transB bool, m, n, k int, a uintptr, lda
 	if err := r.blas.Gemm(es == 8, transB, transA, n, m, k, 1, b, ldb, a, lda, beta, c, ldc); err != nil {
 		return err
 	}
-	name := "cublasSgemm_v2"
-	if es == 8 {
-		name = "cublasDgemm_v2"
-	}
 	bytes := int64(m*k+k*n+m*n) * es
 	if beta != 0 {
 		bytes += int64(m*n) * es
 	}
-	r.record = append(r.record, Launch{Kernel: name, Bytes: bytes, FLOPs: 2 * int64(m) * int64(n) * int64(k)})
+	r.recordBLAS(es, "gemm_v2", bytes, 2*int64(m)*int64(n)*int64(k))
 	return nil
+}
+
+// gemmBatched queues batch row-major products C[i] (m x n) = op(A[i])·op(B[i])
+// as one cuBLAS call, gemm's shapes; arrays is the device address of the
+// matrices' addresses: batch of A, then batch of B, then batch of C.
+func (r *Runner) gemmBatched(es int64, transA, transB bool, m, n, k int, lda, ldb int, arrays uintptr, batch int) error {
+	if m == 0 || n == 0 || batch == 0 {
+		return nil
+	}
+	aArr, bArr, cArr := arrays, arrays+uintptr(batch)*8, arrays+2*uintptr(batch)*8
+	if err := r.blas.GemmBatched(es == 8, transB, transA, n, m, k, 1, bArr, ldb, aArr, lda, 0, cArr, n, batch); err != nil {
+		return err
+	}
+	b := int64(batch)
+	r.recordBLAS(es, "gemmBatched", b*(int64(m*k+k*n+m*n)*es+24), 2*b*int64(m)*int64(n)*int64(k))
+	return nil
+}
+
+// gemv queues the row-major y = A·x, or Aᵀ·x when transA, for A rows x cols:
+// cuBLAS sees A as the column-major cols x rows Aᵀ, so the transposes swap.
+func (r *Runner) gemv(es int64, transA bool, rows, cols int, a, x, y uintptr) error {
+	if rows == 0 || cols == 0 {
+		return nil
+	}
+	if err := r.blas.Gemv(es == 8, !transA, cols, rows, 1, a, cols, x, 1, 0, y, 1); err != nil {
+		return err
+	}
+	r.recordBLAS(es, "gemv_v2", int64(rows*cols+rows+cols)*es, 2*int64(rows)*int64(cols))
+	return nil
+}
+
+// outer writes the row-major outer product C (m x n) = x·yᵀ: C zeroed, then
+// cuBLAS's rank-one update, which adds (gorgonia's Outer zeroes and calls
+// BLAS's ger too). Column-major, C is the n x m Cᵀ = y·xᵀ.
+func (r *Runner) outer(es int64, sfx string, m, n int, x, y, c uintptr) error {
+	if m == 0 || n == 0 {
+		return nil
+	}
+	if err := r.launch("fill_"+sfx, ptr(c), flt(0), i64(int64(m)*int64(n))); err != nil {
+		return err
+	}
+	if err := r.blas.Ger(es == 8, n, m, 1, y, 1, x, 1, c, n); err != nil {
+		return err
+	}
+	r.recordBLAS(es, "ger_v2", int64(2*m*n+m+n)*es, 2*int64(m)*int64(n))
+	return nil
+}
+
+// dot queues the dot product of two n-vectors into the device scalar out,
+// without a host synchronisation (cuda.BLAS.Dot: device pointer mode).
+func (r *Runner) dot(es int64, n int, x, y, out uintptr) error {
+	if err := r.blas.Dot(es == 8, n, x, 1, y, 1, out); err != nil {
+		return err
+	}
+	r.recordBLAS(es, "dot_v2", int64(2*n+1)*es, 2*int64(n))
+	return nil
+}
+
+// recordBLAS records one cuBLAS call in the launch table, named as cuBLAS
+// names it: cublasS<op> for float32, cublasD<op> for float64.
+func (r *Runner) recordBLAS(es int64, op string, bytes, flops int64) {
+	t := "S"
+	if es == 8 {
+		t = "D"
+	}
+	r.record = append(r.record, Launch{Kernel: "cublas" + t + op, Bytes: bytes, FLOPs: flops})
 }
 
 // CopyOut implements vm.Runner.
