@@ -54,9 +54,11 @@ func convertSpecs() []*Spec {
 	return all
 }
 
-// intSpecs are elemBinOp's kernels on Int (int64) tensors: + - ⊙ with Go's
-// wrap-around, comparisons (same-type or bool results), MaxBetween and
-// MinBetween. The operator codes are BinaryOp's; others are not planned.
+// intSpecs are the kernels of gorgonia's ops on Int (int64) tensors:
+// elemBinOp's + - ⊙ with Go's wrap-around, ÷ as tensor's DivRecv (0 for a
+// zero divisor), comparisons (same-type or bool results), MaxBetween and
+// MinBetween (operator codes BinaryOp's; ^ is not planned: tensor refuses it
+// on Int); Sum and Max over any axes; a constant fill.
 func intSpecs() []*Spec {
 	n := arg("n")
 	cost := func(outSize int64) func(Call) (int64, int64) {
@@ -72,5 +74,20 @@ func intSpecs() []*Spec {
 		{Name: "compare_i64", Mirrors: "gorgonia elemBinOp comparison of Int tensors with a bool result",
 			Params: []Param{i32("op"), ptr(U8Ptr, "out"), in(I64Ptr, "a"), in(I64Ptr, "b"), i64("n"), scalar(LayoutT, "L")},
 			shape:  perElement(n), cost: cost(1)},
+		{Name: "reduce_i64", Mirrors: "gorgonia sumOp / maxOp of an Int tensor over one run of axes (wrapping sums)",
+			Params: []Param{i32("op"), ptr(I64Ptr, "out"), in(I64Ptr, "x"), i64("outer"), i64("k"), i64("inner")},
+			shape:  perElement(rows), cost: func(c Call) (int64, int64) {
+				r := rows(c)
+				return 8 * (r*c.Int("k") + r), r * c.Int("k")
+			}},
+		{Name: "reduce_axes_i64", Mirrors: "gorgonia sumOp / maxOp of an Int tensor over any set of axes (wrapping sums)",
+			Params: []Param{i32("op"), ptr(I64Ptr, "out"), in(I64Ptr, "x"), i64("rows"), i64("k"), i64("kept"), scalar(LayoutT, "L")},
+			shape:  perElement(arg("rows")), cost: func(c Call) (int64, int64) {
+				r := c.Int("rows")
+				return 8 * (r*c.Int("k") + r), r * c.Int("k")
+			}},
+		{Name: "fill_i64", Mirrors: "gorgonia sizeOp of an Int operand (an Int constant)",
+			Params: []Param{ptr(I64Ptr, "y"), i64("v"), i64("n")},
+			shape:  perElement(n), cost: func(c Call) (int64, int64) { return 8 * c.Int("n"), 0 }},
 	}
 }
