@@ -256,7 +256,7 @@ func intCases() []opCase {
 				build: two(func(a, b *G.Node) (*G.Node, error) { return c.f(a, b, same) })})
 		}
 	}
-	return append(cs, moreIntCases()...)
+	return cs
 }
 
 // moreIntCases: ÷ (grid inputs truncate to -2..2: zero divisors, negative
@@ -467,7 +467,9 @@ func ctcCases() []opCase {
 }
 
 func allCases() []opCase {
-	return slices.Concat(unaryCases(), binaryCases(), tensorCases(), intCases(), boolCases(), convPoolNormCases(), ctcCases())
+	// (Cases are seeded by their index: new ones go last, so the seeds of the
+	// others, and docs/results.md's counts of equal bits, stay as they were.)
+	return slices.Concat(unaryCases(), binaryCases(), tensorCases(), intCases(), convPoolNormCases(), ctcCases(), moreIntCases(), boolCases())
 }
 
 // TestCoverage runs one small graph per gorgonia op (with its gradient where
