@@ -60,10 +60,11 @@ func (c Case) Name() string { return c.Group + " " + c.Dtype }
 //   - reduceaxes: Sum, Mean and Max over several (not necessarily adjacent)
 //     axes in one launch; convert: float to Int and back as Go converts;
 //     int: + - ⊙ ÷, comparisons, MaxBetween and MinBetween, Sum and Max
-//     over axes and the Int fill on Int tensors against gorgonia's Do (÷
-//     against its preallocated path, the CPU device's); bool: transposes,
-//     == and !=, fills, DiagFlat and ByIndices on Bool tensors; ctc: CTCLoss (sum and mean) and its gradient
-//     against gorgonia's ctcLossOp and ctcLossDiffOp.
+//     over axes on Int and Int32 tensors, and the Int fill, against
+//     gorgonia's Do (÷ against its preallocated path, the CPU device's);
+//     bool: transposes, == and !=, fills, DiagFlat and ByIndices on Bool
+//     tensors; ctc: CTCLoss (sum and mean) and its gradient against
+//     gorgonia's ctcLossOp and ctcLossDiffOp.
 //   - gbatchnorm, gdropout, gupsample, gbyindices, gim2col, gpool,
 //     ggroupnorm, gsparsemax, ggap: the g_ kernels against gorgonia's own
 //     ops' Do (BatchNormOp, dropoutOp with its generator seeded,
