@@ -292,7 +292,7 @@ func moreIntCases() []opCase {
 	}
 	a64 := []int64{7, -7, 7, -7, 0, 3, math.MaxInt64, math.MinInt64, 5, -9, 2, 1}
 	b64 := []int64{2, 2, -2, -2, 5, 0, 1, -1, 3, 4, 0, -6}
-	return []opCase{
+	return append([]opCase{
 		{name: "Int div", op: "elemBinOp", ins: pair, kind: grid, build: func(xs []*G.Node) (*G.Node, error) {
 			a, err := toInt(xs[0])
 			if err != nil {
@@ -334,6 +334,56 @@ func moreIntCases() []opCase {
 				return nil, err
 			}
 			return G.Sum(s, 0)
+		}},
+	}, int32Cases()...)
+}
+
+// int32Cases: gorgonia's ops on Int32 leaves (ConvType makes no Int32: only
+// a leaf brings one), on the _i32 kernels and the 4-byte moves. tensor has
+// no Int32 SizeOf (so no Mean and no Repeat either): the CPU device fails
+// there.
+func int32Cases() []opCase {
+	leaf := func(g *G.ExprGraph, name string, v []int32, shape ...int) *G.Node {
+		t := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(slices.Clone(v)))
+		return G.NewTensor(g, tensor.Int32, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(t))
+	}
+	a := []int32{7, -7, 7, -7, 0, 3, math.MaxInt32, math.MinInt32, 5, -9, 2, 1}
+	b := []int32{2, 2, -2, -2, 5, 0, 1, -1, 3, 4, 0, -6}
+	two := func(f func(x, y *G.Node) (*G.Node, error)) func(xs []*G.Node) (*G.Node, error) {
+		return func(xs []*G.Node) (*G.Node, error) {
+			g := xs[0].Graph()
+			return f(leaf(g, "a", a, 3, 4), leaf(g, "b", b, 3, 4))
+		}
+	}
+	one := func(f func(x *G.Node) (*G.Node, error)) func(xs []*G.Node) (*G.Node, error) {
+		return func(xs []*G.Node) (*G.Node, error) { return f(leaf(xs[0].Graph(), "a", a, 3, 4)) }
+	}
+	scalar := func(g *G.ExprGraph, name string, v int32) *G.Node {
+		return G.NewScalar(g, tensor.Int32, G.WithName(name), G.WithValue(v))
+	}
+	none := []tensor.Shape{sh()} // the float leaf only carries the graph
+	return []opCase{
+		{name: "Int32 add", op: "elemBinOp", ins: none, build: two(G.Add)},
+		{name: "Int32 mul", op: "elemBinOp", ins: none, build: two(G.HadamardProd)},
+		{name: "Int32 div", op: "elemBinOp", ins: none, build: two(G.HadamardDiv)},
+		{name: "Int32 gt", op: "elemBinOp", ins: none, build: two(func(x, y *G.Node) (*G.Node, error) { return G.Gt(x, y, false) })},
+		{name: "Int32 lte retSame", op: "elemBinOp", ins: none, build: two(func(x, y *G.Node) (*G.Node, error) { return G.Lte(x, y, true) })},
+		{name: "Int32 MinBetween", op: "minBetween", ins: none, build: two(G.MinBetween)},
+		{name: "Int32 Sum 0", op: "sumOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Sum(x, 0) })},
+		{name: "Int32 Sum all", op: "sumOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Sum(x) })},
+		{name: "Int32 Max 1", op: "maxOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Max(x, 1) })},
+		{name: "Int32 transpose", op: "transposeOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Transpose(x) })},
+		{name: "Int32 slice", op: "sliceOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Slice(x, nil, G.S(1, 3)) })},
+		{name: "Int32 concat", op: "concatOp", ins: none, build: two(func(x, y *G.Node) (*G.Node, error) { return G.Concat(1, x, y) })},
+		{name: "Int32 DiagFlat", op: "diagFlatOp", ins: none, build: func(xs []*G.Node) (*G.Node, error) { return G.DiagFlat(leaf(xs[0].Graph(), "a", a, 12)) }},
+		{name: "Int32 ByIndices", op: "byIndicesOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) {
+			ids := tensor.New(tensor.WithShape(3), tensor.WithBacking([]int{2, 0, 2}))
+			i := G.NewVector(x.Graph(), tensor.Int, G.WithShape(3), G.WithName("ids"), G.WithValue(ids))
+			return G.ByIndices(x, i, 0)
+		})},
+		{name: "Int32 scalar div", op: "elemBinOp", ins: none, build: func(xs []*G.Node) (*G.Node, error) {
+			g := xs[0].Graph()
+			return G.HadamardDiv(scalar(g, "a", -7), scalar(g, "b", 2))
 		}},
 	}
 }
@@ -663,7 +713,7 @@ func compareValues(t *testing.T, what string, dt tensor.Dtype, got, want G.Value
 		t.Fatalf("%s: got %v %v, want %v %v", what, got.Dtype(), got.Shape(), want.Dtype(), want.Shape())
 	}
 	switch want.Dtype() {
-	case tensor.Bool, tensor.Int, tensor.Int64:
+	case tensor.Bool, tensor.Int, tensor.Int64, tensor.Int32:
 		if fmt.Sprint(got.Data()) != fmt.Sprint(want.Data()) {
 			t.Errorf("%s: got %v, want %v", what, got.Data(), want.Data())
 		}

@@ -67,10 +67,12 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 		c.es, c.sfx = 8, "f64"
 	case tensor.Int, tensor.Int64:
 		c.es = 8 // Go's int (int64 on the platforms the device runs on); planInt picks the kernels
+	case tensor.Int32:
+		c.es = 4
 	case tensor.Bool:
 		c.es = 1 // Go's bool; planBool picks the kernels
 	default:
-		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64 (Int, Int64 and Bool for some ops), this op computes in %v", dt))
+		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64 (Int, Int64, Int32 and Bool for some ops), this op computes in %v", dt))
 	}
 	for _, v := range c.ins {
 		if v.Dtype != dt && !isSizeOperand(f.Op, v) && !isIndexOperand(f.Op, v) {
@@ -78,7 +80,7 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 		}
 	}
 	switch dt {
-	case tensor.Int, tensor.Int64:
+	case tensor.Int, tensor.Int64, tensor.Int32:
 		return planInt(c)
 	case tensor.Bool:
 		return planBool(c)
