@@ -19,6 +19,9 @@ func planBool(c fn) (plan, error) {
 		if len(sym) == 0 || (sym[0] != "==" && sym[0] != "!=") {
 			return plan{}, c.unsupported("on Bool tensors the device runs == and != (tensor refuses the rest on bools)")
 		}
+		if len(c.ins) == 2 && c.in(0).IsScalar() != c.in(1).IsScalar() {
+			return plan{}, c.unsupported("a Bool tensor with a Bool scalar: gorgonia's Do has no such form (the CPU device fails at Run)")
+		}
 		return planBinary(c)
 	case "gorgonia.byIndicesOp":
 		return planByIndices(nil, c)

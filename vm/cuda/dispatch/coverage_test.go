@@ -426,6 +426,10 @@ func boolCases() []opCase {
 			return G.ByIndices(b, i, 1)
 		})},
 	}
+	cs = append(cs, opCase{name: "Bool scalar ne", op: "elemBinOp", ins: []tensor.Shape{sh()}, build: func(xs []*G.Node) (*G.Node, error) {
+		g := xs[0].Graph()
+		return G.Ne(G.NewScalar(g, tensor.Bool, G.WithName("p"), G.WithValue(true)), G.NewScalar(g, tensor.Bool, G.WithName("q"), G.WithValue(false)), false)
+	}})
 	for _, c := range []struct {
 		n string
 		f func(a, b *G.Node, same bool) (*G.Node, error)

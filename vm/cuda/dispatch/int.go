@@ -30,6 +30,9 @@ func planInt(c fn) (plan, error) {
 		if len(sym) == 0 || !strings.Contains(" + - ⊙ ÷ < > <= >= == != ", " "+sym[0]+" ") {
 			return plan{}, c.unsupported("on Int tensors the device runs + - ⊙ ÷ and the comparisons (tensor has no Int ^)")
 		}
+		if len(c.ins) == 2 && c.in(0).IsScalar() != c.in(1).IsScalar() {
+			return plan{}, c.unsupported("an integer tensor with an integer scalar: gorgonia's Do has no such form (the CPU device fails at Run)")
+		}
 		c.sfx = ints
 		p, err := planBinary(c)
 		if err != nil || sym[0] != "÷" || len(c.ins) != 2 || !c.in(0).IsScalar() || !c.in(1).IsScalar() {
@@ -37,6 +40,9 @@ func planInt(c fn) (plan, error) {
 		}
 		return scalarIntDiv(c, p), nil
 	case "gorgonia.maxBetween", "gorgonia.minBetween":
+		if c.in(0).IsScalar() {
+			return plan{}, c.unsupported("MaxBetween/MinBetween of integer scalars: gorgonia's Do has none (the CPU device fails at Run)")
+		}
 		c.sfx = ints
 		return planBetween(c)
 	case "gorgonia.sumOp", "gorgonia.maxOp":
