@@ -319,6 +319,17 @@ func moreIntCases() []opCase {
 			i := G.NewVector(a.Graph(), tensor.Int, G.WithShape(3), G.WithName("ids"), G.WithValue(ids))
 			return G.ByIndices(a, i, 0)
 		})},
+		{name: "Int BroadcastAdd (repeat)", op: "repeatOp", ins: []tensor.Shape{sh(3, 4), sh(1, 4)}, kind: grid, build: func(xs []*G.Node) (*G.Node, error) {
+			a, err := toInt(xs[0])
+			if err != nil {
+				return nil, err
+			}
+			b, err := toInt(xs[1])
+			if err != nil {
+				return nil, err
+			}
+			return G.BroadcastAdd(a, b, nil, []byte{0})
+		}},
 		{name: "Int scalar add", op: "elemBinOp", ins: []tensor.Shape{sh()}, build: scalars(G.Add, 7, -9)},
 		{name: "Int scalar mul", op: "elemBinOp", ins: []tensor.Shape{sh()}, build: scalars(G.HadamardProd, 7, -9)},
 		{name: "Int scalar div", op: "elemBinOp", ins: []tensor.Shape{sh()}, build: scalars(G.HadamardDiv, -7, 2)},
