@@ -35,8 +35,8 @@
 //	reduce            ceil(rows/256)         (rows·k + rows)s                    sumOp, maxOp over one axis; Mean
 //	reduce_axes       ceil(rows/256)         (rows·k + rows)s                    sumOp, maxOp over several axes (any set); Mean
 //	convert(_i64)     ceil(n/256)            (8+s)n                              dtConvOp (ConvType) between a float type and Int (int64)
-//	binary, compare _i64 _i32 ceil(n/256)    as binary, compare (s = 8, 4)       elemBinOp on Int, Int32 tensors: + - ⊙ (wrapping), ÷ (0 for a zero divisor), comparisons, Max/MinBetween
-//	reduce(_axes) _i64 _i32 ceil(rows/256)   (rows·k + rows)s                    sumOp (wrapping), maxOp on Int, Int32 tensors
+//	binary, compare _i64 _i32 _byte ceil(n/256) as binary, compare (s = 8, 4, 1) elemBinOp on Int, Int32, Byte tensors: + - ⊙ (wrapping), ÷ (0 for a zero divisor), comparisons, Max/MinBetween
+//	reduce(_axes) _i64 _i32 _byte ceil(rows/256) (rows·k + rows)s                sumOp (wrapping), maxOp on Int, Int32, Byte tensors
 //	fill_i64          ceil(n/256)            8n                                  sizeOp of an Int operand
 //	copy_u8, fill_u8  ceil(n/256)            n + distinct(in), n                 transposeOp, sliceOp, concatOp, diagFlatOp on Bool tensors
 //	compare_u8        ceil(n/256)            n + distinct(a) + distinct(b)       elemBinOp == and != of Bool tensors

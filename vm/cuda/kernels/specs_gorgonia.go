@@ -54,8 +54,8 @@ func convertSpecs() []*Spec {
 	return all
 }
 
-// intSpecs are the kernels of gorgonia's ops on Int (int64) and Int32
-// tensors: elemBinOp's + - ⊙ with Go's wrap-around, ÷ as tensor's DivRecv
+// intSpecs are the kernels of gorgonia's ops on Int (int64), Int32 and
+// Byte (uint8) tensors: elemBinOp's + - ⊙ with Go's wrap-around, ÷ as tensor's DivRecv
 // (0 for a zero divisor), comparisons (same-type or bool results),
 // MaxBetween and MinBetween (operator codes BinaryOp's; ^ is not planned:
 // tensor refuses it on integers); Sum and Max over any axes; an Int fill.
@@ -66,7 +66,7 @@ func intSpecs() []*Spec {
 		sfx, what string
 		ptr       Type
 		size      int64
-	}{{"i64", "Int (and Int64)", I64Ptr, 8}, {"i32", "Int32", I32Ptr, 4}} {
+	}{{"i64", "Int (and Int64)", I64Ptr, 8}, {"i32", "Int32", I32Ptr, 4}, {"byte", "Byte (Uint8)", U8Ptr, 1}} {
 		cost := func(outSize int64) func(Call) (int64, int64) {
 			return func(c Call) (int64, int64) {
 				n, l := c.Int("n"), c.Layout()

@@ -60,7 +60,7 @@ func (c Case) Name() string { return c.Group + " " + c.Dtype }
 //   - reduceaxes: Sum, Mean and Max over several (not necessarily adjacent)
 //     axes in one launch; convert: float to Int and back as Go converts;
 //     int: + - ⊙ ÷, comparisons, MaxBetween and MinBetween, Sum and Max
-//     over axes on Int and Int32 tensors, and the Int fill, against
+//     over axes on Int, Int32 and Byte tensors, and the Int fill, against
 //     gorgonia's Do (÷ against its preallocated path, the CPU device's);
 //     bool: transposes, == and !=, fills, DiagFlat and ByIndices on Bool
 //     tensors; ctc: CTCLoss (sum and mean) and its gradient against

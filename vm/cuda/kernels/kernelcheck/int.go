@@ -13,29 +13,36 @@ import (
 	"github.com/gorgonia-ooc/outofcore/vm/cuda/kernels"
 )
 
-// TestIntBinary: on Int (int64) and Int32 tensors, + - ⊙ (wrapping at the
-// limits), ÷, the comparisons with integer and bool results, MaxBetween and
-// MinBetween, against gorgonia's elemBinOp Do (÷ against its
-// UsePreallocDo, the CPU device's path: Do reports a zero divisor as an
-// error, the preallocated path writes 0 there). (gorgonia has no integer
-// tensor-scalar form: its Do takes only float scalars beside a tensor.) Then
-// Sum and Max over axes and the Int fill.
+// TestIntBinary: on Int (int64), Int32 and Byte (uint8) tensors, + - ⊙
+// (wrapping at the limits), ÷, the comparisons with integer and bool
+// results, MaxBetween and MinBetween, against gorgonia's elemBinOp Do (÷
+// against its UsePreallocDo, the CPU device's path: Do reports a zero
+// divisor as an error, the preallocated path writes 0 there). (gorgonia has
+// no integer tensor-scalar form: its Do takes only float scalars beside a
+// tensor.) Then Sum and Max over axes and the Int fill.
 func intBinary(t TB, m *Mem) {
 	intArith[int](t, m)
 	intArith[int32](t, m)
+	intArith[uint8](t, m)
 	intReduce[int](t, m)
 	intReduce[int32](t, m)
+	intReduce[uint8](t, m)
 	intFill(t, m)
 }
 
 // integer is an integer dtype the kernels take: Go's int (Int, int64 on the
-// device) or int32 (Int32).
-type integer interface{ int | int32 }
+// device), int32 (Int32) or uint8 (Byte).
+type integer interface{ int | int32 | uint8 }
 
 func intInfo[T integer]() (dt tensor.Dtype, sfx string, size int, lo, hi T) {
 	var z T
-	if unsafe.Sizeof(z) == 4 {
-		return tensor.Int32, "i32", 4, T(math.MinInt32), T(math.MaxInt32)
+	switch unsafe.Sizeof(z) {
+	case 1:
+		mx := math.MaxUint8
+		return tensor.Uint8, "byte", 1, 0, T(mx)
+	case 4:
+		mn, mx := math.MinInt32, math.MaxInt32
+		return tensor.Int32, "i32", 4, T(mn), T(mx)
 	}
 	mn, mx := math.MinInt64, math.MaxInt64
 	return tensor.Int, "i64", 8, T(mn), T(mx)
@@ -66,13 +73,14 @@ func intArith[T integer](t TB, m *Mem) {
 	for i := range a {
 		a[i], b[i] = T(rng.Intn(7)-3), T(rng.Intn(7)-3) // ties
 	}
-	a[0], b[0] = hi, 1   // + wraps
-	a[1], b[1] = lo, 1   // - wraps
-	a[2], b[2] = hi/2, 3 // ⊙ wraps
-	a[3], b[3] = 5, 0    // ÷ by zero: 0
-	a[4], b[4] = lo, -1  // ÷ wraps
-	a[5], b[5] = -7, 2   // ÷ truncates toward zero
-	a[6], b[6] = 7, -2
+	m1, m7, m2 := -1, -7, -2 // (variables: a Byte wraps them to 255, 249, 254)
+	a[0], b[0] = hi, 1       // + wraps
+	a[1], b[1] = lo, 1       // - wraps
+	a[2], b[2] = hi/2, 3     // ⊙ wraps
+	a[3], b[3] = 5, 0        // ÷ by zero: 0
+	a[4], b[4] = lo, T(m1)   // ÷ of the minimum by -1 wraps (signed types)
+	a[5], b[5] = T(m7), 2    // ÷ truncates toward zero
+	a[6], b[6] = 7, T(m2)
 	type bf = func(x, y *G.Node) (*G.Node, error)
 	cmp := func(f func(x, y *G.Node, same bool) (*G.Node, error), same bool) bf {
 		return func(x, y *G.Node) (*G.Node, error) { return f(x, y, same) }

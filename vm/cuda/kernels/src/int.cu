@@ -1,4 +1,4 @@
-/* int.cu: gorgonia's ops on Int tensors (Go's int: int64; and int32): elemBinOp's + - ⊙
+/* int.cu: gorgonia's ops on Int tensors (Go's int: int64; Int32, Byte): elemBinOp's + - ⊙
  * with Go's wrap-around (computed unsigned, where C's signed overflow would be
  * undefined), ÷ as the CPU device computes it, the comparisons with same-type
  * (0/1) or bool results; Sum and Max over any axes; a constant fill. */
@@ -99,6 +99,8 @@ template <typename T, typename U> OOC_FN T ooc_int_fold(int op, T acc, T v) {
   }
 INTOPS(i64, unsigned long long, i64)
 INTOPS(int, unsigned, i32)
+INTOPS(u8, unsigned, byte) /* gorgonia's Byte (Uint8): ÷'s -1 case never
+                              applies (b == -1 is false for an unsigned char) */
 
 /* fill_i64: a constant Int (sizeOp's count of an Int operand's axis). */
 extern "C" __global__ void fill_i64(i64 *y, i64 v, i64 n) {
