@@ -349,17 +349,24 @@ func moreIntCases() []opCase {
 	}, int32Cases()...)
 }
 
-// int32Cases: gorgonia's ops on Int32 leaves (ConvType makes no Int32: only
-// a leaf brings one), on the _i32 kernels and the 4-byte moves. tensor has
-// no Int32 SizeOf (so no Mean and no Repeat either): the CPU device fails
-// there.
+// int32Cases: gorgonia's ops on Int32 and Byte (Uint8) leaves (ConvType
+// makes neither: only a leaf brings one), on the _i32 and _byte kernels and
+// the 4- and 1-byte moves. tensor has no SizeOf of either (so no Mean and no
+// Repeat either): the CPU device fails there.
 func int32Cases() []opCase {
-	leaf := func(g *G.ExprGraph, name string, v []int32, shape ...int) *G.Node {
+	return append(smallIntCases[int32]("Int32", tensor.Int32,
+		[]int32{7, -7, 7, -7, 0, 3, math.MaxInt32, math.MinInt32, 5, -9, 2, 1},
+		[]int32{2, 2, -2, -2, 5, 0, 1, -1, 3, 4, 0, -6}),
+		smallIntCases[uint8]("Byte", tensor.Uint8,
+			[]uint8{7, 250, 7, 3, 0, 200, 255, 0, 5, 9, 2, 1},
+			[]uint8{2, 10, 0, 5, 5, 100, 1, 255, 3, 4, 0, 6})...)
+}
+
+func smallIntCases[T int32 | uint8](dtn string, dt tensor.Dtype, a, b []T) []opCase {
+	leaf := func(g *G.ExprGraph, name string, v []T, shape ...int) *G.Node {
 		t := tensor.New(tensor.WithShape(shape...), tensor.WithBacking(slices.Clone(v)))
-		return G.NewTensor(g, tensor.Int32, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(t))
+		return G.NewTensor(g, dt, len(shape), G.WithShape(shape...), G.WithName(name), G.WithValue(t))
 	}
-	a := []int32{7, -7, 7, -7, 0, 3, math.MaxInt32, math.MinInt32, 5, -9, 2, 1}
-	b := []int32{2, 2, -2, -2, 5, 0, 1, -1, 3, 4, 0, -6}
 	two := func(f func(x, y *G.Node) (*G.Node, error)) func(xs []*G.Node) (*G.Node, error) {
 		return func(xs []*G.Node) (*G.Node, error) {
 			g := xs[0].Graph()
@@ -369,32 +376,32 @@ func int32Cases() []opCase {
 	one := func(f func(x *G.Node) (*G.Node, error)) func(xs []*G.Node) (*G.Node, error) {
 		return func(xs []*G.Node) (*G.Node, error) { return f(leaf(xs[0].Graph(), "a", a, 3, 4)) }
 	}
-	scalar := func(g *G.ExprGraph, name string, v int32) *G.Node {
-		return G.NewScalar(g, tensor.Int32, G.WithName(name), G.WithValue(v))
+	scalar := func(g *G.ExprGraph, name string, v T) *G.Node {
+		return G.NewScalar(g, dt, G.WithName(name), G.WithValue(v))
 	}
 	none := []tensor.Shape{sh()} // the float leaf only carries the graph
 	return []opCase{
-		{name: "Int32 add", op: "elemBinOp", ins: none, build: two(G.Add)},
-		{name: "Int32 mul", op: "elemBinOp", ins: none, build: two(G.HadamardProd)},
-		{name: "Int32 div", op: "elemBinOp", ins: none, build: two(G.HadamardDiv)},
-		{name: "Int32 gt", op: "elemBinOp", ins: none, build: two(func(x, y *G.Node) (*G.Node, error) { return G.Gt(x, y, false) })},
-		{name: "Int32 lte retSame", op: "elemBinOp", ins: none, build: two(func(x, y *G.Node) (*G.Node, error) { return G.Lte(x, y, true) })},
-		{name: "Int32 MinBetween", op: "minBetween", ins: none, build: two(G.MinBetween)},
-		{name: "Int32 Sum 0", op: "sumOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Sum(x, 0) })},
-		{name: "Int32 Sum all", op: "sumOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Sum(x) })},
-		{name: "Int32 Max 1", op: "maxOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Max(x, 1) })},
-		{name: "Int32 transpose", op: "transposeOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Transpose(x) })},
-		{name: "Int32 slice", op: "sliceOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Slice(x, nil, G.S(1, 3)) })},
-		{name: "Int32 concat", op: "concatOp", ins: none, build: two(func(x, y *G.Node) (*G.Node, error) { return G.Concat(1, x, y) })},
-		{name: "Int32 DiagFlat", op: "diagFlatOp", ins: none, build: func(xs []*G.Node) (*G.Node, error) { return G.DiagFlat(leaf(xs[0].Graph(), "a", a, 12)) }},
-		{name: "Int32 ByIndices", op: "byIndicesOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) {
+		{name: dtn + " add", op: "elemBinOp", ins: none, build: two(G.Add)},
+		{name: dtn + " mul", op: "elemBinOp", ins: none, build: two(G.HadamardProd)},
+		{name: dtn + " div", op: "elemBinOp", ins: none, build: two(G.HadamardDiv)},
+		{name: dtn + " gt", op: "elemBinOp", ins: none, build: two(func(x, y *G.Node) (*G.Node, error) { return G.Gt(x, y, false) })},
+		{name: dtn + " lte retSame", op: "elemBinOp", ins: none, build: two(func(x, y *G.Node) (*G.Node, error) { return G.Lte(x, y, true) })},
+		{name: dtn + " MinBetween", op: "minBetween", ins: none, build: two(G.MinBetween)},
+		{name: dtn + " Sum 0", op: "sumOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Sum(x, 0) })},
+		{name: dtn + " Sum all", op: "sumOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Sum(x) })},
+		{name: dtn + " Max 1", op: "maxOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Max(x, 1) })},
+		{name: dtn + " transpose", op: "transposeOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Transpose(x) })},
+		{name: dtn + " slice", op: "sliceOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) { return G.Slice(x, nil, G.S(1, 3)) })},
+		{name: dtn + " concat", op: "concatOp", ins: none, build: two(func(x, y *G.Node) (*G.Node, error) { return G.Concat(1, x, y) })},
+		{name: dtn + " DiagFlat", op: "diagFlatOp", ins: none, build: func(xs []*G.Node) (*G.Node, error) { return G.DiagFlat(leaf(xs[0].Graph(), "a", a, 12)) }},
+		{name: dtn + " ByIndices", op: "byIndicesOp", ins: none, build: one(func(x *G.Node) (*G.Node, error) {
 			ids := tensor.New(tensor.WithShape(3), tensor.WithBacking([]int{2, 0, 2}))
 			i := G.NewVector(x.Graph(), tensor.Int, G.WithShape(3), G.WithName("ids"), G.WithValue(ids))
 			return G.ByIndices(x, i, 0)
 		})},
-		{name: "Int32 scalar div", op: "elemBinOp", ins: none, build: func(xs []*G.Node) (*G.Node, error) {
+		{name: dtn + " scalar div", op: "elemBinOp", ins: none, build: func(xs []*G.Node) (*G.Node, error) {
 			g := xs[0].Graph()
-			return G.HadamardDiv(scalar(g, "a", -7), scalar(g, "b", 2))
+			return G.HadamardDiv(scalar(g, "a", a[0]), scalar(g, "b", b[0]))
 		}},
 	}
 }
@@ -728,7 +735,7 @@ func compareValues(t *testing.T, what string, dt tensor.Dtype, got, want G.Value
 		t.Fatalf("%s: got %v %v, want %v %v", what, got.Dtype(), got.Shape(), want.Dtype(), want.Shape())
 	}
 	switch want.Dtype() {
-	case tensor.Bool, tensor.Int, tensor.Int64, tensor.Int32:
+	case tensor.Bool, tensor.Int, tensor.Int64, tensor.Int32, tensor.Uint8:
 		if fmt.Sprint(got.Data()) != fmt.Sprint(want.Data()) {
 			t.Errorf("%s: got %v, want %v", what, got.Data(), want.Data())
 		}

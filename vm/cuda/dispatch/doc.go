@@ -35,17 +35,17 @@
 // The gorgonia ops, as planned for TestCoverage's graphs (generated: OOC_UPDATE_DOC=1 go test -run TestCoverage
 // ./vm/cuda/dispatch rewrites it; the test fails when the plans and this table disagree). Kernels run in
 // float32 or float64; a comparison with a bool result writes one byte per element (Go's bool), as on the host.
-// Int (and Int64) tensors are Go's int, 8 bytes per element, Int32 4, and run + - ⊙ ÷, comparisons,
-// Max/MinBetween, Sum and Max over any axes (the _i64 and _i32 kernels), SizeOf of an Int operand, ConvType
-// between Int and the float types, and the ops that move elements (copies of their bits). Integer ÷ is the CPU
+// Int (and Int64) tensors are Go's int, 8 bytes per element, Int32 4, Byte (Uint8) 1, and run + - ⊙ ÷,
+// comparisons, Max/MinBetween, Sum and Max over any axes (the _i64, _i32 and _byte kernels), SizeOf of an Int
+// operand, ConvType between Int and the float types, and the ops that move elements (copies of their bits). Integer ÷ is the CPU
 // device's: between tensors tensor's preallocated Div, truncating, 0 for a zero divisor (it reports nothing),
 // the minimum ÷ -1 wrapping as in Go; between two scalars Go's /, which panics on a zero divisor and fails the
 // CPU device's run, so the runner reads the divisor back first (a one-element host stall) and fails the run
 // there too. gorgonia builds no unary op on integers (Neg, Abs, Square... panic at graph building) and tensor
 // has no integer ^ (the CPU device fails at Run): neither has a plan. Bool tensors (one byte per element) run
 // == and != between them (compare_u8) and the ops that move elements (copy_u8, fill_u8, g_byindices_u8):
-// tensor refuses arithmetic, ordering, Sum and SizeOf on bools. Other dtypes are refused (no gorgonia op makes
-// them; only a leaf can bring one):
+// tensor refuses arithmetic, ordering, Sum and SizeOf on bools. Those are gorgonia's dtypes (its
+// acceptableDtypes); others are refused:
 //
 //	op                            device work
 //	gorgonia.BatchNormOp          g_batchnorm
@@ -63,17 +63,17 @@
 //	gorgonia.dropoutDiffOp        g_dropout_grad
 //	gorgonia.dropoutOp            copy
 //	gorgonia.dtConvOp             convert
-//	gorgonia.elemBinOp            binary, binary_i32, binary_i64, compare, compare_i32, compare_i64, compare_u8
+//	gorgonia.elemBinOp            binary, binary_byte, binary_i32, binary_i64, compare, compare_byte, compare_i32, compare_i64, compare_u8
 //	gorgonia.elemUnaryOp          unary
 //	gorgonia.globalAveragePoolOp  g_gap
 //	gorgonia.groupNormDiffOp      g_groupnorm_grad
 //	gorgonia.im2colOp             g_im2col
 //	gorgonia.linAlgBinOp          cuBLAS GEMM
 //	gorgonia.maxBetween           binary, binary_i64
-//	gorgonia.maxOp                reduce, reduce_axes, reduce_axes_i64, reduce_i32, reduce_i64
+//	gorgonia.maxOp                reduce, reduce_axes, reduce_axes_i64, reduce_byte, reduce_i32, reduce_i64
 //	gorgonia.maxPoolDiffOp        g_maxpool_grad
 //	gorgonia.maxPoolOp            g_maxpool
-//	gorgonia.minBetween           binary, binary_i32, binary_i64
+//	gorgonia.minBetween           binary, binary_byte, binary_i32, binary_i64
 //	gorgonia.repeatOp             copy
 //	gorgonia.sizeOp               fill, fill_i64
 //	gorgonia.sliceIncrOp          copy, fill
@@ -82,7 +82,7 @@
 //	gorgonia.softmaxOp            softmax
 //	gorgonia.sparsemaxDiffOp      g_sparsemax_grad
 //	gorgonia.sparsemaxOp          g_sparsemax
-//	gorgonia.sumOp                reduce, reduce_axes, reduce_axes_i64, reduce_i32, reduce_i64
+//	gorgonia.sumOp                reduce, reduce_axes, reduce_axes_i64, reduce_byte, reduce_i32, reduce_i64
 //	gorgonia.tensordotOp          copy, cuBLAS GEMM
 //	gorgonia.transposeOp          copy, copy_u8
 //	gorgonia.upsampleDiffOp       g_upsample_grad

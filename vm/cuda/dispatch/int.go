@@ -8,21 +8,25 @@ import (
 	"gorgonia.org/tensor"
 )
 
-// planInt plans the ops that run on Int, Int64 and Int32 tensors (Go's int
-// is int64 on the platforms the device runs on: 8 bytes per element on the
-// device as on the host, Int32 4): elemBinOp's + - ⊙ ÷ and comparisons
-// (binary_, compare_i64 or _i32; ÷ as the CPU device computes it, tensor's
-// DivRecv, which writes 0 for a zero divisor; gorgonia's Do has no integer
-// form of ^ and no unary op builds on integers), MaxBetween and
-// MinBetween, Sum and Max over any axes (reduce(_axes)_i64 or _i32), SizeOf
-// of an Int operand (fill_i64; tensor's SizeOf has no Int64 or Int32 form),
-// and the ops that only move elements (the float kernels of the same width:
-// the bits are moved, not read as floats).
+// planInt plans the ops that run on Int, Int64, Int32 and Byte tensors
+// (Go's int is int64 on the platforms the device runs on: 8 bytes per
+// element on the device as on the host, Int32 4, Byte 1): elemBinOp's + - ⊙
+// ÷ and comparisons (binary_ and compare_ of the type: i64, i32, byte; ÷ as
+// the CPU device computes it, tensor's DivRecv, which writes 0 for a zero
+// divisor; gorgonia's Do has no integer form of ^ and no unary op builds on
+// integers), MaxBetween and MinBetween, Sum and Max over any axes
+// (reduce(_axes)_ of the type), SizeOf of an Int operand (fill_i64;
+// tensor's SizeOf has no other integer form), and the ops that only move
+// elements (the copy and fill kernels of the same width, f64, f32 or u8: the
+// bits are moved, not read as floats).
 func planInt(c fn) (plan, error) {
 	name := opName(c.f.Op)
 	ints, moves := "i64", "f64"
-	if c.es == 4 {
+	switch c.es {
+	case 4:
 		ints, moves = "i32", "f32"
+	case 1:
+		ints, moves = "byte", "u8" // Byte: the Bool kernels move bytes too
 	}
 	switch name {
 	case "gorgonia.elemBinOp":

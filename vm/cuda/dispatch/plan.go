@@ -69,10 +69,12 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 		c.es = 8 // Go's int (int64 on the platforms the device runs on); planInt picks the kernels
 	case tensor.Int32:
 		c.es = 4
+	case tensor.Uint8:
+		c.es = 1 // gorgonia's Byte
 	case tensor.Bool:
 		c.es = 1 // Go's bool; planBool picks the kernels
 	default:
-		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64 (Int, Int64, Int32 and Bool for some ops), this op computes in %v", dt))
+		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64 (Int, Int64, Int32, Byte and Bool for some ops), this op computes in %v", dt))
 	}
 	for _, v := range c.ins {
 		if v.Dtype != dt && !isSizeOperand(f.Op, v) && !isIndexOperand(f.Op, v) {
@@ -80,7 +82,7 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 		}
 	}
 	switch dt {
-	case tensor.Int, tensor.Int64, tensor.Int32:
+	case tensor.Int, tensor.Int64, tensor.Int32, tensor.Uint8:
 		return planInt(c)
 	case tensor.Bool:
 		return planBool(c)
