@@ -34,9 +34,18 @@
 //
 // The gorgonia ops, as planned for TestCoverage's graphs (generated: OOC_UPDATE_DOC=1 go test -run TestCoverage
 // ./vm/cuda/dispatch rewrites it; the test fails when the plans and this table disagree). Kernels run in
-// float32 or float64; a comparison with a bool result writes one byte per element (Go's bool), as on the host;
-// Int tensors are Go's int, 8 bytes per element, and run + - ⊙, comparisons, Max/MinBetween (the _i64 kernels),
-// ConvType to and from the float types, and the ops that move elements (copies of their bits):
+// float32 or float64; a comparison with a bool result writes one byte per element (Go's bool), as on the host.
+// Int (and Int64) tensors are Go's int, 8 bytes per element, Int32 4, Byte (Uint8) 1, and run + - ⊙ ÷,
+// comparisons, Max/MinBetween, Sum and Max over any axes (the _i64, _i32 and _byte kernels), SizeOf of an Int
+// operand, ConvType between Int and the float types, and the ops that move elements (copies of their bits). Integer ÷ is the CPU
+// device's: between tensors tensor's preallocated Div, truncating, 0 for a zero divisor (it reports nothing),
+// the minimum ÷ -1 wrapping as in Go; between two scalars Go's /, which panics on a zero divisor and fails the
+// CPU device's run, so the runner reads the divisor back first (a one-element host stall) and fails the run
+// there too. gorgonia builds no unary op on integers (Neg, Abs, Square... panic at graph building) and tensor
+// has no integer ^ (the CPU device fails at Run): neither has a plan. Bool tensors (one byte per element) run
+// == and != between them (compare_u8) and the ops that move elements (copy_u8, fill_u8, g_byindices_u8):
+// tensor refuses arithmetic, ordering, Sum and SizeOf on bools. Those are gorgonia's dtypes (its
+// acceptableDtypes); others are refused:
 //
 //	op                            device work
 //	gorgonia.BatchNormOp          g_batchnorm
@@ -44,40 +53,42 @@
 //	gorgonia.avgPoolDiffOp        g_avgpool_grad
 //	gorgonia.avgPoolOp            g_avgpool
 //	gorgonia.batchnormDiffOp      g_batchnorm_grad
-//	gorgonia.byIndicesOp          fill, g_byindices
+//	gorgonia.byIndicesOp          fill, fill_u8, g_byindices, g_byindices_u8
 //	gorgonia.byIndicesOpDiffOp    fill, g_byindices_grad
 //	gorgonia.col2imOp             g_col2im
-//	gorgonia.concatOp             copy
+//	gorgonia.concatOp             copy, copy_u8
 //	gorgonia.ctcLossDiffOp        ctc_alpha, ctc_grad, fill
 //	gorgonia.ctcLossOp            ctc_alpha, ctc_reduce
-//	gorgonia.diagFlatOp           copy, fill
+//	gorgonia.diagFlatOp           copy, copy_u8, fill, fill_u8
 //	gorgonia.dropoutDiffOp        g_dropout_grad
 //	gorgonia.dropoutOp            copy
 //	gorgonia.dtConvOp             convert
-//	gorgonia.elemBinOp            binary, binary_i64, compare, compare_i64
+//	gorgonia.elemBinOp            binary, binary_byte, binary_i32, binary_i64, compare, compare_byte, compare_i32, compare_i64, compare_u8
 //	gorgonia.elemUnaryOp          unary
 //	gorgonia.globalAveragePoolOp  g_gap
 //	gorgonia.groupNormDiffOp      g_groupnorm_grad
 //	gorgonia.im2colOp             g_im2col
 //	gorgonia.linAlgBinOp          cuBLAS dot, cuBLAS gemm, cuBLAS gemmBatched, cuBLAS gemv, cuBLAS ger, fill
 //	gorgonia.maxBetween           binary, binary_i64
-//	gorgonia.maxOp                reduce, reduce_axes
+//	gorgonia.maxOp                reduce, reduce_axes, reduce_axes_i64, reduce_byte, reduce_i32, reduce_i64
 //	gorgonia.maxPoolDiffOp        g_maxpool_grad
 //	gorgonia.maxPoolOp            g_maxpool
-//	gorgonia.minBetween           binary, binary_i64
+//	gorgonia.minBetween           binary, binary_byte, binary_i32, binary_i64
 //	gorgonia.repeatOp             copy
-//	gorgonia.sizeOp               fill
+//	gorgonia.sizeOp               fill, fill_i64
 //	gorgonia.sliceIncrOp          copy, fill
-//	gorgonia.sliceOp              copy
+//	gorgonia.sliceOp              copy, copy_u8
 //	gorgonia.softmaxDiffOp        softmax_grad
 //	gorgonia.softmaxOp            softmax
 //	gorgonia.sparsemaxDiffOp      g_sparsemax_grad
 //	gorgonia.sparsemaxOp          g_sparsemax
-//	gorgonia.sumOp                reduce, reduce_axes
+//	gorgonia.sumOp                reduce, reduce_axes, reduce_axes_i64, reduce_byte, reduce_i32, reduce_i64
 //	gorgonia.tensordotOp          copy, cuBLAS dot, cuBLAS gemm, cuBLAS gemv
-//	gorgonia.transposeOp          copy
+//	gorgonia.transposeOp          copy, copy_u8
 //	gorgonia.upsampleDiffOp       g_upsample_grad
 //	gorgonia.upsampleOp           copy
+//	gorgonia.clampOp              none: built by no function of gorgonia v0.9.18, and its Do returns nothing (TestClampOpIsBuiltByNothing)
+//	gorgonia.yoloOp               none: ooc.Compile refuses YOLOv3 on every device, its op rewriting its operand in place (TestYOLOv3RefusedOnEveryDevice)
 //
 // Elementwise ops take scalar operands by a stride of 0; comparisons with
 // retSame (Rectify's >=) run the binary kernel. Transposes are one strided
@@ -105,10 +116,12 @@
 // it inside the op), the tables in the function's workspace too. Reshapes are
 // views and need nothing.
 // gorgonia v0.9.18 has no argmax or argmin op (tensor.Argmax is called on
-// values outside the graph), and its clampOp is built by no function and
-// computes nothing in Do, so neither has a plan; nor has yoloOp (YOLOv3's
-// loss, which has no gradient in gorgonia). Every op not listed is
-// refused at Compile (the error names it, its type and node). gorgonia's own
+// values outside the graph). Its clampOp is built by no function (the type is
+// unexported and no file of gorgonia makes one) and its Do returns nothing,
+// and yoloOp never reaches a backend: ooc.Compile refuses YOLOv3 on every
+// device (its op writes its activations into its operand and returns it);
+// the table's "none" rows say so and a test each keeps it true. Every op not
+// listed is refused at Compile (the error names it, its type and node). gorgonia's own
 // ops of the conv, pooling, norm, dropout, random, index and sparsemax
 // families (plans in one file per family: conv.go, pool.go, norm.go,
 // dropout.go, random.go, indices.go, sparsemax.go, hooked in by families.go)

@@ -32,18 +32,11 @@ func planGorgonia(c fn) (plan, error) {
 	case "gorgonia.linAlgBinOp":
 		return planLinAlg(c)
 	case "gorgonia.sizeOp":
-		axis, err := intField(c.f.Op, "axis")
+		v, err := sizeOf(c)
 		if err != nil {
-			return plan{}, c.unsupported(err.Error())
+			return plan{}, err
 		}
-		v := 1.0
-		if s := c.in(0); len(s) > 0 {
-			if axis < 0 || axis >= len(s) {
-				return plan{}, c.unsupported(fmt.Sprintf("axis %d of a %v operand", axis, s))
-			}
-			v = float64(s[axis])
-		}
-		return plan{run: func(r *Runner, a addrs) error { return r.launch("fill_"+c.sfx, ptr(a.out), flt(v), i64(1)) }}, nil
+		return plan{run: func(r *Runner, a addrs) error { return r.launch("fill_"+c.sfx, ptr(a.out), flt(float64(v)), i64(1)) }}, nil
 	case "gorgonia.sumOp":
 		return planSum(c)
 	case "gorgonia.repeatOp":
@@ -226,4 +219,21 @@ func planConcat(c fn) (plan, error) {
 		}
 		return nil
 	}}, nil
+}
+
+// sizeOf is what gorgonia's sizeOp computes from its operand's shape: the
+// length of its axis (1 for a scalar operand).
+func sizeOf(c fn) (int64, error) {
+	axis, err := intField(c.f.Op, "axis")
+	if err != nil {
+		return 0, c.unsupported(err.Error())
+	}
+	s := c.in(0)
+	if len(s) == 0 {
+		return 1, nil
+	}
+	if axis < 0 || axis >= len(s) {
+		return 0, c.unsupported(fmt.Sprintf("axis %d of a %v operand", axis, s))
+	}
+	return int64(s[axis]), nil
 }

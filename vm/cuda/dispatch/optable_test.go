@@ -45,7 +45,8 @@ func workOf(m *vm.Machine) map[string]map[string]bool {
 }
 
 // opTable renders the generated table: per gorgonia op type the kernels its
-// plans launched in the coverage graphs, then the op types refused.
+// plans launched in the coverage graphs, then the op types refused, then
+// those no program brings to the dispatch (unplanned).
 func opTable(table map[string]map[string]bool, unsupported map[string]string) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -70,6 +71,14 @@ func opTable(table map[string]map[string]bool, unsupported map[string]string) st
 	slices.Sort(refused)
 	for _, op := range refused {
 		fmt.Fprintf(tw, "%s\trefused: %s\n", strings.TrimPrefix(op, "*"), unsupported[op])
+	}
+	none := make([]string, 0, len(unplanned))
+	for op := range unplanned {
+		none = append(none, op)
+	}
+	slices.Sort(none)
+	for _, op := range none {
+		fmt.Fprintf(tw, "%s\t%s\n", op, unplanned[op])
 	}
 	_ = tw.Flush()
 	lines := strings.SplitAfter(b.String(), "\n")

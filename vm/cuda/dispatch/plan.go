@@ -78,18 +78,27 @@ func planFunc(r *Runner, p *vm.Program, i int) (plan, error) {
 		c.es, c.sfx = 4, "f32"
 	case tensor.Float64:
 		c.es, c.sfx = 8, "f64"
-	case tensor.Int:
-		c.es = 8 // Go's int; planInt picks the kernels
+	case tensor.Int, tensor.Int64:
+		c.es = 8 // Go's int (int64 on the platforms the device runs on); planInt picks the kernels
+	case tensor.Int32:
+		c.es = 4
+	case tensor.Uint8:
+		c.es = 1 // gorgonia's Byte
+	case tensor.Bool:
+		c.es = 1 // Go's bool; planBool picks the kernels
 	default:
-		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64 (Int for some ops), this op computes in %v", dt))
+		return plan{}, c.unsupported(fmt.Sprintf("the kernels are float32 and float64 (Int, Int64, Int32, Byte and Bool for some ops), this op computes in %v", dt))
 	}
 	for _, v := range c.ins {
 		if v.Dtype != dt && !isSizeOperand(f.Op, v) && !isIndexOperand(f.Op, v) {
 			return plan{}, c.unsupported(fmt.Sprintf("operand %s is %v, the result %v", v.Name, v.Dtype, c.out.Dtype))
 		}
 	}
-	if dt == tensor.Int {
+	switch dt {
+	case tensor.Int, tensor.Int64, tensor.Int32, tensor.Uint8:
 		return planInt(c)
+	case tensor.Bool:
+		return planBool(c)
 	}
 	if d, ok := layers.Describe(f.Op); ok {
 		return planLayer(r, c, d)

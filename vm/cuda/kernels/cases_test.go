@@ -36,6 +36,7 @@ func TestResizeBilinear(t *testing.T)        { runGroup(t, "resize") }
 func TestReduceAxes(t *testing.T)            { runGroup(t, "reduceaxes") }
 func TestConvert(t *testing.T)               { runGroup(t, "convert") }
 func TestIntBinary(t *testing.T)             { runGroup(t, "int") }
+func TestBoolOps(t *testing.T)               { runGroup(t, "bool") }
 func TestCTC(t *testing.T)                   { runGroup(t, "ctc") }
 func TestGorgoniaBatchNorm(t *testing.T)     { runGroup(t, "gbatchnorm") }
 func TestGorgoniaDropout(t *testing.T)       { runGroup(t, "gdropout") }

@@ -35,7 +35,12 @@
 //	reduce            ceil(rows/256)         (rows·k + rows)s                    sumOp, maxOp over one axis; Mean
 //	reduce_axes       ceil(rows/256)         (rows·k + rows)s                    sumOp, maxOp over several axes (any set); Mean
 //	convert(_i64)     ceil(n/256)            (8+s)n                              dtConvOp (ConvType) between a float type and Int (int64)
-//	binary_i64, compare_i64 ceil(n/256)      as binary, compare (s = 8)          elemBinOp on Int tensors: + - ⊙ (wrapping), comparisons, Max/MinBetween
+//	binary, compare _i64 _i32 _byte ceil(n/256) as binary, compare (s = 8, 4, 1) elemBinOp on Int, Int32, Byte tensors: + - ⊙ (wrapping), ÷ (0 for a zero divisor), comparisons, Max/MinBetween
+//	reduce(_axes) _i64 _i32 _byte ceil(rows/256) (rows·k + rows)s                sumOp (wrapping), maxOp on Int, Int32, Byte tensors
+//	fill_i64          ceil(n/256)            8n                                  sizeOp of an Int operand
+//	copy_u8, fill_u8  ceil(n/256)            n + distinct(in), n                 transposeOp, sliceOp, concatOp, diagFlatOp on Bool tensors
+//	compare_u8        ceil(n/256)            n + distinct(a) + distinct(b)       elemBinOp == and != of Bool tensors
+//	g_byindices_u8    ceil(moved/256)        2·moved + 8·nidx                    byIndicesOp of a Bool tensor
 //	ctc_alpha, ctc_grad ceil(B/256)          (T·B·C + T·B·(2S+1))s (·3, ·2)     ctcLossOp, ctcLossDiffOp (a thread per batch element; the gradient recomputes alpha)
 //	ctc_reduce        1                      (s+8)B                              ctcLossOp's sum or mean over the batch
 //	softmax(_grad)    ceil(rows/256)         2 (3) · rows·k·s                    softmaxOp, softmaxDiffOp (log or not; tensor's last-axis maximum)

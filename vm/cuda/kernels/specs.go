@@ -11,7 +11,7 @@ var Specs = func() []*Spec {
 			all = append(all, f(d)...)
 		}
 	}
-	return append(append(append(all, bnStatSpecs()...), convertSpecs()...), intSpecs()...)
+	return append(append(append(append(all, bnStatSpecs()...), convertSpecs()...), intSpecs()...), boolSpecs()...)
 }()
 
 type dtype = struct {

@@ -54,23 +54,46 @@ func convertSpecs() []*Spec {
 	return all
 }
 
-// intSpecs are elemBinOp's kernels on Int (int64) tensors: + - ⊙ with Go's
-// wrap-around, comparisons (same-type or bool results), MaxBetween and
-// MinBetween. The operator codes are BinaryOp's; others are not planned.
+// intSpecs are the kernels of gorgonia's ops on Int (int64), Int32 and
+// Byte (uint8) tensors: elemBinOp's + - ⊙ with Go's wrap-around, ÷ as tensor's DivRecv
+// (0 for a zero divisor), comparisons (same-type or bool results),
+// MaxBetween and MinBetween (operator codes BinaryOp's; ^ is not planned:
+// tensor refuses it on integers); Sum and Max over any axes; an Int fill.
 func intSpecs() []*Spec {
 	n := arg("n")
-	cost := func(outSize int64) func(Call) (int64, int64) {
-		return func(c Call) (int64, int64) {
-			n, l := c.Int("n"), c.Layout()
-			return n*outSize + (walked(l, l.A, n)+walked(l, l.B, n))*8, n
+	var all []*Spec
+	for _, d := range []struct {
+		sfx, what string
+		ptr       Type
+		size      int64
+	}{{"i64", "Int (and Int64)", I64Ptr, 8}, {"i32", "Int32", I32Ptr, 4}, {"byte", "Byte (Uint8)", U8Ptr, 1}} {
+		cost := func(outSize int64) func(Call) (int64, int64) {
+			return func(c Call) (int64, int64) {
+				n, l := c.Int("n"), c.Layout()
+				return n*outSize + (walked(l, l.A, n)+walked(l, l.B, n))*d.size, n
+			}
 		}
+		all = append(all,
+			&Spec{Name: "binary_" + d.sfx, Mirrors: "gorgonia elemBinOp on " + d.what + " tensors (+ - ⊙ ÷, comparisons with retSame, Max/MinBetween)",
+				Params: []Param{i32("op"), ptr(d.ptr, "out"), in(d.ptr, "a"), in(d.ptr, "b"), i64("n"), scalar(LayoutT, "L")},
+				shape:  perElement(n), cost: cost(d.size)},
+			&Spec{Name: "compare_" + d.sfx, Mirrors: "gorgonia elemBinOp comparison of " + d.what + " tensors with a bool result",
+				Params: []Param{i32("op"), ptr(U8Ptr, "out"), in(d.ptr, "a"), in(d.ptr, "b"), i64("n"), scalar(LayoutT, "L")},
+				shape:  perElement(n), cost: cost(1)},
+			&Spec{Name: "reduce_" + d.sfx, Mirrors: "gorgonia sumOp / maxOp of an " + d.what + " tensor over one run of axes (wrapping sums)",
+				Params: []Param{i32("op"), ptr(d.ptr, "out"), in(d.ptr, "x"), i64("outer"), i64("k"), i64("inner")},
+				shape:  perElement(rows), cost: func(c Call) (int64, int64) {
+					r := rows(c)
+					return d.size * (r*c.Int("k") + r), r * c.Int("k")
+				}},
+			&Spec{Name: "reduce_axes_" + d.sfx, Mirrors: "gorgonia sumOp / maxOp of an " + d.what + " tensor over any set of axes (wrapping sums)",
+				Params: []Param{i32("op"), ptr(d.ptr, "out"), in(d.ptr, "x"), i64("rows"), i64("k"), i64("kept"), scalar(LayoutT, "L")},
+				shape:  perElement(arg("rows")), cost: func(c Call) (int64, int64) {
+					r := c.Int("rows")
+					return d.size * (r*c.Int("k") + r), r * c.Int("k")
+				}})
 	}
-	return []*Spec{
-		{Name: "binary_i64", Mirrors: "gorgonia elemBinOp on Int tensors (+ - ⊙, comparisons with retSame, Max/MinBetween)",
-			Params: []Param{i32("op"), ptr(I64Ptr, "out"), in(I64Ptr, "a"), in(I64Ptr, "b"), i64("n"), scalar(LayoutT, "L")},
-			shape:  perElement(n), cost: cost(8)},
-		{Name: "compare_i64", Mirrors: "gorgonia elemBinOp comparison of Int tensors with a bool result",
-			Params: []Param{i32("op"), ptr(U8Ptr, "out"), in(I64Ptr, "a"), in(I64Ptr, "b"), i64("n"), scalar(LayoutT, "L")},
-			shape:  perElement(n), cost: cost(1)},
-	}
+	return append(all, &Spec{Name: "fill_i64", Mirrors: "gorgonia sizeOp of an Int operand (an Int constant)",
+		Params: []Param{ptr(I64Ptr, "y"), i64("v"), i64("n")},
+		shape:  perElement(n), cost: func(c Call) (int64, int64) { return 8 * c.Int("n"), 0 }})
 }

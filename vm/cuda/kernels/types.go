@@ -24,6 +24,7 @@ const (
 	ConvGeomT // struct ooc_conv_geom (ConvGeom)
 	PoolGeomT // struct ooc_pool_geom (PoolGeom)
 	I64Ptr    // Go int (int64 on the platforms the device runs on) tensors
+	I32Ptr    // int32 tensors
 )
 
 // Size is the parameter's size in bytes, as cuLaunchKernel copies it.
@@ -42,7 +43,9 @@ func (t Type) Size() int {
 }
 
 // IsPtr reports a device pointer.
-func (t Type) IsPtr() bool { return t == F32Ptr || t == F64Ptr || t == U8Ptr || t == I64Ptr }
+func (t Type) IsPtr() bool {
+	return t == F32Ptr || t == F64Ptr || t == U8Ptr || t == I64Ptr || t == I32Ptr
+}
 
 // C is the parameter's C type; in marks a pointer the kernel only reads.
 func (t Type) C(in bool) string {
@@ -59,6 +62,8 @@ func (t Type) C(in bool) string {
 		return c + "u8 *"
 	case I64Ptr:
 		return c + "i64 *"
+	case I32Ptr:
+		return c + "int *"
 	case I32:
 		return "int"
 	case I64:
@@ -232,7 +237,7 @@ func PoolArg(g PoolGeom) Arg { return Arg{kind: argPool, raw: g.bytes(), geomP: 
 
 // encode writes the argument as parameter type t into dst (t.Size() bytes).
 func (a Arg) encode(t Type, dst []byte) error {
-	want := map[Type]argKind{F32Ptr: argPtr, F64Ptr: argPtr, U8Ptr: argPtr, I64Ptr: argPtr, I32: argInt, I64: argInt,
+	want := map[Type]argKind{F32Ptr: argPtr, F64Ptr: argPtr, U8Ptr: argPtr, I64Ptr: argPtr, I32Ptr: argPtr, I32: argInt, I64: argInt,
 		F32: argFloat, F64: argFloat, LayoutT: argLayout, ConvGeomT: argConv, PoolGeomT: argPool}[t]
 	if a.kind != want {
 		return fmt.Errorf("wrong kind of argument for a %s parameter", t.C(false))

@@ -59,9 +59,12 @@ func (c Case) Name() string { return c.Group + " " + c.Dtype }
 //     align_corners.
 //   - reduceaxes: Sum, Mean and Max over several (not necessarily adjacent)
 //     axes in one launch; convert: float to Int and back as Go converts;
-//     int: + - ⊙, comparisons, MaxBetween and MinBetween on Int tensors
-//     against gorgonia's Do; ctc: CTCLoss (sum and mean) and its gradient
-//     against gorgonia's ctcLossOp and ctcLossDiffOp.
+//     int: + - ⊙ ÷, comparisons, MaxBetween and MinBetween, Sum and Max
+//     over axes on Int, Int32 and Byte tensors, and the Int fill, against
+//     gorgonia's Do (÷ against its preallocated path, the CPU device's);
+//     bool: transposes, == and !=, fills, DiagFlat and ByIndices on Bool
+//     tensors; ctc: CTCLoss (sum and mean) and its gradient against
+//     gorgonia's ctcLossOp and ctcLossDiffOp.
 //   - gbatchnorm, gdropout, gupsample, gbyindices, gim2col, gpool,
 //     ggroupnorm, gsparsemax, ggap: the g_ kernels against gorgonia's own
 //     ops' Do (BatchNormOp, dropoutOp with its generator seeded,
@@ -104,6 +107,7 @@ func cases() []Case {
 	add("reduceaxes", testReduceAxes[float32], testReduceAxes[float64])
 	add("convert", testConvert[float32], testConvert[float64])
 	add("int", intBinary, nil)
+	add("bool", boolOps, nil)
 	add("ctc", testCTC[float32], testCTC[float64])
 	add("gbatchnorm", caseGorgoniaBatchNorm[float32], caseGorgoniaBatchNorm[float64])
 	add("gdropout", caseGorgoniaDropout[float32], caseGorgoniaDropout[float64])

@@ -21,3 +21,4 @@
 #include "gindex.cu"
 #include "gsparse.cu"
 #include "gnorm.cu"
+#include "bool.cu"
