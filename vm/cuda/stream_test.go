@@ -146,7 +146,7 @@ func TestWaitsStayOnTheDevice(t *testing.T) {
 // is measured with events, and that a copy out overlaps the next copy in.
 func TestStallTime(t *testing.T) {
 	withKernels(t)
-	const n, delay = 1 << 12, 80 * time.Millisecond
+	const n, delay = 1 << 12, 200 * time.Millisecond // long enough that load does not hide the overlap
 	d := openFake(t, map[string]int64{"copy_delay_us": delay.Microseconds()})
 	f, block, in, out := orderingSetup(t, d, n)
 	swapRounds(t, d, f, block, in, out, n)
