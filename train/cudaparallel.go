@@ -51,6 +51,24 @@ func openParallel(cfg *Config, mem memoryPlan) ([]vm.Device, error) {
 	return devs, nil
 }
 
+// joinWorld makes a rank's device its rank of the run's NCCL communicator
+// (Config.WorldSize), waiting for every rank to join.
+func joinWorld(cfg *Config, d vm.Device) (*cuda.NCCL, error) {
+	cd, ok := d.(*cuda.Device)
+	switch {
+	case !ok:
+		return nil, configErrorf("-world-size %d: %s is not a CUDA device; the ranks average with NCCL", cfg.WorldSize, d.Name())
+	case cfg.NCCLID == cuda.UniqueID{}:
+		return nil, configErrorf("-world-size %d: rank %d has no NCCL id: rank 0 makes it (cuda.NewUniqueID) and every rank needs it (ooc train -nccl-id FILE; Config.NCCLID)",
+			cfg.WorldSize, cfg.Rank)
+	}
+	c, err := cuda.JoinNCCL(cd, cfg.Rank, cfg.WorldSize, cfg.NCCLID)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d of %d: joining the other ranks (NCCL): %w", cfg.Rank, cfg.WorldSize, err)
+	}
+	return c, nil
+}
+
 // replicaUpdates is the update of a data-parallel run on CUDA devices:
 // every replica keeps its weights and optimizer state on its own device
 // (a dispatch.Solver each, started from the same state), and a step
@@ -221,6 +239,12 @@ func (t *Trainer) evalDevice() vm.Device {
 
 // parallelLine says how a data-parallel run computes, for the summary.
 func (t *Trainer) parallelLine() string {
+	if w := t.par.world; w > 1 {
+		return fmt.Sprintf("rank %d of %d processes (-world-size %d), one CUDA device each (-device %s here): batch %d split %d per rank, "+
+			"this rank's share its rows %d to %d; gradients and loss averaged across the ranks by NCCL %s before each update on every rank's device; "+
+			"rank 0 evaluates and writes the checkpoint",
+			t.par.rank, w, w, t.cfg.Device, t.cfg.Batch, t.cfg.Batch/w, t.par.rank*t.cfg.Batch/w, (t.par.rank+1)*t.cfg.Batch/w-1, t.par.nccl.Version())
+	}
 	n := len(t.par.devs)
 	kind := "CPU"
 	if t.cfg.parallelOnCUDA() {
