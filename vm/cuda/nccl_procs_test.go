@@ -229,17 +229,27 @@ func ncclProcs(t *testing.T, n int) (driver string, devs []*Device, nf *fakecuda
 	return os.Getenv("OOC_FAKENCCL_DRIVER"), devs, nf
 }
 
-// newTestID makes a unique id whose fake NCCL segment the test removes at its end: one that
-// failed before every rank joined stays in /dev/shm for ranks still to come.
+// newTestID makes a unique id; the test fails if the fake NCCL's shared memory for it is
+// left in /dev/shm at its end.
 func newTestID(t *testing.T) UniqueID {
 	t.Helper()
 	id, err := NewUniqueID()
 	must(t, err)
+	name := segmentOf(id)
+	t.Cleanup(func() {
+		if _, err := os.Stat(name); err == nil {
+			t.Errorf("%s is left behind", name)
+			_ = os.Remove(name)
+		}
+	})
+	return id
+}
+
+// segmentOf is where the fake NCCL keeps the shared memory of id's ranks.
+func segmentOf(id UniqueID) string {
 	h := fnv.New64a()
 	h.Write(id[:])
-	name := filepath.Join("/dev/shm", fmt.Sprintf("fakenccl-%016x", h.Sum64()))
-	t.Cleanup(func() { _ = os.Remove(name) })
-	return id
+	return filepath.Join("/dev/shm", fmt.Sprintf("fakenccl-%016x", h.Sum64()))
 }
 
 // TestNCCLAcrossProcesses: ranks in processes of their own, each with its own fake driver,
@@ -368,11 +378,31 @@ func TestNCCLBadWorld(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			driver, devs, _ := ncclProcs(t, 1)
 			id := newTestID(t)
+			// Rank 0 joins first: a rank that comes after every other has left waits
+			// alone until the timeout, as a real NCCL's would.
+			type joined struct {
+				c   *NCCL
+				err error
+			}
+			first := make(chan joined, 1)
+			go func() {
+				c, err := JoinNCCL(devs[0], 0, 2, id)
+				first <- joined{c, err}
+			}()
+			for start := time.Now(); ; time.Sleep(time.Millisecond) {
+				if _, err := os.Stat(segmentOf(id)); err == nil {
+					break
+				}
+				if time.Since(start) > time.Minute {
+					t.Fatal("rank 0 made no shared memory within a minute")
+				}
+			}
 			var procs []*rankProc
 			for _, r := range tc.ranks {
 				procs = append(procs, startRank(t, driver, id, r[0], r[1], "join"))
 			}
-			c, err := JoinNCCL(devs[0], 0, 2, id)
+			j := <-first
+			c, err := j.c, j.err
 			if err == nil {
 				// Both duplicates may come after rank 0 and the first of them have
 				// joined: the second fails the communicator, and rank 0's next call.

@@ -562,17 +562,17 @@ static void detach(clique_t *c) {
 	free(c);
 }
 
-/* leave marks rank's departure from the segment; the last one attached unlinks it once
- * every rank has joined (s->mu held). A communicator that failed before then stays, so
- * that a rank still to come finds the failure instead of waiting alone in a fresh segment;
- * it is left in /dev/shm (the tests remove theirs). */
+/* leave marks rank's departure from the segment; the last one attached unlinks it
+ * (s->mu held). A rank that comes after every other has left (a communicator that failed
+ * before it joined) makes a fresh segment and waits there alone until the timeout, as a
+ * real NCCL's late rank would: nothing is left behind in /dev/shm. */
 static void leave(clique_t *c, int rank) {
 	shm_t *s = c->s;
 	if (s->rank[rank].state == rank_joined) {
 		s->rank[rank].state = rank_left;
 		s->attached--;
 	}
-	if (s->attached <= 0 && s->joined == s->nranks)
+	if (s->attached <= 0)
 		shm_unlink(c->name);
 }
 
