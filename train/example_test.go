@@ -142,7 +142,7 @@ func Example_ranks() {
 		log.Fatal(err)
 	}
 	t, err := train.Open(train.Config{
-		Model: "resnet18", Data: "cifar10", Batch: 256, Epochs: 10, Budget: train.Budget{Percent: 60},
+		Model: "resnet18", Data: "cifar10:/shared/cifar-10-batches-bin", Batch: 256, Epochs: 10, Budget: train.Budget{Percent: 60},
 		Device: "cuda:" + os.Getenv("LOCAL_RANK"), WorldSize: world, Rank: rank, NCCLID: id,
 		Checkpoint: "/shared/run.ckpt",
 	})
