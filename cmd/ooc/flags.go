@@ -113,7 +113,9 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 			"Trains a model with ooc.Compile under a device-memory budget, evaluating on the test split after each epoch:\n"+
 			"on the CPU device, on a GPU (-device cuda), or data parallel on several devices (-devices N, -device cpu,cpu,\n"+
 			"-device cuda:0,cuda:1: each device a replica with its share of the batch and its own -budget; on CUDA devices\n"+
-			"the update runs on each, gradients averaged by NCCL, or on the host without it; proven on a fake driver only).\n"+
+			"the update runs on each, gradients averaged by NCCL, or on the host without it; proven on a fake driver only),\n"+
+			"or as one rank of such a run across processes and machines, one GPU each (-world-size N -rank R -nccl-id FILE;\n"+
+			"proven with a fake driver and NCCL, ranks as processes of one machine).\n"+
 			"-resume continues the run the checkpoint holds with its whole configuration; -epochs, -steps, the memory\n"+
 			"flags and the output files given again override it.\n\nflags:\n")
 		fs.PrintDefaults()
