@@ -474,7 +474,9 @@ func (c *NCCL) localRanks() string {
 }
 
 // fail records why the communicator failed (the first reason stays) and aborts it: a call
-// blocked in NCCL returns.
+// blocked in NCCL returns. A call that read its handle (comm) just before may then reach
+// NCCL with the aborted comm: the fake NCCL keeps aborted comms to refuse such calls; a
+// real NCCL's collectives only queue work, a window PyTorch's watchdog shares.
 func (c *NCCL) fail(err error) {
 	c.hmu.Lock()
 	defer c.hmu.Unlock()

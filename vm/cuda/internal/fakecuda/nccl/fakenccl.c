@@ -720,11 +720,13 @@ static int enter(comm_t *m) {
 	return ok;
 }
 
-/* release frees an aborted comm once no call is in progress on it (mu held). */
+/* release drops an aborted comm's mapping once no call is in progress on it (mu held).
+ * The comm itself is kept (a few bytes): a thread that read the handle before the abort
+ * may still call with it, and must find it gone rather than freed. */
 static void release(comm_t *m) {
-	if (m->gone && m->busy == 0) {
+	if (m->gone && m->busy == 0 && m->c) {
 		detach(m->c);
-		free(m);
+		m->c = NULL;
 	}
 }
 
@@ -771,9 +773,10 @@ int ncclCommAbort(comm_t *comm) {
 	pthread_mutex_lock(&mu);
 	int gone = comm->gone;
 	comm->gone = 1;
+	comm->busy++; /* the mapping stays until this call is done with it */
 	pthread_mutex_unlock(&mu);
 	if (gone)
-		return set_error(ncclInvalidUsage, "fakenccl: ncclCommAbort of an aborted communicator");
+		return finish(comm, set_error(ncclInvalidUsage, "fakenccl: ncclCommAbort of an aborted communicator"));
 	shm_t *s = comm->c->s;
 	shm_lock(s, comm->rank);
 	poison(s, ncclRemoteError, "rank %d of %d (pid %d) aborted its communicator", comm->rank, s->nranks, (int)getpid());
@@ -781,9 +784,8 @@ int ncclCommAbort(comm_t *comm) {
 	shm_unlock(s);
 	pthread_mutex_lock(&mu);
 	comms--;
-	release(comm);
 	pthread_mutex_unlock(&mu);
-	return ncclSuccess;
+	return finish(comm, ncclSuccess);
 }
 
 /* ncclCommGetAsyncError reports a failure of the communicator, after looking at the peers'
