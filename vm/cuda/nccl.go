@@ -445,10 +445,10 @@ func (c *NCCL) poll() error {
 		}
 		var res int32
 		if e := ncclCall(c.lib.asyncError, r.comm, uintptr(unsafe.Pointer(&res))); e != ncclSuccess {
-			return fmt.Errorf("%w: rank %d of %d: ncclCommGetAsyncError: %s", ErrNCCLFailed, r.rank, c.nranks, c.lib.errorText(e))
+			return fmt.Errorf("%w at rank %d of %d (this process): ncclCommGetAsyncError: %s", ErrNCCLFailed, r.rank, c.nranks, c.lib.errorText(e))
 		}
 		if res != ncclSuccess && res != ncclInProgress {
-			return fmt.Errorf("%w: rank %d of %d: %s", ErrNCCLFailed, r.rank, c.nranks, c.lib.errorText(res))
+			return fmt.Errorf("%w at rank %d of %d (this process): %s", ErrNCCLFailed, r.rank, c.nranks, c.lib.errorText(res))
 		}
 	}
 	if since := c.since.Load(); since != 0 && c.cfg.timeout > 0 {
