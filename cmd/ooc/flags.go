@@ -184,7 +184,7 @@ func (o *trainOptions) check() error {
 		return usagef("-resume needs -checkpoint FILE")
 	case o.WorldSize > 1 && o.NCCLIDFile == "":
 		return usagef("-world-size %d needs -nccl-id FILE: rank 0 writes the NCCL id there, the other ranks read it", o.WorldSize)
-	case o.NCCLIDFile != "" && o.WorldSize <= 1:
+	case o.NCCLIDFile != "" && o.WorldSize <= 1 && !o.Resume: // a resume has the checkpoint's -world-size
 		return usagef("-nccl-id %s: an NCCL id is for a run across processes: give -world-size N too", o.NCCLIDFile)
 	}
 	if _, err := newReporter(o.Progress, io.Discard, 1); err != nil {
@@ -204,6 +204,9 @@ func (o *trainOptions) check() error {
 		o.LR = train.DefaultLR(o.Optimizer)
 	}
 	c := o.config()
+	if o.Resume && !o.set["world-size"] {
+		c.Rank = 0 // the checkpoint's -world-size bounds -rank: resumeConfig checks it
+	}
 	if err := c.Check(); err != nil {
 		return usageError{err}
 	}

@@ -143,6 +143,9 @@ func worldID(o *trainOptions, cfg *train.Config) (joined func(), err error) {
 		return joined, nil
 	}
 	path := o.NCCLIDFile
+	if path == "" { // a resumed run across processes
+		return joined, usagef("the run has -world-size %d: give every rank -nccl-id FILE and its -rank, or -world-size 1 to go on in one process", cfg.WorldSize)
+	}
 	if cfg.Rank == 0 {
 		if _, err := os.Stat(path); err == nil {
 			return joined, usagef("-nccl-id %s exists: another run's id; remove it (rank 0 removes its own once every rank has joined) or give a new path", path)

@@ -105,18 +105,24 @@ func TestTrainRanks(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, a.Losses, 2)
 	require.Equal(t, 2, a.Meta.Run.WorldSize, "the checkpoint keeps the world size")
+	_, _, err = trainArgs(t, "-checkpoint", ck, "-resume", "-steps", "3")
+	require.ErrorContains(t, err, "the run has -world-size 2: give every rank -nccl-id FILE and its -rank, or -world-size 1")
 	if os.Getenv("OOC_MULTIPROC_FULL") == "1" {
+		// The same run in one process, then both resumed to step 3: the world
+		// resumes from rank 0's checkpoint, every rank reading it.
 		dispatchtest.SetDevices(t, driver, 2) // this process's, for the one-process run
 		one := filepath.Join(dir, "one.ckpt")
 		mustTrain(t, tiny("-device", "cuda*2", "-steps", "2", "-checkpoint", one)...)
-		b, err := train.Load(one)
-		require.NoError(t, err)
-		require.Equal(t, b.Losses, a.Losses)
-		require.Equal(t, len(b.Tensors), len(a.Tensors))
-		for i := range b.Tensors {
-			require.Equal(t, b.Tensors[i].Name, a.Tensors[i].Name)
-			require.True(t, sameBits(a.Tensors[i].T, b.Tensors[i].T), "%s differs from the one-process run's", a.Tensors[i].Name)
+		sameCheckpoints(t, ck, one)
+		mustTrain(t, "-checkpoint", one, "-resume", "-steps", "3")
+		errs, outs := oocRanks(t, 2, func(r int) []string {
+			return []string{"-checkpoint", ck, "-resume", "-steps", "3", "-rank", fmt.Sprint(r), "-nccl-id", id}
+		})
+		for r, err := range errs {
+			require.NoError(t, err, "resumed rank %d:\n%s", r, outs[r])
 		}
+		require.Contains(t, outs[0], "resuming "+ck+" after step 2")
+		sameCheckpoints(t, ck, one)
 	}
 
 	errs, outs = oocRanks(t, 2, func(r int) []string {
@@ -127,4 +133,20 @@ func TestTrainRanks(t *testing.T) {
 		require.Contains(t, outs[r], "every rank must give the same world size", "rank %d", r)
 	}
 	require.True(t, strings.Contains(outs[1], "rank 1 of 3"), outs[1])
+}
+
+// sameCheckpoints fails unless two checkpoints hold the same losses and
+// tensors, bit for bit.
+func sameCheckpoints(t *testing.T, got, want string) {
+	t.Helper()
+	a, err := train.Load(got)
+	require.NoError(t, err)
+	b, err := train.Load(want)
+	require.NoError(t, err)
+	require.Equal(t, b.Losses, a.Losses)
+	require.Equal(t, len(b.Tensors), len(a.Tensors))
+	for i := range b.Tensors {
+		require.Equal(t, b.Tensors[i].Name, a.Tensors[i].Name)
+		require.True(t, sameBits(a.Tensors[i].T, b.Tensors[i].T), "%s differs from the one-process run's", a.Tensors[i].Name)
+	}
 }
