@@ -1,8 +1,11 @@
 package train
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	G "gorgonia.org/gorgonia"
@@ -67,6 +70,46 @@ func joinWorld(cfg *Config, d vm.Device) (*cuda.NCCL, error) {
 		return nil, fmt.Errorf("rank %d of %d: joining the other ranks (NCCL): %w", cfg.Rank, cfg.WorldSize, err)
 	}
 	return c, nil
+}
+
+// ErrOtherRankStopped is an InterruptedError's Err on a rank of a run across
+// processes whose own context went on, when another rank's was cancelled.
+var ErrOtherRankStopped = errors.New("another rank of the run was interrupted")
+
+// stopError is stopNow's answer to stop: the rank's context error, or
+// ErrOtherRankStopped.
+type stopError struct{ err error }
+
+func (e *stopError) Error() string { return e.err.Error() }
+
+// stopNow says whether the run stops before its next step (a *stopError),
+// or why it cannot go on: its context is done or, across processes, any
+// rank's is. The ranks agree (an all-reduce of one float per step), so that
+// all stop after the same step, which rank 0's checkpoint holds, instead of
+// the others failing on the one that left.
+func (t *Trainer) stopNow(ctx context.Context) error {
+	err := ctx.Err()
+	if t.par == nil || t.par.nccl == nil {
+		if err != nil {
+			return &stopError{err}
+		}
+		return nil
+	}
+	var v float32
+	if err != nil {
+		v = 1
+	}
+	b := binary.NativeEndian.AppendUint32(nil, math.Float32bits(v))
+	if rerr := t.par.nccl.AllReduceMean(tensor.Float32, [][]byte{b}); rerr != nil {
+		return fmt.Errorf("step %d: agreeing with the other ranks whether to stop: %w", t.step+1, rerr)
+	}
+	switch {
+	case err != nil:
+		return &stopError{err}
+	case math.Float32frombits(binary.NativeEndian.Uint32(b)) > 0:
+		return &stopError{ErrOtherRankStopped}
+	}
+	return nil
 }
 
 // replicaUpdates is the update of a data-parallel run on CUDA devices:

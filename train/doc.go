@@ -104,11 +104,15 @@
 // devices, and every rank updates its own weights, which stay equal. Rank 0
 // evaluates, reports and writes the checkpoint and the other outputs (the
 // other ranks never touch them), so its checkpoint is a one-process run's;
-// a resume reads it on every rank and continues the same world. A rank that
-// dies fails the others' next collective call (cuda.ErrNCCLFailed, naming
-// the rank where NCCL can), and their Fit returns that error: nothing is
-// saved after the failure, so the last checkpoint, written atomically,
-// stays the last good one.
+// a resume reads it on every rank and continues the same world. Before
+// each step the ranks agree whether to stop (an all-reduce of one float):
+// when any rank's context is cancelled (a signal that reached one process),
+// all stop after the same step, rank 0 saves it, and each Fit returns an
+// *InterruptedError (Err: the context's, or ErrOtherRankStopped). A rank
+// that dies fails the others' next collective call (cuda.ErrNCCLFailed,
+// naming the rank where NCCL can), and their Fit returns that error:
+// nothing is saved after the failure, so the last checkpoint, written
+// atomically, stays the last good one.
 //
 // What is proven, on this project's machines, which have no GPU: with the
 // fake CUDA driver and the fake NCCL (whose ranks meet through shared
@@ -117,8 +121,10 @@
 // fake devices (-device cuda*N): every rank's loss and weights after every
 // step, and rank 0's checkpoint; a two-rank run stopped and resumed does
 // too; a rank killed with SIGKILL mid-run brings the other down within a
-// second, naming it, with the checkpoint intact (TestRanksAcrossProcesses,
-// TestRankKilled; four ranks and the resume with OOC_MULTIPROC_FULL=1).
+// second, naming it, with the checkpoint intact; SIGTERM to one rank
+// stops both after the same step (TestRanksAcrossProcesses, TestRankKilled,
+// TestRankInterrupted; four ranks, the resume and the SIGTERM with
+// OOC_MULTIPROC_FULL=1).
 // What is not: a real NCCL, GPUs, ranks on several machines over a real
 // network, and speed; a real NCCL sums in ring or tree order, so its ranks
 // agree with each other but match one process only within rounding.

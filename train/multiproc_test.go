@@ -8,11 +8,13 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -55,10 +57,13 @@ type rankSpec struct {
 }
 
 // record is what a run did, step by step: the loss and a hash of the
-// weights after the update.
+// weights after the update; and, if it was interrupted (SIGTERM), after
+// which step and why.
 type record struct {
-	Losses  []float64
-	Weights []string
+	Losses      []float64
+	Weights     []string
+	Interrupted int
+	Why         string
 }
 
 // runRank is one rank of a run across processes: it says "step N" on
@@ -80,7 +85,13 @@ func runRank(spec string) error {
 		return err
 	}
 	defer tr.Close()
-	rec, err := fitRecorded(tr, func(step int) { fmt.Printf("step %d\n", step) })
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	rec, err := fitRecorded(ctx, tr, func(step int) { fmt.Printf("step %d\n", step) })
+	var intr *InterruptedError
+	if errors.As(err, &intr) {
+		rec.Interrupted, rec.Why, err = intr.Step, intr.Err.Error(), nil
+	}
 	if err != nil {
 		return err
 	}
@@ -106,7 +117,7 @@ func openRun(cfg Config, resume bool) (*Trainer, error) {
 }
 
 // fitRecorded trains tr to its end, recording every step's loss and weights.
-func fitRecorded(tr *Trainer, onStep func(int)) (record, error) {
+func fitRecorded(ctx context.Context, tr *Trainer, onStep func(int)) (record, error) {
 	var rec record
 	var werr error
 	tr.Progress = func(e Event) {
@@ -123,7 +134,7 @@ func fitRecorded(tr *Trainer, onStep func(int)) (record, error) {
 		}
 		onStep(e.Step)
 	}
-	if _, err := tr.Fit(context.Background()); err != nil {
+	if _, err := tr.Fit(ctx); err != nil {
 		return rec, err
 	}
 	return rec, werr
@@ -283,7 +294,7 @@ func TestRanksAcrossProcesses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := fitRecorded(tr, func(int) {})
+			want, err := fitRecorded(context.Background(), tr, func(int) {})
 			tr.Close()
 			if err != nil {
 				t.Fatal(err)
@@ -307,7 +318,7 @@ func TestRanksAcrossProcesses(t *testing.T) {
 			cfg.Steps = 3
 			recs = finish(t, startRanks(t, cfg, world, true, newID(t)))
 			for r, rec := range recs {
-				sameRecord(t, fmt.Sprintf("resumed rank %d", r), record{rec.Losses, rec.Weights}, record{want.Losses[2:], want.Weights[2:]})
+				sameRecord(t, fmt.Sprintf("resumed rank %d", r), record{Losses: rec.Losses, Weights: rec.Weights}, record{Losses: want.Losses[2:], Weights: want.Weights[2:]})
 			}
 			sameCheckpoint(t, "the resumed world's checkpoint", cfg.Checkpoint, one.Checkpoint)
 		})
@@ -368,4 +379,44 @@ func TestRankKilled(t *testing.T) {
 	if ck.Meta.Step < 3 || len(ck.Losses) != ck.Meta.Step {
 		t.Errorf("the checkpoint holds step %d and %d losses, want step 3 or later", ck.Meta.Step, len(ck.Losses))
 	}
+}
+
+// TestRankInterrupted: SIGTERM reaches rank 1 of two only (a batch system
+// may signal one process first); the ranks agree before every step whether
+// to stop, so both stop after the same step, neither failing on the other,
+// and rank 0's checkpoint holds that step. With OOC_MULTIPROC_FULL=1 only: a
+// few seconds more.
+func TestRankInterrupted(t *testing.T) {
+	if os.Getenv(fullEnv) != "1" {
+		t.Skipf("two more rank processes: set %s=1 to run it", fullEnv)
+	}
+	driver := dispatchtest.Setenv(t)
+	dispatchtest.SetenvNCCL(t, driver)
+	cfg := tinyConfig()
+	cfg.Steps = 10000
+	cfg.Checkpoint = filepath.Join(t.TempDir(), "run.ckpt")
+	rs := startRanks(t, cfg, 2, false, newID(t))
+	for line := range rs[0].lines {
+		if line == "step 3" {
+			break
+		}
+	}
+	if err := rs[1].cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	recs := finish(t, rs)
+	if recs[0].Interrupted < 3 || recs[1].Interrupted != recs[0].Interrupted {
+		t.Fatalf("rank 0 stopped after step %d, rank 1 after %d: want the same step, 3 or later", recs[0].Interrupted, recs[1].Interrupted)
+	}
+	if recs[0].Why != ErrOtherRankStopped.Error() || recs[1].Why != context.Canceled.Error() {
+		t.Errorf("why: rank 0 %q, rank 1 %q", recs[0].Why, recs[1].Why)
+	}
+	ck, err := Load(cfg.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Meta.Step != recs[0].Interrupted {
+		t.Errorf("the checkpoint holds step %d; the ranks stopped after %d", ck.Meta.Step, recs[0].Interrupted)
+	}
+	t.Logf("both stopped after step %d", ck.Meta.Step)
 }

@@ -726,9 +726,13 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 	stage = stage && t.par == nil
 	var ahead *datasets.Batch
 	for t.step < lastStep {
-		if err := ctx.Err(); err != nil {
+		if err := t.stopNow(ctx); err != nil {
 			res.elapsed = time.Since(start)
-			return res, &InterruptedError{Step: t.step, Checkpoint: cfg.Checkpoint, Err: err, SaveErr: t.Save()}
+			var stop *stopError
+			if !errors.As(err, &stop) {
+				return res, err
+			}
+			return res, &InterruptedError{Step: t.step, Checkpoint: cfg.Checkpoint, Err: stop.err, SaveErr: t.Save()}
 		}
 		t0 := time.Now()
 		b, err := ahead, error(nil)
