@@ -276,20 +276,9 @@ func CompileParallel(build Builder, batch int, devices []vm.Device, opts ...Opti
 	if err != nil {
 		return nil, err
 	}
-	world := s.world
-	if world.size == 0 {
-		world.size = 1
-	}
-	total := n * world.size
-	switch {
-	case (batch <= 0 || batch%n != 0) && world.size == 1:
-		return nil, fmt.Errorf("ooc: CompileParallel: a batch of %d does not split evenly among %d devices", batch, n)
-	case batch <= 0 || batch%total != 0:
-		return nil, fmt.Errorf("ooc: CompileParallel: a batch of %d does not split evenly among %d replicas (%d devices on each of %d ranks)", batch, total, n, world.size)
-	case world.size > 1 && s.reducer == nil:
-		return nil, fmt.Errorf("ooc: CompileParallel: WithWorld(%d, %d) needs WithAllReducer with a reducer across the ranks (cuda.JoinNCCL)", world.rank, world.size)
-	case world.size > 1 && s.reducer == AllReducer(HostAllReduce{}):
-		return nil, fmt.Errorf("ooc: CompileParallel: WithWorld(%d, %d): HostAllReduce averages in this process only; give a reducer across the ranks (cuda.JoinNCCL)", world.rank, world.size)
+	world, total, err := s.worldOf(batch, n)
+	if err != nil {
+		return nil, err
 	}
 	if len(s.outputs) > 0 {
 		return nil, errors.New("ooc: CompileParallel: WithOutputs names nodes of one graph; read the script's Loss instead")
@@ -376,6 +365,30 @@ func CompileParallel(build Builder, batch int, devices []vm.Device, opts ...Opti
 		}
 	}
 	return p, nil
+}
+
+// worldOf is the run's place among the ranks (WithWorld; one rank without it)
+// and how many replicas share each batch, n devices on each rank; it checks
+// the batch splits among them and a run across ranks has a reducer across
+// them.
+func (s *settings) worldOf(batch, n int) (worldPos, int, error) {
+	world := s.world
+	if world.size == 0 {
+		world.size = 1
+	}
+	total := n * world.size
+	_, host := s.reducer.(HostAllReduce)
+	switch {
+	case (batch <= 0 || batch%n != 0) && world.size == 1:
+		return world, total, fmt.Errorf("ooc: CompileParallel: a batch of %d does not split evenly among %d devices", batch, n)
+	case batch <= 0 || batch%total != 0:
+		return world, total, fmt.Errorf("ooc: CompileParallel: a batch of %d does not split evenly among %d replicas (%d devices on each of %d ranks)", batch, total, n, world.size)
+	case world.size > 1 && s.reducer == nil:
+		return world, total, fmt.Errorf("ooc: CompileParallel: WithWorld(%d, %d) needs WithAllReducer with a reducer across the ranks (cuda.JoinNCCL)", world.rank, world.size)
+	case world.size > 1 && host:
+		return world, total, fmt.Errorf("ooc: CompileParallel: WithWorld(%d, %d): HostAllReduce averages in this process only; give a reducer across the ranks (cuda.JoinNCCL)", world.rank, world.size)
+	}
+	return world, total, nil
 }
 
 func buildReplica(build Builder, batch int, what string) (r Replica, err error) {
