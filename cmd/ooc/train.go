@@ -147,20 +147,27 @@ func worldID(o *trainOptions, cfg *train.Config) (joined func(), err error) {
 		return joined, usagef("the run has -world-size %d: give every rank -nccl-id FILE and its -rank, or -world-size 1 to go on in one process", cfg.WorldSize)
 	}
 	if cfg.Rank == 0 {
+		exists := usagef("-nccl-id %s exists: another run's id (rank 0 removes its own once every rank has joined: remove it, or give a new path), "+
+			"or another process was given -rank 0 too", path)
 		if _, err := os.Stat(path); err == nil {
-			return joined, usagef("-nccl-id %s exists: another run's id; remove it (rank 0 removes its own once every rank has joined) or give a new path", path)
+			return joined, exists
 		}
 		id, err := cuda.NewUniqueID()
 		if err != nil {
 			return joined, fmt.Errorf("rank 0: the NCCL id: %w", err)
 		}
-		// Written whole, then renamed: a rank reading it never sees half.
+		// Written whole, then linked to its name, which must not exist: a rank
+		// reading it never sees half, and of two rank 0s one fails here.
 		tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
 		if err := id.WriteFile(tmp); err != nil {
 			return joined, fmt.Errorf("-nccl-id: %w", err)
 		}
-		if err := os.Rename(tmp, path); err != nil {
-			os.Remove(tmp)
+		err = os.Link(tmp, path)
+		os.Remove(tmp)
+		switch {
+		case errors.Is(err, fs.ErrExist):
+			return joined, exists
+		case err != nil:
 			return joined, fmt.Errorf("-nccl-id: %w", err)
 		}
 		cfg.NCCLID = id
@@ -184,7 +191,7 @@ func worldID(o *trainOptions, cfg *train.Config) (joined func(), err error) {
 }
 
 // ncclIDWait is how long a rank waits for rank 0's -nccl-id file.
-var ncclIDWait = 5 * time.Minute
+const ncclIDWait = 5 * time.Minute
 
 // finished says that a run has nothing left to do, which limit ended it, and
 // what to give to train on: a -resume of a finished run continues nothing.

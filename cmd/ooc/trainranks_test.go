@@ -41,6 +41,7 @@ func TestTrainRanksRefusals(t *testing.T) {
 	require.NoError(t, os.WriteFile(id, []byte("old\n"), 0o600))
 	_, _, err := trainArgs(t, tiny("-world-size", "2", "-nccl-id", id, "-device", "cuda")...)
 	require.ErrorContains(t, err, "exists: another run's id")
+	require.ErrorContains(t, err, "or another process was given -rank 0 too")
 }
 
 // oocRanks runs ooc train as world processes (the test binary as ooc,

@@ -17,7 +17,8 @@
  * waiter that was killed, which is the case this transport must survive; a waiting rank
  * sleeps in short, growing steps (20 us to 1 ms) and looks again. The segment's lock is a
  * robust process-shared mutex, so a rank killed while holding it fails the communicator
- * instead of hanging it.
+ * instead of hanging it. The last rank to leave (destroyed, aborted, or found dead) unlinks
+ * the segment; one all of whose ranks were killed stays in /dev/shm. At most 64 ranks.
  *
  * What it checks, as the real library requires: a communicator is created with a CUDA
  * context current (the fake driver's, $OOC_FAKENCCL_DRIVER: the same library file package
