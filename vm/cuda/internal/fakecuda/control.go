@@ -20,7 +20,7 @@ func Open(t testing.TB, lib string) *Fake {
 }
 
 // OpenNCCL loads the fake NCCL at lib (BuildNCCL) and returns its controls: Set knobs
-// version (ncclGetVersion's, default 22304: 2.23.4), timeout_ms (how long a rank waits for
+// version (ncclGetVersion's, default $OOC_FAKENCCL_VERSION or 22304: 2.23.4), timeout_ms (how long a rank waits for
 // the others, default $OOC_FAKENCCL_TIMEOUT_MS or 60000), poll_ms (how often a waiting rank
 // looks at its peers' processes, default 100) and slot_bytes (what one round carries of
 // each rank's data, default $OOC_FAKENCCL_SLOT_BYTES or 1 MiB; the rank that creates a

@@ -86,7 +86,7 @@ static const char magic[] = "fakenccl";
 
 static struct {
 	long long version, timeout_ms, poll_ms, slot_bytes;
-} knob = {22304, -1, 100, -1};
+} knob = {-1, -1, 100, -1};
 
 /* mu guards this process's state: knobs, counters, the mapped cliques, comms' busy counts. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -162,6 +162,14 @@ static long long env_knob(const char *name, long long def) {
 	return *end == 0 && x > 0 ? x : def;
 }
 
+/* nccl_version is the knob version, else $OOC_FAKENCCL_VERSION (for ranks in other processes), else
+ * 22304: NCCL 2.23.4 (mu held). */
+static long long nccl_version(void) {
+	if (knob.version < 0)
+		knob.version = env_knob("OOC_FAKENCCL_VERSION", 22304);
+	return knob.version;
+}
+
 /* timeout_ms is the knob, else $OOC_FAKENCCL_TIMEOUT_MS, else 60 s (mu held). */
 static long long timeout_ms(void) {
 	if (knob.timeout_ms < 0)
@@ -202,7 +210,7 @@ long long fakenccl_get(const char *key) {
 	else if (strcmp(key, "allreduces") == 0)
 		r = allreduces;
 	else if (strcmp(key, "version") == 0)
-		r = knob.version;
+		r = nccl_version();
 	else if (strcmp(key, "timeout_ms") == 0)
 		r = timeout_ms();
 	else if (strcmp(key, "slot_bytes") == 0)
@@ -585,7 +593,9 @@ int ncclGetVersion(int *version) {
 		return r;
 	if (!version)
 		return ncclInvalidArgument;
-	*version = (int)knob.version;
+	pthread_mutex_lock(&mu);
+	*version = (int)nccl_version();
+	pthread_mutex_unlock(&mu);
 	return ncclSuccess;
 }
 
@@ -900,7 +910,10 @@ int ncclAllReduce(const void *send, void *recv, size_t count, int dtype, int op,
 		return set_error(ncclInvalidArgument, "fakenccl: ncclAllReduce: no communicator or no buffer");
 	if (dtype != ncclFloat32 && dtype != ncclFloat64)
 		return set_error(ncclInvalidArgument, "fakenccl: ncclAllReduce: type %d (the fake reduces float32 and float64 only)", dtype);
-	if (op < ncclSum || op > ncclAvg || (op == ncclAvg && knob.version < 21000))
+	pthread_mutex_lock(&mu);
+	long long v = nccl_version();
+	pthread_mutex_unlock(&mu);
+	if (op < ncclSum || op > ncclAvg || (op == ncclAvg && v < 21000))
 		return set_error(ncclInvalidArgument, "fakenccl: ncclAllReduce: operation %d is not one this version has", op);
 	if (!enter(comm))
 		return set_error(ncclInvalidUsage, "fakenccl: ncclAllReduce on an aborted communicator");
