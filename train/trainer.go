@@ -116,10 +116,11 @@ type Trainer struct {
 // and returns a Trainer over them, for a new run: cfg.Checkpoint, if given,
 // must not exist yet. Extra options go to ooc.Compile.
 func Open(cfg Config, extra ...ooc.Option) (*Trainer, error) {
-	if cfg.Rank == 0 { // the other ranks of a run across processes never write it
-		if err := checkNew(cfg.Checkpoint); err != nil {
-			return nil, err
-		}
+	// Every rank of a run across processes checks, so that none is left
+	// waiting for rank 0: none can find rank 0's first checkpoint, which
+	// comes after a step all ranks joined.
+	if err := checkNew(cfg.Checkpoint); err != nil {
+		return nil, err
 	}
 	return open(cfg, extra)
 }
@@ -245,12 +246,14 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 		testDS, t.testSet = nil, nil
 		t.testNote = fmt.Sprintf("rank 0 evaluates (this is rank %d of %d)", cfg.Rank, cfg.WorldSize)
 	}
-	if cfg.Checkpoint != "" && cfg.Rank == 0 {
+	if cfg.Checkpoint != "" {
 		// A run either resumes a checkpoint or starts one; it never replaces
 		// a checkpoint it did not load (Fit refuses unless Restore ran).
 		t.existed = checkNew(cfg.Checkpoint) != nil
-		if t.stale, err = RemoveStaleTemps(cfg.Checkpoint); err != nil {
-			return t, err
+		if cfg.Rank == 0 { // the writer's temporary files
+			if t.stale, err = RemoveStaleTemps(cfg.Checkpoint); err != nil {
+				return t, err
+			}
 		}
 	}
 	info := trainDS.Info()

@@ -74,6 +74,11 @@ func runTraining(ctx context.Context, o *trainOptions, out io.Writer) (*train.Re
 		}
 	} else {
 		cfg := o.config()
+		if _, err := os.Stat(cfg.Checkpoint); err == nil && cfg.WorldSize > 1 {
+			// As train.Open would, before the ranks meet: a rank 0 that fails
+			// after handing out the id leaves the others waiting.
+			return nil, usagef("-checkpoint %s already exists: pass -resume to continue it, or remove it to start over", cfg.Checkpoint)
+		}
 		var err error
 		if joined, err = worldID(o, &cfg); err != nil {
 			return nil, err
@@ -136,7 +141,10 @@ func runTraining(ctx context.Context, o *trainOptions, out io.Writer) (*train.Re
 // through -nccl-id FILE: rank 0 makes the id and writes the file (which must
 // not exist: another run's id would leave the ranks waiting on it), the
 // others wait for the file. joined, called once the trainer is open (every
-// rank has joined) or failed to open, has rank 0 remove the file.
+// rank has joined) or failed to open, has rank 0 remove the file. A rank 0
+// that fails before every rank has joined leaves the others waiting, for the
+// file (ncclIDWait) or in NCCL's join: a launcher that ends the others on
+// the first failure (as torchrun does) ends them sooner.
 func worldID(o *trainOptions, cfg *train.Config) (joined func(), err error) {
 	joined = func() {}
 	if cfg.WorldSize <= 1 {

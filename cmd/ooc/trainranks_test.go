@@ -106,6 +106,15 @@ func TestTrainRanks(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, a.Losses, 2)
 	require.Equal(t, 2, a.Meta.Run.WorldSize, "the checkpoint keeps the world size")
+	// Started again without -resume, every rank refuses the checkpoint at
+	// once: none waits for a rank 0 that will not come.
+	errs, outs = oocRanks(t, 2, func(r int) []string {
+		return tiny("-device", "cuda", "-steps", "2", "-checkpoint", ck, "-world-size", "2", "-rank", fmt.Sprint(r), "-nccl-id", id)
+	})
+	for r, err := range errs {
+		require.Error(t, err, "rank %d:\n%s", r, outs[r])
+		require.Contains(t, outs[r], "already exists: pass -resume", "rank %d", r)
+	}
 	_, _, err = trainArgs(t, "-checkpoint", ck, "-resume", "-steps", "3")
 	require.ErrorContains(t, err, "the run has -world-size 2: give every rank -nccl-id FILE and its -rank, or -world-size 1")
 	if os.Getenv("OOC_MULTIPROC_FULL") == "1" {
