@@ -40,7 +40,8 @@ var ErrNCCLFailed = errors.New("NCCL communicator failed")
 
 // DefaultNCCLTimeout is how long one collective call may wait for the other ranks unless
 // WithNCCLTimeout says otherwise: long enough for a rank that evaluates or writes a
-// checkpoint between steps, as PyTorch's default.
+// checkpoint between steps; PyTorch's default for NCCL process groups
+// (torch.distributed's default_pg_nccl_timeout) is the same.
 const DefaultNCCLTimeout = 10 * time.Minute
 
 // An NCCLOption configures NewNCCL and JoinNCCL.
@@ -67,7 +68,13 @@ func WithNCCLTimeout(d time.Duration) NCCLOption {
 }
 
 // withNCCLPoll sets how often the watchdog asks NCCL for an asynchronous error (tests).
-func withNCCLPoll(d time.Duration) NCCLOption { return func(c *ncclConfig) { c.poll = d } }
+func withNCCLPoll(d time.Duration) NCCLOption {
+	return func(c *ncclConfig) {
+		if d > 0 {
+			c.poll = d
+		}
+	}
+}
 
 func ncclOptions(opts []NCCLOption) (ncclConfig, error) {
 	c := ncclConfig{timeout: DefaultNCCLTimeout, poll: 100 * time.Millisecond}
