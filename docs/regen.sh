@@ -113,6 +113,18 @@ for dev in gtx1080ti v100-pcie; do
 	done
 done
 
+# The default planner (auto: the faster of window and hybrid by simulated makespan) against the window
+# scheduler on issue 27's compare grid, simulated on both profiles (sweep's TestAutoNeverSlowerThanWindow
+# checks the same grid with OOC_AUTO_COMPARE=1).
+for dev in v100-pcie gtx1080ti; do
+	for m in "resnet50 -image 224 -batch 32" "densenet121 -image 224 -batch 32" "unet -image 256 -classes 2 -batch 8" \
+		"lstm -image 35 -classes 10000 -batch 20"; do
+		n="compare-auto-${m%% *}-$dev"
+		# shellcheck disable=SC2086 # $m is the model and its sizes, word-split on purpose
+		job "$n" compare -model $m -device sim:$dev -schedulers window,auto -json "docs/$n.json"
+	done
+done
+
 # The Sony paper's Fig. 4 and Fig. 5, simulated.
 job sweep45-densenet121 sweep -model densenet121 -image 224 $S16 -batches $B50 -until-stop \
 	-schedulers baseline,window -allocators bestfit,va -json docs/sweep45-densenet121.json \
