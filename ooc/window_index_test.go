@@ -15,8 +15,8 @@ import (
 // must not change. planWindowReference is the walking planner as it was
 // at commit e23f40f: both plan small models' traces, and a trace with
 // recomputes, at budgets across each one's range, with every release rule
-// and every window the automatic mode tries (and one smaller than any
-// function), with and without a transfer cap's choice of variables.
+// and windows from one smaller than any function to the automatic mode's
+// largest, with and without a transfer cap's choice of variables.
 func TestWindowIndexMatchesWalk(t *testing.T) {
 	cases := []struct {
 		model string
@@ -47,7 +47,7 @@ func TestWindowIndexMatchesWalk(t *testing.T) {
 				for _, pct := range []int64{0, 30, 80} {
 					budget := need + (peak-need)*pct/100
 					for _, rule := range []release{releaseOldest, releaseFurthest, releaseFit, releaseCapped} {
-						for _, w := range append(autoWindows(budget), 1) {
+						for _, w := range []int64{1, budget / 2, AutoWindow(budget), 4 * budget, 16 * budget} {
 							for _, allowed := range []capAllowed{nil, func(v int) bool { return v%3 != 0 }} {
 								want, wantErr := planWindowReference(tr, budget, w, rule, allowed)
 								got, err := planWindow(tr, budget, w, rule, allowed)
