@@ -12,7 +12,8 @@
 # Each job writes docs/NAME.txt: a header with the command, the commit (with "+dirty" when the
 # tree had changes) and the date it ran at, then the command's table; and the JSON and plot files
 # its command names. docs/regen-stamp.txt records the run as a whole. The simulated jobs take from
-# seconds to a few minutes; the CPU job is measured on this machine, whose load it records.
+# seconds to about ten minutes each on a loaded machine (compare-auto-densenet121-*, the slowest);
+# the CPU job is measured on this machine, whose load it records.
 set -eu
 
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ for a in "$@"; do
 	-n | --dry-run) dry=1 ;;
 	--with-training) training=1 ;;
 	-h | --help)
-		sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	-*)
