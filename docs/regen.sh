@@ -12,7 +12,8 @@
 # Each job writes docs/NAME.txt: a header with the command, the commit (with "+dirty" when the
 # tree had changes) and the date it ran at, then the command's table; and the JSON and plot files
 # its command names. docs/regen-stamp.txt records the run as a whole. The simulated jobs take from
-# seconds to a few minutes; the CPU job is measured on this machine, whose load it records.
+# seconds to about ten minutes each on a loaded machine (compare-auto-densenet121-*, the slowest);
+# the CPU job is measured on this machine, whose load it records.
 set -eu
 
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ for a in "$@"; do
 	-n | --dry-run) dry=1 ;;
 	--with-training) training=1 ;;
 	-h | --help)
-		sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	-*)
@@ -110,6 +111,18 @@ for dev in gtx1080ti v100-pcie; do
 		n="dqnfig5-${m%% *}-$dev"
 		# shellcheck disable=SC2086 # $m is the model and its sizes, word-split on purpose
 		job "$n" compare -model $m -device sim:$dev $F5 -json "docs/$n.json" -plot-overhead "docs/$n.svg"
+	done
+done
+
+# The default planner (auto: the faster of window and hybrid by simulated makespan) against the window
+# scheduler on issue 27's compare grid, simulated on both profiles (sweep's TestAutoNeverSlowerThanWindow
+# checks the same grid with OOC_AUTO_COMPARE=1).
+for dev in v100-pcie gtx1080ti; do
+	for m in "resnet50 -image 224 -batch 32" "densenet121 -image 224 -batch 32" "unet -image 256 -classes 2 -batch 8" \
+		"lstm -image 35 -classes 10000 -batch 20"; do
+		n="compare-auto-${m%% *}-$dev"
+		# shellcheck disable=SC2086 # $m is the model and its sizes, word-split on purpose
+		job "$n" compare -model $m -device sim:$dev -schedulers window,auto -json "docs/$n.json"
 	done
 done
 

@@ -2,6 +2,7 @@ package ooc
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gorgonia-ooc/outofcore/vm"
@@ -210,27 +211,34 @@ func autoTrials(budget int64, simulated bool) []windowTrial {
 }
 
 func planWindow(t *Trace, B, W int64, rule release, allowed capAllowed) (*Schedule, error) {
+	ix := newSeqIndex(t)
+	return planWindowEnds(t, ix, ix.windowEnds(W), B, W, rule, allowed)
+}
+
+// planWindowEnds is planWindow with the windows' ends (ix.windowEnds(W))
+// given.
+func planWindowEnds(t *Trace, ix *seqIndex, ends []int, B, W int64, rule release, allowed capAllowed) (*Schedule, error) {
 	n, nv := len(t.Funcs), len(t.Vars)
 	s := NewSchedule(n)
 	res := make([]bool, nv)    // holds device memory
 	onHost := make([]bool, nv) // a host copy exists (swap-out issued)
 	queued := make([]bool, nv) // swap-out issued, memory not yet released
-	var fifo []int             // queued variables, oldest first (may hold cancelled entries)
+	var fifo []int             // queued variables, oldest first (may hold cancelled entries); every queued one is here
 	var live int64
-	size := t.DeviceBytes
-
-	// windowEnd is e_i + 1: the exclusive end in Seq of f_i's window.
-	windowEnd := func(i int) int {
-		var sum int64
-		k := t.Start[i]
-		for ; k < len(t.Seq); k++ {
-			sum += size(t.Seq[k])
-			if sum > W && k >= t.Start[i+1] {
-				break
-			}
+	size := ix.size
+	// away holds every variable that may be on the host only (a host copy
+	// and no device memory): each one released or evicted, added then, and
+	// dropped when found back on the device or dead. Prefetch looks for
+	// its candidates among them rather than along the whole window.
+	var away []int
+	inAway := make([]bool, nv)
+	goneAway := func(v int) {
+		if !inAway[v] {
+			inAway[v] = true
+			away = append(away, v)
 		}
-		return k
 	}
+	var cands []int    // positions in Seq of prefetch candidates
 	var future []int64 // future[i]: the most any f_k, k >= i, needs in-core
 	if rule == releaseCapped {
 		need, err := execNeeds(t, baseline{}.plan(t))
@@ -256,12 +264,12 @@ func planWindow(t *Trace, B, W int64, rule release, allowed capAllowed) (*Schedu
 			if oldest < 0 {
 				oldest = k
 			}
-			if sz := size(v); sz >= missing && (fit < 0 || sz < size(fifo[fit])) {
+			if sz := size[v]; sz >= missing && (fit < 0 || sz < size[fifo[fit]]) {
 				fit = k
 			}
 			switch rule {
 			case releaseCapped:
-				if off+size(v) <= future[i]-B && (first < 0 || t.Vars[v].Producer < t.Vars[fifo[first]].Producer) {
+				if off+size[v] <= future[i]-B && (first < 0 || t.Vars[v].Producer < t.Vars[fifo[first]].Producer) {
 					first = k
 				}
 			case releaseFurthest:
@@ -288,8 +296,9 @@ func planWindow(t *Trace, B, W int64, rule release, allowed capAllowed) (*Schedu
 		v := fifo[at]
 		fifo = append(fifo[:at], fifo[at+1:]...)
 		queued[v], res[v] = false, false
-		live -= size(v)
-		off += size(v)
+		goneAway(v)
+		live -= size[v]
+		off += size[v]
 		s.Release[i] = append(s.Release[i], v)
 		return true
 	}
@@ -298,24 +307,24 @@ func planWindow(t *Trace, B, W int64, rule release, allowed capAllowed) (*Schedu
 		for _, v := range t.V(i) {
 			inV[v] = i + 1
 		}
-		end := windowEnd(i)
+		end := ends[i]
 		// Step 1: what f_i reads must be on the device; anything in the
 		// window keeps its memory.
-		for k := t.Start[i]; k < end; k++ {
-			if v := t.Seq[k]; queued[v] {
+		for _, v := range fifo {
+			if queued[v] && ix.firstIn(v, t.Start[i], end) >= 0 {
 				queued[v] = false
 			}
 		}
 		for _, v := range f.Inputs {
-			if size(v) > 0 && !res[v] {
+			if size[v] > 0 && !res[v] {
 				s.SwapIn[i] = append(s.SwapIn[i], v)
 				res[v] = true
-				live += size(v)
-				off -= size(v)
+				live += size[v]
+				off -= size[v]
 			}
 		}
 		// Step 2: make room for the output and workspace.
-		newBytes := size(f.Output)
+		newBytes := size[f.Output]
 		if f.InPlace >= 0 {
 			newBytes = 0 // the output takes over its operand's memory
 		}
@@ -346,53 +355,52 @@ func planWindow(t *Trace, B, W int64, rule release, allowed capAllowed) (*Schedu
 				onHost[victim] = true
 			}
 			res[victim] = false
-			live -= size(victim)
-			off += size(victim)
+			goneAway(victim)
+			live -= size[victim]
+			off += size[victim]
 			s.Release[i] = append(s.Release[i], victim)
 		}
-		// Step 1, continued: prefetch the rest of the window while it fits.
-		for k := t.Start[i+1]; k < end; k++ {
+		// Step 1, continued: prefetch the rest of the window while it fits,
+		// in the window's order. The candidates are the variables on the
+		// host only that the window holds, each at its first place there;
+		// what release frees below is queued, so outside the window.
+		cands, away = prefetchCandidates(ix, away, inAway, res, onHost, i, end, cands[:0])
+		for _, k := range cands {
 			v := t.Seq[k]
-			if res[v] || !onHost[v] || size(v) == 0 {
+			if res[v] || !onHost[v] || size[v] == 0 {
 				continue
 			}
-			for need()+size(v) > B && release(i, need()+size(v)-B) {
+			for need()+size[v] > B && release(i, need()+size[v]-B) {
 			}
-			if need()+size(v) > B {
+			if need()+size[v] > B {
 				break
 			}
 			s.SwapIn[i] = append(s.SwapIn[i], v)
 			res[v] = true
-			live += size(v)
-			off -= size(v)
+			live += size[v]
+			off -= size[v]
 		}
 		// f_i runs.
 		res[f.Output] = true
 		live += newBytes
 		if f.InPlace >= 0 {
 			res[f.InPlace], queued[f.InPlace] = false, false
+			goneAway(f.InPlace)
 		}
 		// Step 3: free what is dead, reserve swap-outs for what is needed
 		// only beyond the next window.
 		nextStart, nextEnd := 0, 0
 		if i+1 < n {
-			nextStart, nextEnd = t.Start[i+1], windowEnd(i+1)
+			nextStart, nextEnd = t.Start[i+1], ends[i+1]
 		}
-		inNext := func(v int) bool {
-			for k := nextStart; k < nextEnd; k++ {
-				if t.Seq[k] == v {
-					return true
-				}
-			}
-			return false
-		}
+		inNext := func(v int) bool { return ix.firstIn(v, nextStart, nextEnd) >= 0 }
 		for _, v := range t.V(i) {
-			if !res[v] || size(v) == 0 {
+			if !res[v] || size[v] == 0 {
 				continue
 			}
 			if t.Last[v] == i {
 				res[v], queued[v] = false, false
-				live -= size(v)
+				live -= size[v]
 				continue
 			}
 			if queued[v] || inNext(v) || !allowed.ok(v) {
@@ -406,6 +414,27 @@ func planWindow(t *Trace, B, W int64, rule release, allowed capAllowed) (*Schedu
 	dropUnreleasedSwapOuts(t, s)
 	s.Window = W
 	return s, nil
+}
+
+// prefetchCandidates appends to cands the first position in
+// Seq[start(i+1):end] of each variable of away still on the host only,
+// in Seq's order, and returns them with away less the variables back on
+// the device or not used after f_i.
+func prefetchCandidates(ix *seqIndex, away []int, inAway, res, onHost []bool, i, end int, cands []int) ([]int, []int) {
+	t := ix.t
+	kept := away[:0]
+	for _, v := range away {
+		if res[v] || !onHost[v] || t.Last[v] <= i {
+			inAway[v] = false
+			continue
+		}
+		kept = append(kept, v)
+		if k := ix.firstIn(v, t.Start[i+1], end); k >= 0 && ix.size[v] > 0 {
+			cands = append(cands, k)
+		}
+	}
+	slices.Sort(cands)
+	return cands, kept
 }
 
 // dropUnreleasedSwapOuts removes swap-outs that no release follows before
