@@ -188,6 +188,10 @@ func fnType(dims ...int) hm.Type {
 // index writes disjoint memory and every reduction stays inside one index, so the result does not
 // depend on the split or on scheduling. work is a rough element count: small jobs run inline because
 // goroutine start-up would cost more than it saves.
+//
+// The first chunk runs on the calling goroutine and the others on long-lived helpers (pool), so a
+// call allocates nothing but its caller's closure: a training step makes thousands of these calls
+// (im2col and col2im one per image), and a goroutine and WaitGroup each cost allocations.
 func parallelFor(n int, work int64, fn func(lo, hi int)) {
 	workers := min(runtime.NumCPU(), blas.Workers())
 	if workers > n {
@@ -199,20 +203,57 @@ func parallelFor(n int, work int64, fn func(lo, hi int)) {
 		}
 		return
 	}
-	var wg sync.WaitGroup
 	chunk := (n + workers - 1) / workers
-	for lo := 0; lo < n; lo += chunk {
-		hi := lo + chunk
-		if hi > n {
-			hi = n
-		}
+	wg := waitGroups.Get().(*sync.WaitGroup)
+	for lo := chunk; lo < n; lo += chunk {
 		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			fn(lo, hi)
-		}(lo, hi)
+		pool.run(task{fn: fn, lo: lo, hi: min(lo+chunk, n), wg: wg})
 	}
+	fn(0, min(chunk, n))
 	wg.Wait()
+	waitGroups.Put(wg)
+}
+
+// task is one chunk of a parallelFor for a helper.
+type task struct {
+	fn     func(lo, hi int)
+	lo, hi int
+	wg     *sync.WaitGroup
+}
+
+func (t task) do() {
+	defer t.wg.Done()
+	t.fn(t.lo, t.hi)
+}
+
+// helpers are goroutines that wait for tasks. A task no idle helper takes at once gets a new
+// goroutine instead, so a parallelFor inside another one's chunk cannot wait on busy helpers.
+type helpers struct {
+	once  sync.Once
+	tasks chan task
+}
+
+var (
+	pool       helpers
+	waitGroups = sync.Pool{New: func() any { return new(sync.WaitGroup) }}
+)
+
+func (h *helpers) run(t task) {
+	h.once.Do(func() {
+		h.tasks = make(chan task)
+		for i := 0; i < runtime.NumCPU(); i++ {
+			go func() {
+				for t := range h.tasks {
+					t.do()
+				}
+			}()
+		}
+	})
+	select {
+	case h.tasks <- t:
+	default:
+		go t.do()
+	}
 }
 
 // prod multiplies dimensions as int64 so FLOP and byte counts of paper-scale shapes cannot overflow.
