@@ -269,8 +269,12 @@ type lanes [sumLanes]float64
 func laneSum[T float](s *lanes, l int, xs []T) int {
 	for len(xs) > 0 {
 		n := min(len(xs), sumLanes-l)
-		dst := s[l : l+n]
-		for j, v := range xs[:n] {
+		dst, run := s[l:l+n], xs[:n]
+		if x32, ok := any(run).([]float32); ok {
+			k := addF32Fast(dst, x32)
+			dst, run = dst[k:], run[k:]
+		}
+		for j, v := range run {
 			dst[j] += float64(v)
 		}
 		xs, l = xs[n:], (l+n)%sumLanes
@@ -282,8 +286,12 @@ func laneSum[T float](s *lanes, l int, xs []T) int {
 func laneSumSq[T float](s *lanes, l int, xs []T, mean float64) int {
 	for len(xs) > 0 {
 		n := min(len(xs), sumLanes-l)
-		dst := s[l : l+n]
-		for j, v := range xs[:n] {
+		dst, run := s[l:l+n], xs[:n]
+		if x32, ok := any(run).([]float32); ok {
+			k := sqF32Fast(dst, x32, mean)
+			dst, run = dst[k:], run[k:]
+		}
+		for j, v := range run {
 			d := float64(v) - mean
 			dst[j] += d * d
 		}
@@ -297,8 +305,12 @@ func laneGradSums[T float](a, b *lanes, l int, dy, x []T, mean float64) int {
 	x = x[:len(dy)]
 	for len(dy) > 0 {
 		n := min(len(dy), sumLanes-l)
-		da, db, xr := a[l:l+n], b[l:l+n], x[:n]
-		for j, g := range dy[:n] {
+		da, db, xr, run := a[l:l+n], b[l:l+n], x[:n], dy[:n]
+		if g32, ok := any(run).([]float32); ok {
+			k := gradF32Fast(da, db, g32, any(xr).([]float32), mean)
+			da, db, xr, run = da[k:], db[k:], xr[k:], run[k:]
+		}
+		for j, g := range run {
 			da[j] += float64(g)
 			db[j] += float64(g) * (float64(xr[j]) - mean)
 		}
@@ -382,6 +394,10 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) e
 			for n := 0; n < N; n++ {
 				o := (n*C + c) * plane
 				xr, yr := x[o:o+plane], y[o:o+plane]
+				if x32, ok := any(xr).([]float32); ok {
+					k := affineF32Fast(any(yr).([]float32), x32, float32(m), float32(a), float32(b))
+					xr, yr = xr[k:], yr[k:]
+				}
 				for i, v := range xr {
 					yr[i] = (v-m)*a + b
 				}
@@ -585,6 +601,10 @@ func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) err
 			for n := 0; n < N; n++ {
 				o := (n*C + c) * plane
 				xr, dr, rr := x[o:o+plane], dy[o:o+plane], res[o:o+plane]
+				if d32, ok := any(dr).([]float32); ok {
+					done := bnDxF32Fast(any(rr).([]float32), any(xr).([]float32), d32, float32(mdy), float32(mt), float32(k), float32(at))
+					xr, dr, rr = xr[done:], dr[done:], rr[done:]
+				}
 				for i, g := range dr {
 					rr[i] = at * (g - mdy - (xr[i]-mt)*k)
 				}

@@ -59,23 +59,28 @@ func prevLanesTotal(l *lanes) float64 {
 	return l[0]
 }
 
-// prevBN is the batch-norm forward (y), dx and dgamma before the per-channel fusion: statistics
-// for all channels first, full lane trees, then the outputs.
+// prevBN is the batch-norm forward (y), dx and dgamma before the per-channel fusion and the
+// AVX2 kernels: statistics for all channels first, full lane trees, then the outputs, every lane
+// sum a plain loop (element j of a channel to lane j mod sumLanes).
 func prevBN[T float](x, gamma, beta, dy []T, N, C, plane int, eps float64) (y, dx, dgamma []T) {
+	// each calls f with channel c's elements in order and their index j in the channel.
+	each := func(c int, f func(j, i int)) {
+		for n := 0; n < N; n++ {
+			for p := 0; p < plane; p++ {
+				f(n*plane+p, (n*C+c)*plane+p)
+			}
+		}
+	}
 	mean, invStd := make([]float64, C), make([]float64, C)
 	for c := 0; c < C; c++ {
-		var s lanes
-		l := 0
-		for n := 0; n < N; n++ {
-			l = laneSum(&s, l, x[(n*C+c)*plane:(n*C+c+1)*plane])
-		}
+		var s, q lanes
+		each(c, func(j, i int) { s[j%sumLanes] += float64(x[i]) })
 		m := float64(N * plane)
 		mean[c] = prevLanesTotal(&s) / m
-		var q lanes
-		l = 0
-		for n := 0; n < N; n++ {
-			l = laneSumSq(&q, l, x[(n*C+c)*plane:(n*C+c+1)*plane], mean[c])
-		}
+		each(c, func(j, i int) {
+			d := float64(x[i]) - mean[c]
+			q[j%sumLanes] += d * d
+		})
 		invStd[c] = 1 / math.Sqrt(prevLanesTotal(&q)/m+eps)
 	}
 	y, dx, dgamma = make([]T, len(x)), make([]T, len(x)), make([]T, C)
@@ -83,25 +88,17 @@ func prevBN[T float](x, gamma, beta, dy []T, N, C, plane int, eps float64) (y, d
 	for c := 0; c < C; c++ {
 		m, a, b := T(mean[c]), T(float64(gamma[c])*invStd[c]), beta[c]
 		var sa, sb lanes
-		l := 0
-		for n := 0; n < N; n++ {
-			o := (n*C + c) * plane
-			for i, v := range x[o : o+plane] {
-				y[o+i] = (v-m)*a + b
-			}
-			l = laneGradSums(&sa, &sb, l, dy[o:o+plane], x[o:o+plane], mean[c])
-		}
+		each(c, func(j, i int) {
+			y[i] = (x[i]-m)*a + b
+			sa[j%sumLanes] += float64(dy[i])
+			sb[j%sumLanes] += float64(dy[i]) * (float64(x[i]) - mean[c])
+		})
 		is := invStd[c]
 		sdy, sdxh := prevLanesTotal(&sa), prevLanesTotal(&sb)*is
 		dgamma[c] = T(sdxh)
 		mdy, k := T(sdy/cnt), T(sdxh/cnt*is)
 		mt, at := T(mean[c]), T(float64(gamma[c])*is)
-		for n := 0; n < N; n++ {
-			o := (n*C + c) * plane
-			for i, g := range dy[o : o+plane] {
-				dx[o+i] = at * (g - mdy - (x[o+i]-mt)*k)
-			}
-		}
+		each(c, func(_, i int) { dx[i] = at * (dy[i] - mdy - (x[i]-mt)*k) })
 	}
 	return y, dx, dgamma
 }
