@@ -244,3 +244,48 @@ func TestLanesTotalNSameBits(t *testing.T) {
 		}
 	}
 }
+
+// reluMask32's vector prefix and scalar tail give the branches' bits on every special value in
+// every position of a vector, in place too.
+func TestReLUMask32LongSameBits(t *testing.T) {
+	special := []float32{-1, float32(math.Copysign(0, -1)), 0, 1, float32(math.NaN()), float32(math.Inf(1)),
+		float32(math.Inf(-1)), math.Float32frombits(1), math.Float32frombits(1 | 1<<31), 3.5, -2.25}
+	n := 8*len(special) + 3
+	x, dy := make([]float32, n), make([]float32, n)
+	for i := range x {
+		x[i], dy[i] = special[i%len(special)], special[(i/3)%len(special)]
+	}
+	for _, inPlace := range []bool{false, true} {
+		got := make([]float32, n)
+		if inPlace {
+			copy(got, x)
+			reluMask32(got, got, nil)
+		} else {
+			reluMask32(got, x, nil)
+		}
+		for i, v := range x {
+			want := float32(0)
+			if v > 0 || v != v {
+				want = v
+			}
+			if math.Float32bits(got[i]) != math.Float32bits(want) {
+				t.Fatalf("in place %v: relu(%v) at %d = %v, want %v", inPlace, v, i, got[i], want)
+			}
+		}
+		if inPlace {
+			copy(got, dy)
+			reluMask32(got, x, got)
+		} else {
+			reluMask32(got, x, dy)
+		}
+		for i, v := range x {
+			want := float32(0)
+			if v > 0 {
+				want = dy[i]
+			}
+			if math.Float32bits(got[i]) != math.Float32bits(want) {
+				t.Fatalf("in place %v: relu'(%v)*%v at %d = %v, want %v", inPlace, v, dy[i], i, got[i], want)
+			}
+		}
+	}
+}

@@ -140,3 +140,56 @@ dx_loop:
 dx_done:
 	VZEROUPPER
 	RET
+
+// func reluF32(n int, r, x *float32)
+// r[i] = x[i] where x[i] > 0 or x[i] is NaN, else +0: x and-ed with the mask of the two tests,
+// as reluMask32 does.
+TEXT ·reluF32(SB), NOSPLIT, $0-24
+	MOVQ   n+0(FP), CX
+	MOVQ   r+8(FP), DI
+	MOVQ   x+16(FP), SI
+	VXORPS Y7, Y7, Y7
+	SHRQ   $3, CX
+	JEQ    relu_done
+
+relu_loop:
+	VMOVUPS (SI), Y0
+	VCMPPS  $0x1e, Y7, Y0, Y1 // x > 0 (ordered, quiet)
+	VCMPPS  $0x03, Y0, Y0, Y2 // x unordered: NaN
+	VORPS   Y2, Y1, Y1
+	VANDPS  Y0, Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     relu_loop
+
+relu_done:
+	VZEROUPPER
+	RET
+
+// func reluGradF32(n int, r, y, dy *float32)
+// r[i] = dy[i] where y[i] > 0, else +0.
+TEXT ·reluGradF32(SB), NOSPLIT, $0-32
+	MOVQ   n+0(FP), CX
+	MOVQ   r+8(FP), DI
+	MOVQ   y+16(FP), SI
+	MOVQ   dy+24(FP), DX
+	VXORPS Y7, Y7, Y7
+	SHRQ   $3, CX
+	JEQ    rgrad_done
+
+rgrad_loop:
+	VMOVUPS (SI), Y0
+	VCMPPS  $0x1e, Y7, Y0, Y1 // y > 0
+	VANDPS  (DX), Y1, Y1
+	VMOVUPS Y1, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     rgrad_loop
+
+rgrad_done:
+	VZEROUPPER
+	RET

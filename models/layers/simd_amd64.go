@@ -4,9 +4,10 @@ package layers
 
 import "golang.org/x/sys/cpu"
 
-// The float32 kernels of batch norm with AVX2: the Go loops of lanes.go four float64 lanes (or
-// eight float32 elements) at a time, each operation rounded as the scalar code rounds it (no
-// fused multiply-add), so the bits are the same. n is a multiple of 4 (8 for the affine ones).
+// The float32 loops of batch norm (batchnorm.go) and ReLU (relu.go) with AVX2: four float64 lanes
+// (or eight float32 elements) at a time, each operation rounded as the scalar code rounds it (no
+// fused multiply-add) and ReLU's masks the same tests, so the bits are the same. n is a multiple
+// of 4 for the lane sums, of 8 for the others.
 
 //go:noescape
 func lanesAddF32(n int, dst *float64, x *float32)
@@ -75,5 +76,27 @@ func bnDxF32Fast(r, x, dy []float32, mdy, mt, k, at float32) int {
 	}
 	_, _ = r[n-1], x[n-1]
 	bnDxF32(n, &r[0], &x[0], &dy[0], mdy, mt, k, at)
+	return n
+}
+
+//go:noescape
+func reluF32(n int, r, x *float32)
+
+//go:noescape
+func reluGradF32(n int, r, y, dy *float32)
+
+// reluF32Fast is reluMask32's prefix in AVX2 (dy nil: the forward).
+func reluF32Fast(r, x, dy []float32) int {
+	n := len(x) &^ 7
+	if !haveAVX2 || n == 0 {
+		return 0
+	}
+	_ = r[n-1]
+	if dy == nil {
+		reluF32(n, &r[0], &x[0])
+	} else {
+		_ = dy[n-1]
+		reluGradF32(n, &r[0], &x[0], &dy[0])
+	}
 	return n
 }
