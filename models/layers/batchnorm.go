@@ -334,8 +334,14 @@ func (l *lanes) totalN(count int) float64 {
 	used := min(count, sumLanes)
 	for s := sumLanes / 2; s > 0; s >>= 1 {
 		// Lane j < s can be nonzero only if j < used.
-		for t := 0; t < s && t+s < used; t++ {
-			l[t] += l[t+s]
+		n := min(s, used-s)
+		if n <= 0 {
+			continue
+		}
+		dst, src := l[:n], l[s:s+n]
+		k := foldFast(dst, src)
+		for t := k; t < n; t++ {
+			dst[t] += src[t]
 		}
 	}
 	return l[0]

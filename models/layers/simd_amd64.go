@@ -100,3 +100,18 @@ func reluF32Fast(r, x, dy []float32) int {
 	}
 	return n
 }
+
+//go:noescape
+func foldF64(n int, dst, src *float64)
+
+// foldFast adds src to dst (disjoint) over their longest prefix of whole vectors and returns
+// its length.
+func foldFast(dst, src []float64) int {
+	n := len(dst) &^ 3
+	if !haveAVX2 || n == 0 {
+		return 0
+	}
+	_ = src[n-1]
+	foldF64(n, &dst[0], &src[0])
+	return n
+}

@@ -193,3 +193,25 @@ rgrad_loop:
 rgrad_done:
 	VZEROUPPER
 	RET
+
+// func foldF64(n int, dst, src *float64)
+// dst[t] += src[t]: one level of lanes.totalN's tree.
+TEXT ·foldF64(SB), NOSPLIT, $0-24
+	MOVQ n+0(FP), CX
+	MOVQ dst+8(FP), DI
+	MOVQ src+16(FP), SI
+	SHRQ $2, CX
+	JEQ  fold_done
+
+fold_loop:
+	VMOVUPD (DI), Y0
+	VADDPD  (SI), Y0, Y0
+	VMOVUPD Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     fold_loop
+
+fold_done:
+	VZEROUPPER
+	RET
