@@ -191,7 +191,8 @@ func fnType(dims ...int) hm.Type {
 //
 // The first chunk runs on the calling goroutine and the others on long-lived helpers (pool), so a
 // call allocates nothing but its caller's closure: a training step makes thousands of these calls
-// (im2col and col2im one per image), and a goroutine and WaitGroup each cost allocations.
+// (im2col and col2im one per image), and a goroutine and WaitGroup each cost allocations. A panic
+// in any chunk is raised again on the calling goroutine once every chunk has finished.
 func parallelFor(n int, work int64, fn func(lo, hi int)) {
 	workers := min(runtime.NumCPU(), blas.Workers())
 	if workers > n {
@@ -204,25 +205,51 @@ func parallelFor(n int, work int64, fn func(lo, hi int)) {
 		return
 	}
 	chunk := (n + workers - 1) / workers
-	wg := waitGroups.Get().(*sync.WaitGroup)
+	j := jobs.Get().(*job)
 	for lo := chunk; lo < n; lo += chunk {
-		wg.Add(1)
-		pool.run(task{fn: fn, lo: lo, hi: min(lo+chunk, n), wg: wg})
+		j.wg.Add(1)
+		pool.run(task{fn: fn, lo: lo, hi: min(lo+chunk, n), job: j})
 	}
-	fn(0, min(chunk, n))
-	wg.Wait()
-	waitGroups.Put(wg)
+	j.wg.Add(1)
+	task{fn: fn, lo: 0, hi: min(chunk, n), job: j}.do()
+	j.wg.Wait()
+	p := j.panicked
+	j.panicked = nil
+	jobs.Put(j)
+	if p != nil {
+		// On the caller's goroutine, where the VM's recover turns it into an error; on a helper
+		// it would end the process.
+		panic(p)
+	}
 }
 
-// task is one chunk of a parallelFor for a helper.
+// job is one parallelFor call's chunks in flight and the first panic among them.
+type job struct {
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	panicked any
+}
+
+// task is one chunk of a parallelFor.
 type task struct {
 	fn     func(lo, hi int)
 	lo, hi int
-	wg     *sync.WaitGroup
+	job    *job
 }
 
+// do runs the chunk, keeping a panic for parallelFor to raise once every chunk has stopped
+// writing.
 func (t task) do() {
-	defer t.wg.Done()
+	defer func() {
+		if r := recover(); r != nil {
+			t.job.mu.Lock()
+			if t.job.panicked == nil {
+				t.job.panicked = r
+			}
+			t.job.mu.Unlock()
+		}
+		t.job.wg.Done()
+	}()
 	t.fn(t.lo, t.hi)
 }
 
@@ -234,8 +261,8 @@ type helpers struct {
 }
 
 var (
-	pool       helpers
-	waitGroups = sync.Pool{New: func() any { return new(sync.WaitGroup) }}
+	pool helpers
+	jobs = sync.Pool{New: func() any { return new(job) }}
 )
 
 func (h *helpers) run(t task) {
