@@ -225,6 +225,20 @@ func testBNBits[T float](t *testing.T, xs tensor.Shape, dt tensor.Dtype) {
 	sameBits(t, "y", y.Data().([]T), wy)
 	sameBits(t, "dx", dx.Data().([]T), wdx)
 	sameBits(t, "dgamma", dg.Data().([]T), wdg)
+	// dx in place of dy and of x, as the VM may run it (bnGradOp.InPlaceSafe).
+	clone := func(v []T) *tensor.Dense {
+		return tensor.New(tensor.WithShape(xs...), tensor.WithBacking(append([]T(nil), v...)))
+	}
+	over := clone(dy)
+	if _, err := (&bnGradOp{bn: op}).UsePreallocDo(over, xv, vec(gamma), over); err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "dx over dy", over.Data().([]T), wdx)
+	over = clone(x)
+	if _, err := (&bnGradOp{bn: op}).UsePreallocDo(over, over, vec(gamma), dyv); err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "dx over x", over.Data().([]T), wdx)
 }
 
 // totalN skips only lanes that hold +0, so it equals the full tree for every count.
