@@ -1070,6 +1070,16 @@ func (m *Machine) hostBytes(i int) ([]byte, valueKind, error) {
 		}
 		return b, kind, err
 	}
+	if s := &m.vars[i]; !v.IsLeaf() && !v.View && s.kind == kindDense {
+		// A dense result's bytes are its block's: no tensor header to make (and
+		// allocate) only to read them back out of it.
+		if s.in != nil {
+			m.waitIn(i)
+		}
+		if s.block != nil {
+			return s.block.Bytes(), kindDense, nil
+		}
+	}
 	val, err := m.value(i)
 	if err != nil {
 		return nil, 0, err

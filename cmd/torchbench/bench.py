@@ -1,7 +1,10 @@
 # The PyTorch side of torchbench: builds the network named on the command line, prints its
 # parameter count, then runs training steps on request ("run N" on stdin, per-step milliseconds
 # on stdout) until stdin closes, so the Go side can interleave its own steps with these.
-import sys, time
+# "prof N" runs N more steps under torch.profiler and prints one JSON line: each aten op's self
+# CPU milliseconds a step (key_averages' self time, so the ops add up to the step), with the
+# optimizer's ops (zero_grad and step) gathered under "optimizer".
+import json, sys, time
 
 import torch
 import torch.nn as nn
@@ -34,9 +37,9 @@ class SmallCNN(nn.Module):
 def build(name, cin, h, w, classes):
     if name == "smallcnn":
         return SmallCNN(cin, h, w, classes)
-    if name == "resnet18":
+    if name in ("resnet18", "resnet50"):
         import torchvision
-        return torchvision.models.resnet18(num_classes=classes)
+        return getattr(torchvision.models, name)(num_classes=classes)
     raise SystemExit("unknown model " + name)
 
 
@@ -51,16 +54,52 @@ def main():
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     loss_fn = nn.CrossEntropyLoss()
     print("params", sum(p.numel() for p in net.parameters()), flush=True)
-    for line in sys.stdin:
-        n = int(line.split()[1])
-        times = []
-        for _ in range(n):
-            t0 = time.perf_counter()
+
+    def step(mark=None):
+        if mark is None:
             opt.zero_grad()
             loss_fn(net(x), y).backward()
             opt.step()
+            return
+        with mark("optimizer"):
+            opt.zero_grad()
+        loss_fn(net(x), y).backward()
+        with mark("optimizer"):
+            opt.step()
+
+    for line in sys.stdin:
+        cmd, n = line.split()[0], int(line.split()[1])
+        if cmd == "prof":
+            print(json.dumps(profile(step, n)), flush=True)
+            continue
+        times = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            step()
             times.append((time.perf_counter() - t0) * 1e3)
         print(" ".join("%.3f" % t for t in times), flush=True)
+
+
+def profile(step, n):
+    """Self CPU ms a step per aten op name over n profiled steps; events inside an
+    "optimizer" mark count as "optimizer"."""
+    from torch.profiler import ProfilerActivity, profile as prof, record_function
+
+    t0 = time.perf_counter()
+    with prof(activities=[ProfilerActivity.CPU]) as p:
+        for _ in range(n):
+            step(record_function)
+    wall = (time.perf_counter() - t0) * 1e3 / n
+    ops = {}
+    for e in p.events():
+        name, a = e.name, e
+        while a is not None:
+            if a.name == "optimizer":
+                name = "optimizer"
+                break
+            a = a.cpu_parent
+        ops[name] = ops.get(name, 0.0) + e.self_cpu_time_total / 1e3 / n
+    return {"steps": n, "wall_ms": wall, "ops": ops}
 
 
 main()

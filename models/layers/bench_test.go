@@ -90,7 +90,20 @@ func BenchmarkMaxPoolForward(b *testing.B) {
 func BenchmarkMaxPoolGrad(b *testing.B) {
 	benchOp(b, &maxPoolGradOp{g: poolGeom{3, 3, 2, 2, 1, 1}}, benchX, sh(8, 64, 28, 28))
 }
-func BenchmarkReLU(b *testing.B) { benchOp(b, &reluOp{}, benchX) }
+func BenchmarkReLU(b *testing.B)     { benchOp(b, &reluOp{}, benchX) }
+func BenchmarkReLUGrad(b *testing.B) { benchOp(b, &reluGradOp{}, benchX, benchX) }
+
+// The 2x2 stride-2 pool of smallcnn and VGG, on the Fashion-MNIST model's first pool input.
+func BenchmarkMaxPool2x2Forward(b *testing.B) {
+	benchOp(b, &maxPoolOp{g: poolGeom{2, 2, 2, 2, 0, 0}}, sh(64, 16, 28, 28))
+}
+func BenchmarkMaxPool2x2Grad(b *testing.B) {
+	benchOp(b, &maxPoolGradOp{g: poolGeom{2, 2, 2, 2, 0, 0}}, sh(64, 16, 28, 28), sh(64, 16, 14, 14))
+}
+func BenchmarkBatchNormGradGamma(b *testing.B) {
+	op, _ := NewBatchNormOp(4, 64, 0.1, 1e-5)
+	benchOp(b, &bnGradOp{bn: op, wrtGamma: true}, benchX, benchX)
+}
 
 // gorgonia's Conv2d forward on the same shape, through a TapeMachine, for comparison.
 func BenchmarkGorgoniaConv2dForward(b *testing.B) {

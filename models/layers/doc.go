@@ -63,6 +63,9 @@
 // taken in an order fixed by the shapes alone, and the convolution weight gradient adds images
 // (or chunks of small images) one after another.
 // Reductions over activations (BN statistics, channel sums, plane means) accumulate in float64.
+// Batch norm's float32 loops (lane sums, normalisation, dx) and ReLU's have AVX2 versions
+// (simd_amd64.s) that round every operation as the Go loops do, with no fused multiply-add, so
+// they give the same bits; the purego build tag leaves them out.
 // GEMMs go through package blas, which importing this package also makes gorgonia's BLAS, so a
 // TapeMachine running these ops and gorgonia's matmuls agrees with any other engine bit for bit.
 //

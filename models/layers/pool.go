@@ -189,39 +189,106 @@ func maxPoolExec[T float](g poolGeom, out, xv, dyv G.Value) error {
 		return err
 	}
 	H, W, OH, OW := xs[2], xs[3], ys[2], ys[3]
-	planes := xs[0] * xs[1]
-	parallelFor(planes, int64(len(x)), func(p0, p1 int) {
+	parallelFor(xs[0]*xs[1], int64(len(x)), func(p0, p1 int) {
 		for p := p0; p < p1; p++ {
-			xp := x[p*H*W : (p+1)*H*W]
-			var dxp []T
+			xp, yp := x[p*H*W:(p+1)*H*W], res[p*OH*OW:(p+1)*OH*OW]
+			var dyp []T
 			if dy != nil {
-				dxp = res[p*H*W : (p+1)*H*W]
-				clear(dxp)
+				dyp, yp = dy[p*OH*OW:(p+1)*OH*OW], res[p*H*W:(p+1)*H*W]
 			}
-			for oh := 0; oh < OH; oh++ {
-				for ow := 0; ow < OW; ow++ {
-					h0, h1, w0, w1 := g.window(oh, ow, H, W)
-					bi := h0*W + w0
-					best := xp[bi]
-					for h := h0; h < h1; h++ {
-						for w := w0; w < w1; w++ {
-							i := h*W + w
-							if v := xp[i]; v > best || (v != v && best == best) {
-								best, bi = v, i
-							}
-						}
-					}
-					o := p*OH*OW + oh*OW + ow
-					if dy != nil {
-						dxp[bi] += dy[o]
-					} else {
-						res[o] = best
-					}
-				}
+			if g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 {
+				maxPool2x2Plane(xp, yp, dyp, W, OH, OW)
+			} else {
+				maxPoolPlane(g, xp, yp, dyp, H, W, OH, OW)
 			}
 		}
 	})
 	return nil
+}
+
+// takes is the argmax rule: v replaces best if greater, or if v is the first NaN.
+func takes[T float](v, best T) bool { return v > best || (v != v && best == best) }
+
+// maxPoolPlane pools one (H,W) plane xp into yp, or with dyp routes dyp to the argmaxes in yp
+// (then H x W): the definition, for any window.
+func maxPoolPlane[T float](g poolGeom, xp, yp, dyp []T, H, W, OH, OW int) {
+	if dyp != nil {
+		clear(yp)
+	}
+	for oh := 0; oh < OH; oh++ {
+		for ow := 0; ow < OW; ow++ {
+			h0, h1, w0, w1 := g.window(oh, ow, H, W)
+			bi := h0*W + w0
+			best := xp[bi]
+			for h := h0; h < h1; h++ {
+				for w := w0; w < w1; w++ {
+					i := h*W + w
+					if v := xp[i]; takes(v, best) {
+						best, bi = v, i
+					}
+				}
+			}
+			if dyp != nil {
+				yp[bi] += dyp[oh*OW+ow]
+			} else {
+				yp[oh*OW+ow] = best
+			}
+		}
+	}
+}
+
+// maxPool2x2Plane is maxPoolPlane for the 2x2 window of stride 2 with no padding, the common
+// pool, in one pass over the plane: two input rows per output row, the window's four elements
+// in maxPoolPlane's order. Its windows do not overlap, so in the backward each window's
+// elements are zeroed and its argmax gets += dy, the same additions as maxPoolPlane's (+0 + dy,
+// which is +0 for dy = -0), without a separate pass clearing the plane. A last odd row or
+// column belongs to no window and gets zeros.
+func maxPool2x2Plane[T float](xp, yp, dyp []T, W, OH, OW int) {
+	for oh := 0; oh < OH; oh++ {
+		r0 := xp[2*oh*W : 2*oh*W+W]
+		r1 := xp[(2*oh+1)*W : (2*oh+1)*W+W]
+		var d0, d1 []T
+		if dyp != nil {
+			d0 = yp[2*oh*W : 2*oh*W+W]
+			d1 = yp[(2*oh+1)*W : (2*oh+1)*W+W]
+		}
+		for ow := 0; ow < OW; ow++ {
+			w := 2 * ow
+			a, b, c, d := r0[w], r0[w+1], r1[w], r1[w+1]
+			best, k := a, 0
+			if takes(b, best) {
+				best, k = b, 1
+			}
+			if takes(c, best) {
+				best, k = c, 2
+			}
+			if takes(d, best) {
+				best, k = d, 3
+			}
+			if dyp == nil {
+				yp[oh*OW+ow] = best
+				continue
+			}
+			d0[w], d0[w+1], d1[w], d1[w+1] = 0, 0, 0, 0
+			g := dyp[oh*OW+ow]
+			switch k {
+			case 0:
+				d0[w] += g
+			case 1:
+				d0[w+1] += g
+			case 2:
+				d1[w] += g
+			default:
+				d1[w+1] += g
+			}
+		}
+		if dyp != nil && 2*OW < W {
+			d0[W-1], d1[W-1] = 0, 0
+		}
+	}
+	if dyp != nil {
+		clear(yp[2*OH*W:])
+	}
 }
 
 // ---- average pooling ----

@@ -164,6 +164,12 @@ func b2u(b bool) uint64 {
 // reluMask32 is ReLU (dy nil) or its gradient on float32.
 func reluMask32(res, x, dy []float32) {
 	res = res[:len(x)]
+	if k := reluF32Fast(res, x, dy); k > 0 {
+		res, x = res[k:], x[k:]
+		if dy != nil {
+			dy = dy[k:]
+		}
+	}
 	if dy == nil {
 		for i, v := range x {
 			keep := uint32(b2u(v > 0) | b2u(v != v))
