@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/gorgonia-ooc/outofcore/internal/workpool"
 )
 
 // Float is the element type of a GEMM.
@@ -224,7 +226,7 @@ type panelJob[T float] struct {
 	packing          bool
 }
 
-func (j *panelJob[T]) run(it, w int) {
+func (j *panelJob[T]) Run(it, w int) {
 	if j.packing {
 		j.pack(it)
 	} else {
@@ -348,38 +350,9 @@ func scale[T float](m, n int, beta T, c []T, ldc int) {
 	}
 }
 
-// parallel runs j.run(item, worker) for items 0..n-1 on up to workers goroutines (the caller's
-// among them), handing items out in order. run must not care which worker runs an item.
-func parallel[J interface{ run(item, worker int) }](workers, n int, j J) {
-	workers = min(workers, n)
-	if workers <= 1 {
-		for i := 0; i < n; i++ {
-			j.run(i, 0)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	wg.Add(workers - 1)
-	for w := 1; w < workers; w++ {
-		go func() {
-			defer wg.Done()
-			drain(&next, n, w, j)
-		}()
-	}
-	drain(&next, n, 0, j)
-	wg.Wait()
-}
-
-func drain[J interface{ run(item, worker int) }](next *atomic.Int64, n, w int, j J) {
-	for {
-		i := int(next.Add(1) - 1)
-		if i >= n {
-			return
-		}
-		j.run(i, w)
-	}
-}
+// parallel runs j.Run(item, worker) for items 0..n-1 on up to workers goroutines (the caller's
+// among them), handing items out in order. Run must not care which worker runs an item.
+func parallel(workers, n int, j workpool.Job) { workpool.Run(workers, n, j) }
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }
 
