@@ -38,6 +38,19 @@ func configOf[T Float](ks *kernelSet) *config[T] {
 // Pack packs op(A), m x k (A stored row-major with leading dimension lda, transposed if tA),
 // splitting the copy over Workers() goroutines when it is large.
 func (p *PackedA[T]) Pack(tA bool, m, k int, a []T, lda int) error {
+	workers := Workers()
+	if m*k < serialBelow/8 {
+		workers = 1
+	}
+	return p.pack(workers, tA, m, k, a, lda)
+}
+
+// PackSerial is Pack on the calling goroutine only, for callers that split work themselves.
+func (p *PackedA[T]) PackSerial(tA bool, m, k int, a []T, lda int) error {
+	return p.pack(1, tA, m, k, a, lda)
+}
+
+func (p *PackedA[T]) pack(workers int, tA bool, m, k int, a []T, lda int) error {
 	if err := checkGemm(tA, false, m, 1, k, len(a), lda, k, 1, m, 1); err != nil {
 		return err
 	}
@@ -50,10 +63,6 @@ func (p *PackedA[T]) Pack(tA bool, m, k int, a []T, lda int) error {
 	j := packAJob[T]{p: p, tA: tA, a: a, lda: lda, slivers: mp / cfg.mr}
 	j.groups = (j.slivers + packGrain - 1) / packGrain
 	items := j.groups * ((k + cfg.kc - 1) / cfg.kc)
-	workers := Workers()
-	if m*k < serialBelow/8 {
-		workers = 1
-	}
 	parallel(workers, items, &j)
 	return nil
 }
