@@ -461,7 +461,7 @@ func validRange(off, stride, size, outSize int) (lo, hi int) {
 // padding. A stride above p1-p0 leaves room for other images of the same chunk, or for the
 // columns other goroutines fill; a range short of the whole image is one tile of a bounded
 // workspace. It runs on the calling goroutine: convExec splits the work.
-func im2col[T float](x, col []T, ld int, d convDims, p ConvParams, p0, p1, c0, c1 int) {
+func im2col[T blas.Float](x, col []T, ld int, d convDims, p ConvParams, p0, p1, c0, c1 int) {
 	plane := d.H * d.W
 	for c := c0; c < c1; c++ {
 		xc := x[c*plane : (c+1)*plane]
@@ -506,7 +506,7 @@ func im2col[T float](x, col []T, ld int, d convDims, p ConvParams, p0, p1, c0, c
 // so goroutines given different channels keep the summation order fixed. Each input pixel gets
 // its terms in descending output pixel order (taps ascending), so ranges run from the last to
 // the first add up exactly as one call over the whole image.
-func col2im[T float](col []T, ld int, x []T, d convDims, p ConvParams, p0, p1, c0, c1 int) {
+func col2im[T blas.Float](col []T, ld int, x []T, d convDims, p ConvParams, p0, p1, c0, c1 int) {
 	plane := d.H * d.W
 	for c := c0; c < c1; c++ {
 		xc := x[c*plane : (c+1)*plane]
@@ -528,10 +528,7 @@ func col2im[T float](col []T, ld int, x []T, d convDims, p ConvParams, p0, p1, c
 					src := row[seg+lo : seg+hi]
 					dst := xc[ih*d.W : (ih+1)*d.W]
 					if p.StrideW == 1 {
-						dst := dst[lo+offW : hi+offW]
-						for k, v := range src {
-							dst[k] += v
-						}
+						blas.Add(dst[lo+offW:hi+offW], src)
 					} else {
 						for k, v := range src {
 							dst[(lo+k)*p.StrideW+offW] += v
