@@ -196,6 +196,9 @@ func (r *convRun[T]) Run(part, _ int) {
 }
 
 // channelGroups splits C channels into at most want groups of a multiple of unit channels.
+// convExec asks for one part per goroutine: more parts would balance better under load, but
+// each part of a gradient packs its own copy of its GEMM's shared operand, and that copying
+// measured costlier (issue 28's benchmarks) than the imbalance.
 func (r *convRun[T]) channelGroups(want, unit int) {
 	units := (r.d.C + unit - 1) / unit
 	r.parts = max(1, min(want, units))
@@ -219,7 +222,7 @@ func (r *convRun[T]) forward(workers int) error {
 	}
 	r.parts = 1
 	if workers > 1 {
-		r.parts = max(1, min(4*workers, r.L/minSliceCols))
+		r.parts = max(1, min(workers, r.L/minSliceCols))
 	}
 	r.partWidth = ((r.L+r.parts-1)/r.parts + 31) / 32 * 32
 	r.parts = (r.L + r.partWidth - 1) / r.partWidth
@@ -293,7 +296,7 @@ func (r *convRun[T]) data(workers int) error {
 	}
 	// A group's rows of Wᵀ (its channels' taps) must start on the packing's row slivers.
 	align := r.pw.RowAlign()
-	r.channelGroups(2*workers, align/gcd(r.KK, align))
+	r.channelGroups(workers, align/gcd(r.KK, align))
 	if r.B == 1 {
 		r.phase = phaseData
 		workpool.Run(workers, r.parts, r)
@@ -351,7 +354,7 @@ func (r *convRun[T]) dataChunkPart(part int) {
 // ---- weight gradient: dw = Σ over images (and tiles) of dy·colᵀ ----
 
 func (r *convRun[T]) filter(workers int) error {
-	r.channelGroups(2*workers, 1)
+	r.channelGroups(workers, 1)
 	if r.B == 1 {
 		for len(r.pg) < r.parts {
 			r.pg = append(r.pg, new(blas.PackedA[T]))
