@@ -87,7 +87,7 @@ func (j *packAJob[T]) Run(it, _ int) {
 }
 
 // GemmPacked computes rows [i0, i1) of C = alpha*op(A)*op(B) + beta*C with op(A) packed in p:
-// op(B) is p.K() x n, and C's row i starts at c[i*ldc] (rows outside the range are not touched).
+// op(B) is p.K() x n, and c holds those rows of C, row i0 at c[0] and row i at c[(i-i0)*ldc].
 // i0 must be a multiple of p.RowAlign(). It runs on the calling goroutine only: it is for
 // callers that split their work over goroutines themselves (by column ranges or row ranges of
 // C, which changes no result). With beta == 0, C is not read.
@@ -99,17 +99,10 @@ func GemmPacked[T Float](p *PackedA[T], i0, i1 int, tB bool, n int, alpha T, b [
 		return fmt.Errorf("blas: GemmPacked rows [%d,%d) of a %d-row PackedA: the range must lie within it and start at a multiple of %d", i0, i1, p.m, p.cfg.mr)
 	}
 	m, k := i1-i0, p.k
-	if m > 0 && len(c) < i0*ldc {
-		return fmt.Errorf("blas: GemmPacked C has %d elements, row %d starts at %d", len(c), i0, i0*ldc)
-	}
-	if m == 0 {
-		return checkGemm(false, tB, 0, n, k, 0, max(1, k), len(b), ldb, 0, max(1, n))
-	}
-	c = c[i0*ldc:]
 	if err := checkGemm(false, tB, m, n, k, m*k, max(1, k), len(b), ldb, len(c), ldc); err != nil {
 		return err
 	}
-	if n == 0 {
+	if m == 0 || n == 0 {
 		return nil
 	}
 	if k == 0 || alpha == 0 {

@@ -43,7 +43,7 @@ func packedCase[T Float](t *testing.T, g gemmCase) {
 	for _, step := range []int{g.m, al, 3 * al} {
 		got := append([]T(nil), c0...)
 		for i0 := 0; i0 < g.m; i0 += max(step, 1) {
-			if err := GemmPacked(&p, i0, min(g.m, i0+max(step, 1)), g.tB, g.n, T(g.alpha), b, ldb, T(g.beta), got, ldc); err != nil {
+			if err := GemmPacked(&p, i0, min(g.m, i0+max(step, 1)), g.tB, g.n, T(g.alpha), b, ldb, T(g.beta), got[i0*ldc:], ldc); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -78,6 +78,7 @@ func TestGemmPackedErrors(t *testing.T) {
 		{"past the end", 0, 13, c},
 		{"reversed", 6, 0, c},
 		{"short C", 0, 12, c[:30]},
+		{"C short for the range", 6, 12, c[:15]},
 	} {
 		if err := GemmPacked(&p, tc.i0, tc.i1, false, 3, 1, b, 3, 0, tc.c, 3); err == nil {
 			t.Errorf("%s: no error", tc.name)

@@ -16,13 +16,13 @@ import (
 // into the weight gradient one after another. What changed is how the work is laid out:
 //
 //   - the weights are packed for the GEMM once per call (blas.PackedA), not once per image;
-//   - one fork-join per call (per chunk of small images for the two gradients), on
-//     internal/workpool's long-lived goroutines, instead of several per image: each goroutine
-//     runs serial GEMMs on its own part, and its own part of im2col and col2im;
-//   - the forward splits output pixels (columns of the product: independent), the data gradient
-//     splits input channels (rows of Wᵀ·dy, and col2im's targets: independent), the weight
-//     gradient splits its columns (input channels again), each part running through the images
-//     in order, so the sum over images keeps its order;
+//   - the goroutines are internal/workpool's long-lived ones, each running serial GEMMs, im2col
+//     and col2im on its own item, instead of every GEMM, im2col and col2im forking on its own;
+//   - the forward and the data gradient hand out whole images (tiles, chunks) as items: one fork
+//     per call, and a core busy elsewhere costs only its share. Each goroutine has its own
+//     region of the workspace (columns of col for the forward, rows for the data gradient);
+//   - the weight gradient sums the images in order, so it forks per image (tile, chunk) over
+//     groups of input channels (its columns), with that image's dy packed once;
 //   - nothing is allocated per call once the scratch below exists.
 
 // convRun is one call's state, shared by its goroutines; they write disjoint parts of it.
@@ -36,11 +36,11 @@ type convRun[T blas.Float] struct {
 	xSize, ySize     int
 	B, tile, L       int // images per chunk, pixels per tile (chunk of one), column stride of col and stage
 	parts, partWidth int // forward: column slices; gradients: channel groups of partWidth channels
-	n0, nb           int // the chunk being run, when a call forks per chunk
+	n0, nb           int // the image (or chunk) being run, when a call forks per image or chunk
+	p0, t            int // the weight gradient's tile being run
 	phase            convPhase
 	beta             T
-	pw               *blas.PackedA[T]   // forward: W; data gradient: Wᵀ; chunked weight gradient: the chunk's dy
-	pg               []*blas.PackedA[T] // weight gradient, per part: the image's dy
+	pw               *blas.PackedA[T] // forward: W; data gradient: Wᵀ; weight gradient: the image's (or chunk's) dy
 	errMu            sync.Mutex
 	err              error
 }
@@ -87,8 +87,8 @@ func putConvRun[T blas.Float](r *convRun[T]) {
 	if !ok {
 		s = any(&convScratch64).(*convScratch[T])
 	}
-	// Drop the references to this call's tensors; keep the packed buffers.
-	*r = convRun[T]{pw: r.pw, pg: r.pg[:0]}
+	// Drop the references to this call's tensors; keep the packed buffer.
+	*r = convRun[T]{pw: r.pw}
 	s.mu.Lock()
 	s.free = append(s.free, r)
 	s.mu.Unlock()
@@ -179,26 +179,23 @@ func (r *convRun[T]) fail(err error) {
 	r.errMu.Unlock()
 }
 
-// Run is one part of the current phase (workpool.Job).
-func (r *convRun[T]) Run(part, _ int) {
+// Run is one item of the current phase (workpool.Job).
+func (r *convRun[T]) Run(item, worker int) {
 	switch r.phase {
 	case phaseForward:
-		r.forwardPart(part)
+		r.forwardItem(item, worker)
 	case phaseData:
-		r.dataPart(part)
+		r.dataImage(item, worker)
 	case phaseDataChunk:
-		r.dataChunkPart(part)
+		r.dataChunkPart(item)
 	case phaseFilter:
-		r.filterPart(part)
+		r.filterPart(item)
 	case phaseFilterChunk:
-		r.filterChunkPart(part)
+		r.filterChunkPart(item)
 	}
 }
 
 // channelGroups splits C channels into at most want groups of a multiple of unit channels.
-// convExec asks for one part per goroutine: more parts would balance better under load, but
-// each part of a gradient packs its own copy of its GEMM's shared operand, and that copying
-// measured costlier (issue 28's benchmarks) than the imbalance.
 func (r *convRun[T]) channelGroups(want, unit int) {
 	units := (r.d.C + unit - 1) / unit
 	r.parts = max(1, min(want, units))
@@ -210,70 +207,75 @@ func (r *convRun[T]) channels(part int) (c0, c1 int) {
 	return part * r.partWidth, min(r.d.C, (part+1)*r.partWidth)
 }
 
-// ---- forward: y = W·col (+ bias) ----
+// Items of the forward and the data gradient are whole images (or tiles, or chunks of small
+// images), handed out as goroutines ask for them, so that a core taken by something else (a
+// copy, another process) slows the call by its share only. Each goroutine works in its own
+// region of the workspace: columns [worker*partWidth, ...) for the forward, rows of partWidth
+// channels' taps for the data gradient.
 
-// minSliceCols keeps a goroutine's share of a product's columns wide enough for the GEMM's
-// micro-tiles; a multiple of every kernel's NR.
-const minSliceCols = 64
+// ---- forward: y = W·col (+ bias) ----
 
 func (r *convRun[T]) forward(workers int) error {
 	if err := r.pw.Pack(false, r.O, r.K, r.b, r.K); err != nil {
 		return err
 	}
-	r.parts = 1
-	if workers > 1 {
-		r.parts = max(1, min(workers, r.L/minSliceCols))
+	// Each goroutine's share of col's columns, a multiple of every kernel's NR.
+	r.partWidth = ((r.L+workers-1)/workers + 31) / 32 * 32
+	workers = (r.L + r.partWidth - 1) / r.partWidth
+	r.parts = (r.d.N + r.B - 1) / r.B
+	if r.B == 1 {
+		r.parts = r.d.N * ((r.P + r.tile - 1) / r.tile)
 	}
-	r.partWidth = ((r.L+r.parts-1)/r.parts + 31) / 32 * 32
-	r.parts = (r.L + r.partWidth - 1) / r.partWidth
 	r.phase = phaseForward
 	workpool.Run(workers, r.parts, r)
 	return nil
 }
 
-// forwardPart computes columns [s0,s1) of every tile (or chunk) of every image, so it owns those
-// columns of col and stage throughout.
-func (r *convRun[T]) forwardPart(part int) {
-	s0 := part * r.partWidth
-	s1 := min(r.L, s0+r.partWidth)
-	x, d, P := r.a, r.d, r.P
+// forwardItem computes one tile of one image (or one chunk of images), in pieces as wide as the
+// worker's columns of col.
+func (r *convRun[T]) forwardItem(item, worker int) {
+	s0 := worker * r.partWidth
+	w := min(r.L, s0+r.partWidth) - s0
+	x, P := r.a, r.P
 	if r.B == 1 {
-		for n := 0; n < d.N; n++ {
-			xn, yn := x[n*r.xSize:(n+1)*r.xSize], r.y[n*r.ySize:(n+1)*r.ySize]
-			for p0 := 0; p0 < P; p0 += r.tile {
-				lo, hi := s0, min(s1, P-p0)
-				if lo >= hi {
-					continue
-				}
-				src, ld := xn[p0+lo:], P // a 1x1 stride-1 kernel: the image is its own matrix
-				if r.col != nil {
-					im2col(xn, r.col[lo:], r.tile, d, r.p, p0+lo, p0+hi, 0, d.C)
-					src, ld = r.col[lo:], r.tile
-				}
-				r.fail(blas.GemmPacked(r.pw, 0, r.O, false, hi-lo, 1, src, ld, 0, yn[p0+lo:], P))
-				addBiasCols(yn, r.bias, P, p0+lo, p0+hi)
+		tiles := (P + r.tile - 1) / r.tile
+		n, p0 := item/tiles, (item%tiles)*r.tile
+		t := min(r.tile, P-p0)
+		xn, yn := x[n*r.xSize:(n+1)*r.xSize], r.y[n*r.ySize:(n+1)*r.ySize]
+		for q := 0; q < t; q += w {
+			lo, hi := p0+q, p0+min(t, q+w)
+			src, ld := xn[lo:], P // a 1x1 stride-1 kernel: the image is its own matrix
+			if r.col != nil {
+				im2col(xn, r.col[s0:], r.tile, r.d, r.p, lo, hi, 0, r.d.C)
+				src, ld = r.col[s0:], r.tile
 			}
+			r.fail(blas.GemmPacked(r.pw, 0, r.O, false, hi-lo, 1, src, ld, 0, yn[lo:], P))
+			addBiasCols(yn, r.bias, P, lo, hi)
 		}
 		return
 	}
-	for n0 := 0; n0 < d.N; n0 += r.B {
-		nb := min(r.B, d.N-n0)
-		lo, hi := s0, min(s1, nb*P)
-		if lo >= hi {
-			continue
+	n0 := item * r.B
+	cols := min(r.B, r.d.N-n0) * P
+	for q := 0; q < cols; q += w {
+		qe := min(cols, q+w)
+		// The chunk's columns [q,qe) go to the worker's columns [s0, s0+qe-q): image i's
+		// pixels [q0,q1) at s0+i*P+q0-q.
+		for c := q; c < qe; {
+			i := c / P
+			q0, q1 := c-i*P, min(P, qe-i*P)
+			im2col(x[(n0+i)*r.xSize:(n0+i+1)*r.xSize], r.col[s0+c-q:], r.L, r.d, r.p, q0, q1, 0, r.d.C)
+			c += q1 - q0
 		}
-		for i := lo / P; i*P < hi; i++ {
-			q0, q1 := max(lo, i*P)-i*P, min(hi, (i+1)*P)-i*P
-			im2col(x[(n0+i)*r.xSize:(n0+i+1)*r.xSize], r.col[i*P+q0:], r.L, d, r.p, q0, q1, 0, d.C)
-		}
-		r.fail(blas.GemmPacked(r.pw, 0, r.O, false, hi-lo, 1, r.col[lo:], r.L, 0, r.stage[lo:], r.L))
-		for i := lo / P; i*P < hi; i++ {
-			q0, q1 := max(lo, i*P)-i*P, min(hi, (i+1)*P)-i*P
+		r.fail(blas.GemmPacked(r.pw, 0, r.O, false, qe-q, 1, r.col[s0:], r.L, 0, r.stage[s0:], r.L))
+		for c := q; c < qe; {
+			i := c / P
+			q0, q1 := c-i*P, min(P, qe-i*P)
 			yi := r.y[(n0+i)*r.ySize : (n0+i+1)*r.ySize]
 			for o := 0; o < r.O; o++ {
-				copy(yi[o*P+q0:o*P+q1], r.stage[o*r.L+i*P+q0:])
+				copy(yi[o*P+q0:o*P+q1], r.stage[o*r.L+s0+c-q:])
 			}
 			addBiasCols(yi, r.bias, P, q0, q1)
+			c += q1 - q0
 		}
 	}
 }
@@ -296,18 +298,28 @@ func (r *convRun[T]) data(workers int) error {
 	}
 	// A group's rows of Wᵀ (its channels' taps) must start on the packing's row slivers.
 	align := r.pw.RowAlign()
-	r.channelGroups(workers, align/gcd(r.KK, align))
-	if r.B == 1 {
-		r.phase = phaseData
-		workpool.Run(workers, r.parts, r)
+	unit := align / gcd(r.KK, align)
+	if r.B > 1 {
+		r.channelGroups(workers, unit)
+		r.phase = phaseDataChunk
+		for r.n0 = 0; r.n0 < r.d.N; r.n0 += r.B {
+			r.nb = min(r.B, r.d.N-r.n0)
+			restage(r.b[r.n0*r.ySize:(r.n0+r.nb)*r.ySize], r.stage, r.O, r.P, r.nb)
+			workpool.Run(workers, r.parts, r)
+		}
 		return nil
 	}
-	r.phase = phaseDataChunk
-	for r.n0 = 0; r.n0 < r.d.N; r.n0 += r.B {
-		r.nb = min(r.B, r.d.N-r.n0)
-		restage(r.b[r.n0*r.ySize:(r.n0+r.nb)*r.ySize], r.stage, r.O, r.P, r.nb)
-		workpool.Run(workers, r.parts, r)
+	// Images are the items; each goroutine runs an image in groups of partWidth channels
+	// through its own rows of col (a direct kernel needs no col: an image is one product).
+	r.partWidth = r.d.C
+	if r.col != nil {
+		r.partWidth = r.d.C / workers / unit * unit
+		if r.partWidth == 0 { // too few channels to give each goroutine its rows
+			workers, r.partWidth = 1, r.d.C
+		}
 	}
+	r.phase = phaseData
+	workpool.Run(workers, r.d.N, r)
 	return nil
 }
 
@@ -318,31 +330,34 @@ func gcd(a, b int) int {
 	return a
 }
 
-// dataPart computes its channels of dx for every image, tiles from the last (see col2im).
-func (r *convRun[T]) dataPart(part int) {
-	c0, c1 := r.channels(part)
-	d, P, plane := r.d, r.P, r.d.H*r.d.W
-	for n := 0; n < d.N; n++ {
-		g, dx := r.b[n*r.ySize:(n+1)*r.ySize], r.y[n*r.xSize:(n+1)*r.xSize]
-		if r.col == nil { // 1x1 stride 1: dx's rows are the product's
-			r.fail(blas.GemmPacked(r.pw, c0, c1, false, P, 1, g, P, 0, dx, P))
-		} else {
-			clear(dx[c0*plane : c1*plane])
+// dataImage computes dx of image n: for each group of channels, tiles from the last (see col2im).
+func (r *convRun[T]) dataImage(n, worker int) {
+	P, plane := r.P, r.d.H*r.d.W
+	g, dx := r.b[n*r.ySize:(n+1)*r.ySize], r.y[n*r.xSize:(n+1)*r.xSize]
+	if r.col == nil { // 1x1 stride 1: dx is the product
+		r.fail(blas.GemmPacked(r.pw, 0, r.K, false, P, 1, g, P, 0, dx, P))
+	} else {
+		rows := r.col[worker*r.partWidth*r.KK*r.tile:]
+		clear(dx)
+		for c0 := 0; c0 < r.d.C; c0 += r.partWidth {
+			c1 := min(r.d.C, c0+r.partWidth)
+			// rows[(c*KK+tap-c0*KK)*tile] is the group's row of channel c, tap tap: col2im
+			// addresses rows by channel, so it gets rows shifted back by c0's.
 			for p0 := (P - 1) / r.tile * r.tile; p0 >= 0; p0 -= r.tile {
 				t := min(r.tile, P-p0)
-				r.fail(blas.GemmPacked(r.pw, c0*r.KK, c1*r.KK, false, t, 1, g[p0:], P, 0, r.col, r.tile))
-				col2im(r.col, r.tile, dx, d, r.p, p0, p0+t, c0, c1)
+				r.fail(blas.GemmPacked(r.pw, c0*r.KK, c1*r.KK, false, t, 1, g[p0:], P, 0, rows, r.tile))
+				col2im(rows, r.tile, dx[c0*plane:], r.d, r.p, p0, p0+t, 0, c1-c0)
 			}
 		}
-		addChannelBias(dx[c0*plane:c1*plane], r.bias[min(c0, len(r.bias)):min(c1, len(r.bias))], plane)
 	}
+	addChannelBias(dx, r.bias, plane)
 }
 
 // dataChunkPart computes its channels of dx for the chunk's images from the restaged dy.
 func (r *convRun[T]) dataChunkPart(part int) {
 	c0, c1 := r.channels(part)
 	d, P, plane, cols := r.d, r.P, r.d.H*r.d.W, r.nb*r.P
-	r.fail(blas.GemmPacked(r.pw, c0*r.KK, c1*r.KK, false, cols, 1, r.stage, cols, 0, r.col, cols))
+	r.fail(blas.GemmPacked(r.pw, c0*r.KK, c1*r.KK, false, cols, 1, r.stage, cols, 0, r.col[c0*r.KK*cols:], cols))
 	for i := 0; i < r.nb; i++ {
 		dx := r.y[(r.n0+i)*r.xSize : (r.n0+i+1)*r.xSize]
 		clear(dx[c0*plane : c1*plane])
@@ -353,15 +368,27 @@ func (r *convRun[T]) dataChunkPart(part int) {
 
 // ---- weight gradient: dw = Σ over images (and tiles) of dy·colᵀ ----
 
+// The images are summed into dw one after another, so they cannot be split among goroutines;
+// dw's columns (input channels) can. Each image (or tile, or chunk) is one fork: its dy packed
+// once, then groups of channels handed out as goroutines ask, each running im2col of its
+// channels and its columns of the product.
+
 func (r *convRun[T]) filter(workers int) error {
-	r.channelGroups(workers, 1)
+	r.channelGroups(4*workers, 1)
+	r.phase = phaseFilter
 	if r.B == 1 {
-		for len(r.pg) < r.parts {
-			r.pg = append(r.pg, new(blas.PackedA[T]))
+		for n := 0; n < r.d.N; n++ {
+			r.n0 = n
+			g := r.b[n*r.ySize : (n+1)*r.ySize]
+			for r.p0 = 0; r.p0 < r.P; r.p0 += r.tile {
+				r.t = min(r.tile, r.P-r.p0)
+				if err := r.pw.Pack(false, r.O, r.t, g[r.p0:], r.P); err != nil {
+					return err
+				}
+				workpool.Run(workers, r.parts, r)
+				r.beta = 1
+			}
 		}
-		r.pg = r.pg[:r.parts]
-		r.phase = phaseFilter
-		workpool.Run(workers, r.parts, r)
 		return nil
 	}
 	r.phase = phaseFilterChunk
@@ -372,43 +399,27 @@ func (r *convRun[T]) filter(workers int) error {
 		if err := r.pw.Pack(false, r.O, cols, r.stage, cols); err != nil {
 			return err
 		}
-		r.beta = 0
-		if r.n0 > 0 {
-			r.beta = 1
-		}
 		workpool.Run(workers, r.parts, r)
+		r.beta = 1
 	}
 	return nil
 }
 
-// filterPart computes its channels' columns of dw: the images and tiles added in order, as
-// multiples of the GEMM's k block (see convTile), so the sum is cut where one call cuts it. Each
-// part packs dy itself: dy is O x tile, the part's product O x tile x its rows.
+// filterPart adds tile [p0, p0+t) of image n0 to its channels' columns of dw. The tiles are
+// multiples of the GEMM's k block (see convTile), so the sum is cut where one call cuts it.
 func (r *convRun[T]) filterPart(part int) {
 	c0, c1 := r.channels(part)
 	r0, r1 := c0*r.KK, c1*r.KK
-	d, P, pg := r.d, r.P, r.pg[part]
-	var beta T
-	for n := 0; n < d.N; n++ {
-		g, xn := r.b[n*r.ySize:(n+1)*r.ySize], r.a[n*r.xSize:(n+1)*r.xSize]
-		for p0 := 0; p0 < P; p0 += r.tile {
-			t := min(r.tile, P-p0)
-			if err := pg.PackSerial(false, r.O, t, g[p0:], P); err != nil {
-				r.fail(err)
-				return
-			}
-			var src []T
-			ld := r.tile
-			if r.col == nil { // 1x1 stride 1: x's rows are colᵀ's columns
-				src, ld = xn[r0*P:], P
-			} else {
-				im2col(xn, r.col, r.tile, d, r.p, p0, p0+t, c0, c1)
-				src = r.col[r0*r.tile:]
-			}
-			r.fail(blas.GemmPacked(pg, 0, r.O, true, r1-r0, 1, src, ld, beta, r.y[r0:], r.K))
-			beta = 1
-		}
+	xn := r.a[r.n0*r.xSize : (r.n0+1)*r.xSize]
+	var src []T
+	ld := r.tile
+	if r.col == nil { // 1x1 stride 1: x's rows are colᵀ's columns
+		src, ld = xn[r0*r.P:], r.P
+	} else {
+		im2col(xn, r.col, r.tile, r.d, r.p, r.p0, r.p0+r.t, c0, c1)
+		src = r.col[r0*r.tile:]
 	}
+	r.fail(blas.GemmPacked(r.pw, 0, r.O, true, r1-r0, 1, src, ld, r.beta, r.y[r0:], r.K))
 }
 
 // filterChunkPart adds the chunk's product to its channels' columns of dw.
