@@ -2,7 +2,11 @@
 
 package blas
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 //go:noescape
 func addF32AVX(dst, src *float32, n int)
@@ -27,3 +31,9 @@ func addF64(dst, src []float64) {
 	}
 	addGo(dst, src)
 }
+
+// copyGroupsAVX copies kc groups of gb bytes (32, 64 or 128), the source groups ld bytes apart,
+// to consecutive groups at dst.
+//
+//go:noescape
+func copyGroupsAVX(dst, src unsafe.Pointer, ld, kc, gb int)

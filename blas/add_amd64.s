@@ -108,3 +108,54 @@ a64loop1:
 a64done:
 	VZEROUPPER
 	RET
+
+// func copyGroupsAVX(dst, src unsafe.Pointer, ld, kc, gb int)
+TEXT ·copyGroupsAVX(SB), NOSPLIT, $0-40
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  ld+16(FP), R8
+	MOVQ  kc+24(FP), CX
+	MOVQ  gb+32(FP), DX
+	TESTQ CX, CX
+	JEQ   cgdone
+	CMPQ  DX, $64
+	JEQ   cg64
+	JGT   cg128
+
+cg32:
+	VMOVUPS (SI), Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    R8, SI
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     cg32
+	JMP     cgdone
+
+cg64:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ    R8, SI
+	ADDQ    $64, DI
+	DECQ    CX
+	JNZ     cg64
+	JMP     cgdone
+
+cg128:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ    R8, SI
+	ADDQ    $128, DI
+	DECQ    CX
+	JNZ     cg128
+
+cgdone:
+	VZEROUPPER
+	RET

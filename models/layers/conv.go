@@ -483,8 +483,13 @@ func im2col[T blas.Float](x, col []T, ld int, d convDims, p ConvParams, p0, p1, 
 					}
 					lo, hi := min(max(vlo, a), b), min(max(vhi, a), b)
 					src := xc[ih*d.W : (ih+1)*d.W]
-					clear(dst[:lo-a])
-					clear(dst[hi-a:])
+					// The padding is a value or two at each end: a loop, not a call to memclr.
+					for k := range dst[:lo-a] {
+						dst[k] = 0
+					}
+					for k := range dst[hi-a:] {
+						dst[hi-a+k] = 0
+					}
 					if lo >= hi { // an atrous tap wider than the image may see none of it
 						continue
 					}
