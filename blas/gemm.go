@@ -403,7 +403,17 @@ func getBuf[T float](n int) *[]T {
 	c.mu.Lock()
 	var p *[]T
 	if len(c.free) > 0 {
-		p = c.free[len(c.free)-1]
+		// The last buffer big enough, else the last: GEMMs of different sizes running at once
+		// (a convolution's goroutines) would otherwise trade buffers and regrow them each call.
+		i := len(c.free) - 1
+		for j := i; j >= 0; j-- {
+			if cap(*c.free[j]) >= n {
+				i = j
+				break
+			}
+		}
+		p = c.free[i]
+		c.free[i] = c.free[len(c.free)-1]
 		c.free = c.free[:len(c.free)-1]
 	}
 	c.mu.Unlock()

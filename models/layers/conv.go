@@ -462,6 +462,10 @@ func validRange(off, stride, size, outSize int) (lo, hi int) {
 // columns other goroutines fill; a range short of the whole image is one tile of a bounded
 // workspace. It runs on the calling goroutine: convExec splits the work.
 func im2col[T blas.Float](x, col []T, ld int, d convDims, p ConvParams, p0, p1, c0, c1 int) {
+	if p.StrideW == 1 && p0%d.OW == 0 && p1%d.OW == 0 {
+		im2colRows(x, col, ld, d, p, p0/d.OW, p1/d.OW, c0, c1)
+		return
+	}
 	plane := d.H * d.W
 	for c := c0; c < c1; c++ {
 		xc := x[c*plane : (c+1)*plane]
@@ -499,6 +503,39 @@ func im2col[T blas.Float](x, col []T, ld int, d convDims, p ConvParams, p0, p1, 
 						for ow := lo; ow < hi; ow++ {
 							dst[ow-a] = src[ow*p.StrideW+offW]
 						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// im2colRows is im2col of whole output rows [oh0,oh1) at stride 1 across: every output row of
+// a tap sees the same columns of its input row, so the valid range is found once per tap and each
+// row is one copy between its padding values (the common case, with less work per row).
+func im2colRows[T blas.Float](x, col []T, ld int, d convDims, p ConvParams, oh0, oh1, c0, c1 int) {
+	plane, OW := d.H*d.W, d.OW
+	for c := c0; c < c1; c++ {
+		xc := x[c*plane : (c+1)*plane]
+		for i := 0; i < d.KH; i++ {
+			for j := 0; j < d.KW; j++ {
+				r := (c*d.KH+i)*d.KW + j
+				row := col[r*ld : r*ld+(oh1-oh0)*OW]
+				offW := j*p.DilationW - p.PadW
+				lo, hi := validRange(offW, 1, d.W, OW)
+				for oh := oh0; oh < oh1; oh++ {
+					dst := row[(oh-oh0)*OW : (oh-oh0+1)*OW]
+					ih := oh*p.StrideH - p.PadH + i*p.DilationH
+					if ih < 0 || ih >= d.H || lo >= hi {
+						clear(dst)
+						continue
+					}
+					for k := range dst[:lo] {
+						dst[k] = 0
+					}
+					copy(dst[lo:hi], xc[ih*d.W+lo+offW:])
+					for k := hi; k < OW; k++ {
+						dst[k] = 0
 					}
 				}
 			}
