@@ -36,6 +36,7 @@ type convRun[T blas.Float] struct {
 	xSize, ySize     int
 	B, tile, L       int // images per chunk, pixels per tile (chunk of one), column stride of col and stage
 	parts, partWidth int // forward: column slices; gradients: channel groups of partWidth channels
+	region, pieces   int // forward: a goroutine's columns of col; data: its channels' rows. pieces: items per image (tile, chunk)
 	n0, nb           int // the image (or chunk) being run, when a call forks per image or chunk
 	p0, t            int // the weight gradient's tile being run
 	phase            convPhase
@@ -185,7 +186,7 @@ func (r *convRun[T]) Run(item, worker int) {
 	case phaseForward:
 		r.forwardItem(item, worker)
 	case phaseData:
-		r.dataImage(item, worker)
+		r.dataItem(item, worker)
 	case phaseDataChunk:
 		r.dataChunkPart(item)
 	case phaseFilter:
@@ -219,64 +220,80 @@ func (r *convRun[T]) forward(workers int) error {
 	if err := r.pw.Pack(false, r.O, r.K, r.b, r.K); err != nil {
 		return err
 	}
-	// Each goroutine's share of col's columns, a multiple of every kernel's NR.
-	r.partWidth = ((r.L+workers-1)/workers + 31) / 32 * 32
-	workers = (r.L + r.partWidth - 1) / r.partWidth
-	r.parts = (r.d.N + r.B - 1) / r.B
+	units := (r.d.N + r.B - 1) / r.B // chunks, or images times tiles
 	if r.B == 1 {
-		r.parts = r.d.N * ((r.P + r.tile - 1) / r.tile)
+		units = r.d.N * ((r.P + r.tile - 1) / r.tile)
 	}
+	// Each goroutine's columns of col: an equal share, a multiple of 32 (every kernel's NR)
+	// where the share allows. Items are pieces of that width, narrower when there are too few
+	// units to go round (few large images), but not below minPieceCols.
+	r.region = r.L / workers
+	if r.region >= 32 {
+		r.region = r.region / 32 * 32
+	}
+	r.region = max(1, r.region)
+	r.partWidth = r.region
+	if want := 4 * workers; units < want {
+		w := ((r.L*units+want-1)/want + 31) / 32 * 32
+		r.partWidth = min(r.region, max(w, minPieceCols))
+	}
+	r.pieces = (r.L + r.partWidth - 1) / r.partWidth
 	r.phase = phaseForward
-	workpool.Run(workers, r.parts, r)
+	workpool.Run(workers, units*r.pieces, r)
 	return nil
 }
 
-// forwardItem computes one tile of one image (or one chunk of images), in pieces as wide as the
-// worker's columns of col.
+// minPieceCols keeps a product's columns wide enough for the GEMM's micro-tiles.
+const minPieceCols = 64
+
+// forwardItem computes one piece of columns of one tile of one image (or of one chunk of
+// images) through the worker's columns of col.
 func (r *convRun[T]) forwardItem(item, worker int) {
-	s0 := worker * r.partWidth
-	w := min(r.L, s0+r.partWidth) - s0
+	s0 := worker * r.region
+	unit, q := item/r.pieces, (item%r.pieces)*r.partWidth
 	x, P := r.a, r.P
 	if r.B == 1 {
 		tiles := (P + r.tile - 1) / r.tile
-		n, p0 := item/tiles, (item%tiles)*r.tile
+		n, p0 := unit/tiles, (unit%tiles)*r.tile
 		t := min(r.tile, P-p0)
-		xn, yn := x[n*r.xSize:(n+1)*r.xSize], r.y[n*r.ySize:(n+1)*r.ySize]
-		for q := 0; q < t; q += w {
-			lo, hi := p0+q, p0+min(t, q+w)
-			src, ld := xn[lo:], P // a 1x1 stride-1 kernel: the image is its own matrix
-			if r.col != nil {
-				im2col(xn, r.col[s0:], r.tile, r.d, r.p, lo, hi, 0, r.d.C)
-				src, ld = r.col[s0:], r.tile
-			}
-			r.fail(blas.GemmPacked(r.pw, 0, r.O, false, hi-lo, 1, src, ld, 0, yn[lo:], P))
-			addBiasCols(yn, r.bias, P, lo, hi)
+		if q >= t {
+			return
 		}
+		xn, yn := x[n*r.xSize:(n+1)*r.xSize], r.y[n*r.ySize:(n+1)*r.ySize]
+		lo, hi := p0+q, p0+min(t, q+r.partWidth)
+		src, ld := xn[lo:], P // a 1x1 stride-1 kernel: the image is its own matrix
+		if r.col != nil {
+			im2col(xn, r.col[s0:], r.tile, r.d, r.p, lo, hi, 0, r.d.C)
+			src, ld = r.col[s0:], r.tile
+		}
+		r.fail(blas.GemmPacked(r.pw, 0, r.O, false, hi-lo, 1, src, ld, 0, yn[lo:], P))
+		addBiasCols(yn, r.bias, P, lo, hi)
 		return
 	}
-	n0 := item * r.B
+	n0 := unit * r.B
 	cols := min(r.B, r.d.N-n0) * P
-	for q := 0; q < cols; q += w {
-		qe := min(cols, q+w)
-		// The chunk's columns [q,qe) go to the worker's columns [s0, s0+qe-q): image i's
-		// pixels [q0,q1) at s0+i*P+q0-q.
-		for c := q; c < qe; {
-			i := c / P
-			q0, q1 := c-i*P, min(P, qe-i*P)
-			im2col(x[(n0+i)*r.xSize:(n0+i+1)*r.xSize], r.col[s0+c-q:], r.L, r.d, r.p, q0, q1, 0, r.d.C)
-			c += q1 - q0
+	if q >= cols {
+		return
+	}
+	qe := min(cols, q+r.partWidth)
+	// The chunk's columns [q,qe) go to the worker's columns [s0, s0+qe-q): image i's pixels
+	// [q0,q1) at s0+i*P+q0-q.
+	for c := q; c < qe; {
+		i := c / P
+		q0, q1 := c-i*P, min(P, qe-i*P)
+		im2col(x[(n0+i)*r.xSize:(n0+i+1)*r.xSize], r.col[s0+c-q:], r.L, r.d, r.p, q0, q1, 0, r.d.C)
+		c += q1 - q0
+	}
+	r.fail(blas.GemmPacked(r.pw, 0, r.O, false, qe-q, 1, r.col[s0:], r.L, 0, r.stage[s0:], r.L))
+	for c := q; c < qe; {
+		i := c / P
+		q0, q1 := c-i*P, min(P, qe-i*P)
+		yi := r.y[(n0+i)*r.ySize : (n0+i+1)*r.ySize]
+		for o := 0; o < r.O; o++ {
+			copy(yi[o*P+q0:o*P+q1], r.stage[o*r.L+s0+c-q:])
 		}
-		r.fail(blas.GemmPacked(r.pw, 0, r.O, false, qe-q, 1, r.col[s0:], r.L, 0, r.stage[s0:], r.L))
-		for c := q; c < qe; {
-			i := c / P
-			q0, q1 := c-i*P, min(P, qe-i*P)
-			yi := r.y[(n0+i)*r.ySize : (n0+i+1)*r.ySize]
-			for o := 0; o < r.O; o++ {
-				copy(yi[o*P+q0:o*P+q1], r.stage[o*r.L+s0+c-q:])
-			}
-			addBiasCols(yi, r.bias, P, q0, q1)
-			c += q1 - q0
-		}
+		addBiasCols(yi, r.bias, P, q0, q1)
+		c += q1 - q0
 	}
 }
 
@@ -309,17 +326,27 @@ func (r *convRun[T]) data(workers int) error {
 		}
 		return nil
 	}
-	// Images are the items; each goroutine runs an image in groups of partWidth channels
-	// through its own rows of col (a direct kernel needs no col: an image is one product).
-	r.partWidth = r.d.C
+	// Items are groups of partWidth channels of one image; each goroutine computes them in its
+	// own rows of col (region channels' worth). Groups are narrower than a region when there are
+	// too few images to go round; each group repacks the image's dy, so not narrower than that.
+	r.region = r.d.C
 	if r.col != nil {
-		r.partWidth = r.d.C / workers / unit * unit
-		if r.partWidth == 0 { // too few channels to give each goroutine its rows
-			workers, r.partWidth = 1, r.d.C
+		r.region = r.d.C / workers / unit * unit
+		if r.region == 0 { // too few channels to give each goroutine its rows
+			workers, r.region = 1, r.d.C
 		}
+	} else if workers > 1 {
+		r.region = max(unit, r.d.C/workers/unit*unit)
 	}
+	r.partWidth = r.region
+	if want := 4 * workers; r.d.N < want {
+		groups := (want + r.d.N - 1) / r.d.N
+		w := ((r.d.C+groups-1)/groups + unit - 1) / unit * unit
+		r.partWidth = min(r.region, max(w, unit))
+	}
+	r.pieces = (r.d.C + r.partWidth - 1) / r.partWidth
 	r.phase = phaseData
-	workpool.Run(workers, r.d.N, r)
+	workpool.Run(workers, r.d.N*r.pieces, r)
 	return nil
 }
 
@@ -330,27 +357,27 @@ func gcd(a, b int) int {
 	return a
 }
 
-// dataImage computes dx of image n: for each group of channels, tiles from the last (see col2im).
-func (r *convRun[T]) dataImage(n, worker int) {
+// dataItem computes dx of one group of channels of one image, tiles from the last (see col2im).
+func (r *convRun[T]) dataItem(item, worker int) {
+	n := item / r.pieces
+	c0 := (item % r.pieces) * r.partWidth
+	c1 := min(r.d.C, c0+r.partWidth)
 	P, plane := r.P, r.d.H*r.d.W
 	g, dx := r.b[n*r.ySize:(n+1)*r.ySize], r.y[n*r.xSize:(n+1)*r.xSize]
-	if r.col == nil { // 1x1 stride 1: dx is the product
-		r.fail(blas.GemmPacked(r.pw, 0, r.K, false, P, 1, g, P, 0, dx, P))
+	if r.col == nil { // 1x1 stride 1: dx's rows are the product's
+		r.fail(blas.GemmPacked(r.pw, c0, c1, false, P, 1, g, P, 0, dx[c0*plane:], P))
 	} else {
-		rows := r.col[worker*r.partWidth*r.KK*r.tile:]
-		clear(dx)
-		for c0 := 0; c0 < r.d.C; c0 += r.partWidth {
-			c1 := min(r.d.C, c0+r.partWidth)
-			// rows[(c*KK+tap-c0*KK)*tile] is the group's row of channel c, tap tap: col2im
-			// addresses rows by channel, so it gets rows shifted back by c0's.
-			for p0 := (P - 1) / r.tile * r.tile; p0 >= 0; p0 -= r.tile {
-				t := min(r.tile, P-p0)
-				r.fail(blas.GemmPacked(r.pw, c0*r.KK, c1*r.KK, false, t, 1, g[p0:], P, 0, rows, r.tile))
-				col2im(rows, r.tile, dx[c0*plane:], r.d, r.p, p0, p0+t, 0, c1-c0)
-			}
+		// rows[(c-c0)*KK+tap)*tile] is the row of channel c, tap tap: col2im addresses rows by
+		// channel, so it is given the group's channels counted from 0.
+		rows := r.col[worker*r.region*r.KK*r.tile:]
+		clear(dx[c0*plane : c1*plane])
+		for p0 := (P - 1) / r.tile * r.tile; p0 >= 0; p0 -= r.tile {
+			t := min(r.tile, P-p0)
+			r.fail(blas.GemmPacked(r.pw, c0*r.KK, c1*r.KK, false, t, 1, g[p0:], P, 0, rows, r.tile))
+			col2im(rows, r.tile, dx[c0*plane:], r.d, r.p, p0, p0+t, 0, c1-c0)
 		}
 	}
-	addChannelBias(dx, r.bias, plane)
+	addChannelBias(dx[c0*plane:c1*plane], r.bias[min(c0, len(r.bias)):min(c1, len(r.bias))], plane)
 }
 
 // dataChunkPart computes its channels of dx for the chunk's images from the restaged dy.
