@@ -61,3 +61,21 @@ func TestRunAllocatesNothing(t *testing.T) {
 		t.Errorf("Run allocates %.2f times per call", a)
 	}
 }
+
+// TestLateHelpersStayOut: many short calls in a row, so helpers invited to one call often
+// arrive after it has closed (and its team serves the next call): each call still runs each of
+// its items once, with no worker number shared.
+func TestLateHelpersStayOut(t *testing.T) {
+	for i := 0; i < 3000; i++ {
+		j := &countJob{runs: make([]atomic.Int32, 1+i%5), busy: make([]atomic.Int32, 4)}
+		Run(4, len(j.runs), j)
+		for k := range j.runs {
+			if got := j.runs[k].Load(); got != 1 {
+				t.Fatalf("call %d: item %d ran %d times", i, k, got)
+			}
+		}
+		if j.shared.Load() {
+			t.Fatalf("call %d: two goroutines ran with one worker number at once", i)
+		}
+	}
+}
