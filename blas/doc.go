@@ -29,6 +29,14 @@
 // tiles at the edges go through a zero-padded copy so they too get the full kernel's arithmetic.
 // Different kernels (avx2 vs go) differ in the last bits.
 //
+// # Packed operands and helpers for callers that split work themselves
+//
+// PackedA packs op(A) once for several products (a convolution's weights over a batch's images)
+// and GemmPacked multiplies with it on the calling goroutine, rows [i0, i1) of C only: same
+// panels, same kernel, so the same bits as Gemm. Add is dst += src with vector adds (one rounded
+// add per element, as the loop). The fork-join under Gemm runs on internal/workpool's long-lived
+// goroutines, so a call allocates nothing once they exist.
+//
 // # Speed
 //
 // go test -bench 'Sgemm|Dgemm' ./blas compares with gonum in GFLOP/s; docs/results.md ("CPU

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/chewxy/hm"
 	"github.com/gorgonia-ooc/outofcore/blas"
@@ -409,128 +408,6 @@ func (op *convOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 	return grads, nil
 }
 
-func convExec[T float](op *convOp, d convDims, out G.Value, ws []byte, in []G.Value) error {
-	s := shapesOf(in)
-	a, err := denseData[T](in[0], s[0])
-	if err != nil {
-		return err
-	}
-	b, err := denseData[T](in[1], s[1])
-	if err != nil {
-		return err
-	}
-	var bias []T
-	if op.bias && op.kind != convFilter {
-		if bias, err = denseData[T](in[2], s[2]); err != nil {
-			return err
-		}
-	}
-	os, _ := op.outShape(s)
-	y, err := outData[T](out, os)
-	if err != nil {
-		return err
-	}
-	nCol, nStage := op.workspace(d)
-	xSize, ySize, P, K, O := d.C*d.H*d.W, d.O*d.OH*d.OW, d.outPix(), d.colRows(), d.O
-	B := op.chunk(d)
-	tile := P // output pixels per im2col tile when a chunk is one image
-	if B == 1 && nCol > 0 {
-		var zero T
-		tile = op.tilePixels(d, len(ws)/int(unsafe.Sizeof(zero)))
-		nCol = K * tile
-	}
-	c := carver{buf: ws}
-	col, err := carve[T](&c, nCol)
-	if err != nil {
-		return err
-	}
-	stage, err := carve[T](&c, nStage)
-	if err != nil {
-		return err
-	}
-	for n0 := 0; n0 < d.N; n0 += B {
-		nb := min(B, d.N-n0)
-		cols := nb * P // this chunk's images side by side: image i owns columns [i*P, (i+1)*P)
-		switch op.kind {
-		case convForward:
-			x, w := a, b
-			yn := y[n0*ySize : (n0+nb)*ySize]
-			switch {
-			case col == nil: // a 1x1 stride-1 kernel on one image: the image is its own matrix
-				gemm(false, false, O, P, K, 1, w, K, x[n0*xSize:(n0+1)*xSize], P, 0, yn, P)
-			case nb == 1: // tiles of output pixels; a column of y does not depend on the others
-				for p0 := 0; p0 < P; p0 += tile {
-					t := min(tile, P-p0)
-					im2col(x[n0*xSize:(n0+1)*xSize], col, t, d, op.p, p0, p0+t)
-					gemm(false, false, O, t, K, 1, w, K, col, t, 0, yn[p0:], P)
-				}
-			default:
-				for i := 0; i < nb; i++ {
-					im2col(x[(n0+i)*xSize:(n0+i+1)*xSize], col[i*P:], cols, d, op.p, 0, P)
-				}
-				gemm(false, false, O, cols, K, 1, w, K, col, cols, 0, stage, cols)
-				unstage(stage, yn, O, P, nb)
-			}
-			for i := 0; i < nb; i++ {
-				addChannelBias(y[(n0+i)*ySize:(n0+i+1)*ySize], bias, P)
-			}
-		case convData:
-			w, dy := a, b
-			g := dy[n0*ySize : (n0+nb)*ySize]
-			dx := y[n0*xSize : (n0+nb)*xSize]
-			switch {
-			case col == nil:
-				gemm(true, false, K, P, O, 1, w, K, g, P, 0, dx, P)
-			case nb == 1: // tiles from the last: see col2im
-				clear(dx)
-				for p0 := (P - 1) / tile * tile; p0 >= 0; p0 -= tile {
-					t := min(tile, P-p0)
-					gemm(true, false, K, t, O, 1, w, K, g[p0:], P, 0, col, t)
-					col2im(col, t, dx, d, op.p, p0, p0+t)
-				}
-			default:
-				restage(g, stage, O, P, nb)
-				gemm(true, false, K, cols, O, 1, w, K, stage, cols, 0, col, cols)
-				clear(dx)
-				for i := 0; i < nb; i++ {
-					col2im(col[i*P:], cols, dx[i*xSize:(i+1)*xSize], d, op.p, 0, P)
-				}
-			}
-			for i := 0; i < nb; i++ {
-				addChannelBias(y[(n0+i)*xSize:(n0+i+1)*xSize], bias, d.H*d.W)
-			}
-		case convFilter:
-			x, dy := a, b
-			g := dy[n0*ySize : (n0+nb)*ySize]
-			// Images (or chunks) and tiles are summed into dw one after another: a fixed order, so
-			// the weight gradient is reproducible. Tiles are multiples of the GEMM's k block, so
-			// tiling does not move where the sum is cut: any tile size gives the same bits.
-			var beta T
-			if n0 > 0 {
-				beta = 1
-			}
-			switch {
-			case col == nil:
-				gemm(false, true, O, K, P, 1, g, P, x[n0*xSize:(n0+1)*xSize], P, beta, y, K)
-			case nb == 1:
-				for p0 := 0; p0 < P; p0 += tile {
-					t := min(tile, P-p0)
-					im2col(x[n0*xSize:(n0+1)*xSize], col, t, d, op.p, p0, p0+t)
-					gemm(false, true, O, K, t, 1, g[p0:], P, col, t, beta, y, K)
-					beta = 1
-				}
-			default:
-				restage(g, stage, O, P, nb)
-				for i := 0; i < nb; i++ {
-					im2col(x[(n0+i)*xSize:(n0+i+1)*xSize], col[i*P:], cols, d, op.p, 0, P)
-				}
-				gemm(false, true, O, K, cols, 1, stage, cols, col, cols, beta, y, K)
-			}
-		}
-	}
-	return nil
-}
-
 // unstage scatters an (O, nb*P) matrix back to nb images of (O, P).
 func unstage[T float](stage, y []T, O, P, nb int) {
 	cols := nb * P
@@ -578,94 +455,131 @@ func validRange(off, stride, size, outSize int) (lo, hi int) {
 	return lo, hi
 }
 
-// im2col lays output pixels [p0,p1) of one image out as a (C*KH*KW) x (p1-p0) matrix with row
-// stride ld: row (c,i,j) holds the input pixel each output position sees through kernel tap (i,j)
-// of channel c, or 0 in the padding. A stride above p1-p0 leaves room for other images of the
-// same chunk; a range short of the whole image is one tile of a bounded workspace.
-func im2col[T float](x, col []T, ld int, d convDims, p ConvParams, p0, p1 int) {
+// im2col lays output pixels [p0,p1) of channels [c0,c1) of one image out as rows of a
+// (C*KH*KW) x (p1-p0) matrix with row stride ld: row (c,i,j) (at col[((c*KH+i)*KW+j)*ld]) holds
+// the input pixel each output position sees through kernel tap (i,j) of channel c, or 0 in the
+// padding. A stride above p1-p0 leaves room for other images of the same chunk, or for the
+// columns other goroutines fill; a range short of the whole image is one tile of a bounded
+// workspace. It runs on the calling goroutine: convExec splits the work.
+func im2col[T blas.Float](x, col []T, ld int, d convDims, p ConvParams, p0, p1, c0, c1 int) {
+	if p.StrideW == 1 && p0%d.OW == 0 && p1%d.OW == 0 {
+		im2colRows(x, col, ld, d, p, p0/d.OW, p1/d.OW, c0, c1)
+		return
+	}
 	plane := d.H * d.W
-	parallelFor(d.C, int64(d.colRows()*(p1-p0)), func(c0, c1 int) {
-		for c := c0; c < c1; c++ {
-			xc := x[c*plane : (c+1)*plane]
-			for i := 0; i < d.KH; i++ {
-				for j := 0; j < d.KW; j++ {
-					r := (c*d.KH+i)*d.KW + j
-					row := col[r*ld : r*ld+p1-p0]
-					offW := j*p.DilationW - p.PadW
-					vlo, vhi := validRange(offW, p.StrideW, d.W, d.OW)
-					// Output row oh covers columns [a,b) of the range, starting at row[at].
-					for oh, at := p0/d.OW, 0; oh*d.OW < p1; oh++ {
-						a, b := max(0, p0-oh*d.OW), min(d.OW, p1-oh*d.OW)
-						dst := row[at : at+b-a]
-						at += b - a
-						ih := oh*p.StrideH - p.PadH + i*p.DilationH
-						if ih < 0 || ih >= d.H {
-							clear(dst)
-							continue
-						}
-						lo, hi := min(max(vlo, a), b), min(max(vhi, a), b)
-						src := xc[ih*d.W : (ih+1)*d.W]
-						clear(dst[:lo-a])
-						clear(dst[hi-a:])
-						if lo >= hi { // an atrous tap wider than the image may see none of it
-							continue
-						}
-						if p.StrideW == 1 {
-							copy(dst[lo-a:hi-a], src[lo+offW:hi+offW])
-						} else {
-							for ow := lo; ow < hi; ow++ {
-								dst[ow-a] = src[ow*p.StrideW+offW]
-							}
+	for c := c0; c < c1; c++ {
+		xc := x[c*plane : (c+1)*plane]
+		for i := 0; i < d.KH; i++ {
+			for j := 0; j < d.KW; j++ {
+				r := (c*d.KH+i)*d.KW + j
+				row := col[r*ld : r*ld+p1-p0]
+				offW := j*p.DilationW - p.PadW
+				vlo, vhi := validRange(offW, p.StrideW, d.W, d.OW)
+				// Output row oh covers columns [a,b) of the range, starting at row[at].
+				for oh, at := p0/d.OW, 0; oh*d.OW < p1; oh++ {
+					a, b := max(0, p0-oh*d.OW), min(d.OW, p1-oh*d.OW)
+					dst := row[at : at+b-a]
+					at += b - a
+					ih := oh*p.StrideH - p.PadH + i*p.DilationH
+					if ih < 0 || ih >= d.H {
+						clear(dst)
+						continue
+					}
+					lo, hi := min(max(vlo, a), b), min(max(vhi, a), b)
+					src := xc[ih*d.W : (ih+1)*d.W]
+					// The padding is a value or two at each end: a loop, not a call to memclr.
+					for k := range dst[:lo-a] {
+						dst[k] = 0
+					}
+					for k := range dst[hi-a:] {
+						dst[hi-a+k] = 0
+					}
+					if lo >= hi { // an atrous tap wider than the image may see none of it
+						continue
+					}
+					if p.StrideW == 1 {
+						copy(dst[lo-a:hi-a], src[lo+offW:hi+offW])
+					} else {
+						for ow := lo; ow < hi; ow++ {
+							dst[ow-a] = src[ow*p.StrideW+offW]
 						}
 					}
 				}
 			}
 		}
-	})
+	}
 }
 
-// col2im is im2col's adjoint: it adds each column entry of output pixels [p0,p1) onto the pixel
-// it was copied from (x is not cleared first). Channels are independent, so splitting them across
-// goroutines keeps the summation order fixed. Each input pixel gets its terms in descending output
-// pixel order (taps ascending), so ranges run from the last to the first add up exactly as one
-// call over the whole image.
-func col2im[T float](col []T, ld int, x []T, d convDims, p ConvParams, p0, p1 int) {
+// im2colRows is im2col of whole output rows [oh0,oh1) at stride 1 across: every output row of
+// a tap sees the same columns of its input row, so the valid range is found once per tap and each
+// row is one copy between its padding values (the common case, with less work per row).
+func im2colRows[T blas.Float](x, col []T, ld int, d convDims, p ConvParams, oh0, oh1, c0, c1 int) {
+	plane, OW := d.H*d.W, d.OW
+	for c := c0; c < c1; c++ {
+		xc := x[c*plane : (c+1)*plane]
+		for i := 0; i < d.KH; i++ {
+			for j := 0; j < d.KW; j++ {
+				r := (c*d.KH+i)*d.KW + j
+				row := col[r*ld : r*ld+(oh1-oh0)*OW]
+				offW := j*p.DilationW - p.PadW
+				lo, hi := validRange(offW, 1, d.W, OW)
+				for oh := oh0; oh < oh1; oh++ {
+					dst := row[(oh-oh0)*OW : (oh-oh0+1)*OW]
+					ih := oh*p.StrideH - p.PadH + i*p.DilationH
+					if ih < 0 || ih >= d.H || lo >= hi {
+						clear(dst)
+						continue
+					}
+					for k := range dst[:lo] {
+						dst[k] = 0
+					}
+					copy(dst[lo:hi], xc[ih*d.W+lo+offW:])
+					for k := hi; k < OW; k++ {
+						dst[k] = 0
+					}
+				}
+			}
+		}
+	}
+}
+
+// col2im is im2col's adjoint: it adds each column entry of output pixels [p0,p1) of channels
+// [c0,c1) onto the pixel it was copied from (x is not cleared first). Channels are independent,
+// so goroutines given different channels keep the summation order fixed. Each input pixel gets
+// its terms in descending output pixel order (taps ascending), so ranges run from the last to
+// the first add up exactly as one call over the whole image.
+func col2im[T blas.Float](col []T, ld int, x []T, d convDims, p ConvParams, p0, p1, c0, c1 int) {
 	plane := d.H * d.W
-	parallelFor(d.C, int64(d.colRows()*(p1-p0)), func(c0, c1 int) {
-		for c := c0; c < c1; c++ {
-			xc := x[c*plane : (c+1)*plane]
-			for i := 0; i < d.KH; i++ {
-				for j := 0; j < d.KW; j++ {
-					r := (c*d.KH+i)*d.KW + j
-					row := col[r*ld : r*ld+p1-p0]
-					offW := j*p.DilationW - p.PadW
-					vlo, vhi := validRange(offW, p.StrideW, d.W, d.OW)
-					for oh, at := p0/d.OW, 0; oh*d.OW < p1; oh++ {
-						a, b := max(0, p0-oh*d.OW), min(d.OW, p1-oh*d.OW)
-						seg := at - a // row[seg+ow] is output column ow of this row
-						at += b - a
-						ih := oh*p.StrideH - p.PadH + i*p.DilationH
-						lo, hi := min(max(vlo, a), b), min(max(vhi, a), b)
-						if ih < 0 || ih >= d.H || lo >= hi {
-							continue
-						}
-						src := row[seg+lo : seg+hi]
-						dst := xc[ih*d.W : (ih+1)*d.W]
-						if p.StrideW == 1 {
-							dst := dst[lo+offW : hi+offW]
-							for k, v := range src {
-								dst[k] += v
-							}
-						} else {
-							for k, v := range src {
-								dst[(lo+k)*p.StrideW+offW] += v
-							}
+	for c := c0; c < c1; c++ {
+		xc := x[c*plane : (c+1)*plane]
+		for i := 0; i < d.KH; i++ {
+			for j := 0; j < d.KW; j++ {
+				r := (c*d.KH+i)*d.KW + j
+				row := col[r*ld : r*ld+p1-p0]
+				offW := j*p.DilationW - p.PadW
+				vlo, vhi := validRange(offW, p.StrideW, d.W, d.OW)
+				for oh, at := p0/d.OW, 0; oh*d.OW < p1; oh++ {
+					a, b := max(0, p0-oh*d.OW), min(d.OW, p1-oh*d.OW)
+					seg := at - a // row[seg+ow] is output column ow of this row
+					at += b - a
+					ih := oh*p.StrideH - p.PadH + i*p.DilationH
+					lo, hi := min(max(vlo, a), b), min(max(vhi, a), b)
+					if ih < 0 || ih >= d.H || lo >= hi {
+						continue
+					}
+					src := row[seg+lo : seg+hi]
+					dst := xc[ih*d.W : (ih+1)*d.W]
+					if p.StrideW == 1 {
+						blas.Add(dst[lo+offW:hi+offW], src)
+					} else {
+						for k, v := range src {
+							dst[(lo+k)*p.StrideW+offW] += v
 						}
 					}
 				}
 			}
 		}
-	})
+	}
 }
 
 // channelSumOp sums an (N,C,…) tensor to (C,): the gradient of a per-channel bias or BN shift.

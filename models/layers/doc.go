@@ -61,7 +61,11 @@
 // Results are reproducible bit for bit: work is split across at most runtime.NumCPU goroutines
 // only where each goroutine writes its own elements (channels, planes, GEMM blocks), every sum is
 // taken in an order fixed by the shapes alone, and the convolution weight gradient adds images
-// (or chunks of small images) one after another.
+// (or chunks of small images) one after another. A convolution packs its weights for the GEMM once
+// per call and hands its images to internal/workpool's goroutines, each running serial GEMMs
+// (blas.GemmPacked), im2col and col2im in its own region of the workspace (convexec.go): the
+// layout changed for speed (issue 28), never a sum, and TestConvExecSameBitsAsOld holds the former
+// code as the reference.
 // Reductions over activations (BN statistics, channel sums, plane means) accumulate in float64.
 // Batch norm's float32 loops (lane sums, normalisation, dx) and ReLU's have AVX2 versions
 // (simd_amd64.s) that round every operation as the Go loops do, with no fused multiply-add, so
