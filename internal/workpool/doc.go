@@ -1,5 +1,5 @@
 // Package workpool runs the items of a job on a few long-lived goroutines: the fork-join under
-// package blas's GEMM and models/layers' convolutions.
+// package blas's GEMM, models/layers' convolutions and its parallelFor (batch norm, ReLU, pooling).
 //
 // Starting goroutines per call costs a closure allocation and a wake-up each, which a training
 // step pays thousands of times (a GEMM per image per convolution). Here idle workers wait on a

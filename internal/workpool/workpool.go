@@ -20,6 +20,9 @@ type team struct {
 	state atomic.Uint64 // epoch<<32 | closed | helpers working
 	epoch uint32        // this call's; a helper handed an older one finds the team moved on
 	done  chan struct{} // the last helper to leave a closed team says so here
+
+	mu       sync.Mutex
+	panicked any // the first item's panic, raised again on the caller
 }
 
 const (
@@ -44,6 +47,9 @@ var (
 
 // Run calls j.Run(item, worker) for every item in [0, n) on up to workers goroutines, the
 // caller's among them (as worker 0), handing items out in order, and returns when all are done.
+// A panic in an item stops the handing out of items and is raised again on the caller's
+// goroutine once every worker has stopped, where a recover (the VM's) can turn it into an
+// error; on a helper it would end the process.
 //
 // The caller does not wait for a helper that has not started: on a loaded machine a woken
 // goroutine's thread may wait milliseconds for a core, and a call that forks per image would
@@ -83,11 +89,25 @@ func Run(workers, n int, j Job) {
 			break
 		}
 	}
-	t.j = nil
+	p := t.panicked
+	t.j, t.panicked = nil, nil
 	teams.Put(t)
+	if p != nil {
+		panic(p)
+	}
 }
 
 func (t *team) drain(worker int) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.mu.Lock()
+			if t.panicked == nil {
+				t.panicked = r
+			}
+			t.mu.Unlock()
+			t.next.Store(t.n) // the others take no more items
+		}
+	}()
 	for {
 		i := t.next.Add(1) - 1
 		if i >= t.n {

@@ -79,3 +79,40 @@ func TestLateHelpersStayOut(t *testing.T) {
 		}
 	}
 }
+
+type panicJob struct{ ran []atomic.Int32 }
+
+func (j *panicJob) Run(item, _ int) {
+	j.ran[item].Add(1)
+	if item == 3 {
+		panic("item 3")
+	}
+}
+
+// TestPanicReachesCaller: an item's panic, on whichever goroutine, comes back on the caller
+// after every worker has stopped, no item runs twice, and the pool works afterwards.
+func TestPanicReachesCaller(t *testing.T) {
+	for i := 0; i < 200; i++ {
+		j := &panicJob{ran: make([]atomic.Int32, 64)}
+		got := func() (r any) {
+			defer func() { r = recover() }()
+			Run(4, len(j.ran), j)
+			return nil
+		}()
+		if got != "item 3" {
+			t.Fatalf("call %d: recovered %v, want item 3's panic", i, got)
+		}
+		for k := range j.ran {
+			if n := j.ran[k].Load(); n > 1 || (k <= 3 && n != 1) {
+				t.Fatalf("call %d: item %d ran %d times", i, k, n)
+			}
+		}
+	}
+	j := &countJob{runs: make([]atomic.Int32, 8), busy: make([]atomic.Int32, 4)}
+	Run(4, len(j.runs), j)
+	for k := range j.runs {
+		if got := j.runs[k].Load(); got != 1 {
+			t.Fatalf("after the panics: item %d ran %d times", k, got)
+		}
+	}
+}

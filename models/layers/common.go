@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gorgonia-ooc/outofcore/blas"
+	"github.com/gorgonia-ooc/outofcore/internal/workpool"
 )
 
 // WorkspaceOp is the contract the VM declares structurally for ops that need scratch memory. It is
@@ -189,10 +190,9 @@ func fnType(dims ...int) hm.Type {
 // depend on the split or on scheduling. work is a rough element count: small jobs run inline because
 // goroutine start-up would cost more than it saves.
 //
-// The first chunk runs on the calling goroutine and the others on long-lived helpers (pool), so a
-// call allocates nothing but its caller's closure: a training step makes thousands of these calls
-// (im2col and col2im one per image), and a goroutine and WaitGroup each cost allocations. A panic
-// in any chunk is raised again on the calling goroutine once every chunk has finished.
+// The chunks run on internal/workpool's long-lived goroutines, the caller's among them, so a call
+// allocates nothing but its caller's closure: a training step makes thousands of these calls. A
+// panic in any chunk is raised again on the calling goroutine once every chunk has finished.
 func parallelFor(n int, work int64, fn func(lo, hi int)) {
 	workers := min(runtime.NumCPU(), blas.Workers())
 	if workers > n {
@@ -204,84 +204,27 @@ func parallelFor(n int, work int64, fn func(lo, hi int)) {
 		}
 		return
 	}
-	chunk := (n + workers - 1) / workers
-	j := jobs.Get().(*job)
-	for lo := chunk; lo < n; lo += chunk {
-		j.wg.Add(1)
-		pool.run(task{fn: fn, lo: lo, hi: min(lo+chunk, n), job: j})
-	}
-	j.wg.Add(1)
-	task{fn: fn, lo: 0, hi: min(chunk, n), job: j}.do()
-	j.wg.Wait()
-	p := j.panicked
-	j.panicked = nil
-	jobs.Put(j)
-	if p != nil {
-		// On the caller's goroutine, where the VM's recover turns it into an error; on a helper
-		// it would end the process.
-		panic(p)
-	}
-}
-
-// job is one parallelFor call's chunks in flight and the first panic among them.
-type job struct {
-	wg       sync.WaitGroup
-	mu       sync.Mutex
-	panicked any
-}
-
-// task is one chunk of a parallelFor.
-type task struct {
-	fn     func(lo, hi int)
-	lo, hi int
-	job    *job
-}
-
-// do runs the chunk, keeping a panic for parallelFor to raise once every chunk has stopped
-// writing.
-func (t task) do() {
+	c := chunkJobs.Get().(*chunkJob)
+	c.fn, c.n, c.size = fn, n, (n+workers-1)/workers
 	defer func() {
-		if r := recover(); r != nil {
-			t.job.mu.Lock()
-			if t.job.panicked == nil {
-				t.job.panicked = r
-			}
-			t.job.mu.Unlock()
-		}
-		t.job.wg.Done()
+		c.fn = nil
+		chunkJobs.Put(c)
 	}()
-	t.fn(t.lo, t.hi)
+	workpool.Run(workers, (n+c.size-1)/c.size, c)
 }
 
-// helpers are goroutines that wait for tasks. A task no idle helper takes at once gets a new
-// goroutine instead, so a parallelFor inside another one's chunk cannot wait on busy helpers.
-type helpers struct {
-	once  sync.Once
-	tasks chan task
+// chunkJob is one parallelFor call as a workpool.Job: item i is the i-th chunk.
+type chunkJob struct {
+	fn      func(lo, hi int)
+	n, size int
 }
 
-var (
-	pool helpers
-	jobs = sync.Pool{New: func() any { return new(job) }}
-)
-
-func (h *helpers) run(t task) {
-	h.once.Do(func() {
-		h.tasks = make(chan task)
-		for i := 0; i < runtime.NumCPU(); i++ {
-			go func() {
-				for t := range h.tasks {
-					t.do()
-				}
-			}()
-		}
-	})
-	select {
-	case h.tasks <- t:
-	default:
-		go t.do()
-	}
+func (c *chunkJob) Run(item, _ int) {
+	lo := item * c.size
+	c.fn(lo, min(lo+c.size, c.n))
 }
+
+var chunkJobs = sync.Pool{New: func() any { return new(chunkJob) }}
 
 // prod multiplies dimensions as int64 so FLOP and byte counts of paper-scale shapes cannot overflow.
 func prod(xs ...int) int64 {
