@@ -183,7 +183,7 @@ func join(ctx context.Context, w World, timeout time.Duration) ([]byte, error) {
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("dist: rank %d: the master %s (rank 0) could not be reached within %v: %v", w.Rank, w.Master, timeout, err)
+			return nil, fmt.Errorf("dist: rank %d: the master %s (rank 0) could not be reached within %v (last try: %v): %w", w.Rank, w.Master, timeout, err, context.Cause(ctx))
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, time.Second)
