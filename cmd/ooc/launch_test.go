@@ -175,12 +175,15 @@ func TestLaunchEnvironment(t *testing.T) {
 // A rank that fails stops the others (SIGTERM; SIGKILL for those that ignore
 // it, after -grace), and its exit status is launch's.
 func TestLaunchFailure(t *testing.T) {
+	// A child of a -race test binary sleeps a second before it exits
+	// (GORACE's atexit_sleep_ms): the grace of ranks that stop is longer.
 	for _, tc := range []struct {
 		name     string
 		stubborn bool
-	}{{"others stop", false}, {"others killed after the grace period", true}} {
+		grace    string
+	}{{"others stop", false, "20s"}, {"others killed after the grace period", true, "1s"}} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := []string{"-nproc", "3", "-grace", "1s", "--", "test-child", "fail", "1", "7", t.TempDir()}
+			args := []string{"-nproc", "3", "-grace", tc.grace, "--", "test-child", "fail", "1", "7", t.TempDir()}
 			if tc.stubborn {
 				args = append(args, "stubborn")
 			}
@@ -192,7 +195,7 @@ func TestLaunchFailure(t *testing.T) {
 			}
 			for _, r := range []int{0, 2} {
 				stopped := strings.Contains(out, fmt.Sprintf("[rank %d] stopped by terminated", r))
-				killed := strings.Contains(errs, fmt.Sprintf("rank %d did not stop within 1s: killing it", r))
+				killed := strings.Contains(errs, fmt.Sprintf("rank %d did not stop within %s: killing it", r, tc.grace))
 				if stopped == tc.stubborn || killed != tc.stubborn {
 					t.Errorf("rank %d: stopped %v, killed %v\n%s\n%s", r, stopped, killed, out, errs)
 				}
