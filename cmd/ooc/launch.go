@@ -259,7 +259,7 @@ func (l *launcher) signalAll(s os.Signal, again bool) {
 // by signal N) and a phrase saying how it ended.
 func exitOf(ps *os.ProcessState) (int, string) {
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal()), "was killed by " + ws.Signal().String()
+		return 128 + int(ws.Signal()), fmt.Sprintf("was killed by signal %d (%v)", int(ws.Signal()), ws.Signal())
 	}
 	return ps.ExitCode(), fmt.Sprintf("exited with status %d", ps.ExitCode())
 }

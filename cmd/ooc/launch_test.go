@@ -25,7 +25,7 @@ import (
 //	test-child env              print the rank's environment (and a line to stderr, and one without a newline), exit 0
 //	test-child wait DIR         say "ready" (after writing DIR/ready-RANK), wait for SIGINT or SIGTERM, say so
 //	                            (and of each one more within half a second), exit 1
-//	test-child fail R CODE DIR  rank R exits CODE once every other rank is ready; the others wait
+//	test-child fail R CODE DIR  rank R exits CODE (kills itself: "kill") once every other rank is ready; the others wait
 //	                            for SIGTERM and exit 0 ("fail ... stubborn": they ignore it)
 func launchTestChild(args []string) int {
 	rank, _ := strconv.Atoi(os.Getenv("RANK"))
@@ -68,7 +68,10 @@ func launchTestChild(args []string) int {
 					time.Sleep(10 * time.Millisecond)
 				}
 			}
-			fmt.Println("failing with", code)
+			fmt.Println("failing with", args[2])
+			if args[2] == "kill" {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
 			return code
 		}
 		sigs := make(chan os.Signal, 1)
@@ -181,17 +184,25 @@ func TestLaunchFailure(t *testing.T) {
 		name     string
 		stubborn bool
 		grace    string
-	}{{"others stop", false, "20s"}, {"others killed after the grace period", true, "1s"}} {
+		code     string // rank 1's: a status, or "kill" (SIGKILL)
+		want     int
+		says     string
+	}{
+		{"others stop", false, "20s", "7", 7, "rank 1 exited with status 7"},
+		{"others killed after the grace period", true, "1s", "7", 7, "rank 1 exited with status 7"},
+		{"a rank killed by a signal", false, "20s", "kill", 128 + 9, "rank 1 was killed by signal 9 (killed)"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := []string{"-nproc", "3", "-grace", tc.grace, "--", "test-child", "fail", "1", "7", t.TempDir()}
+			args := []string{"-nproc", "3", "-grace", tc.grace, "--", "test-child", "fail", "1", tc.code, t.TempDir()}
 			if tc.stubborn {
 				args = append(args, "stubborn")
 			}
 			start := time.Now()
 			code, out, errs := launch(t, args...)
 			took := time.Since(start)
-			if code != 7 || !strings.Contains(errs, "ooc launch: rank 1 exited with status 7") {
-				t.Errorf("exit %d, want rank 1's 7\n%s\n%s", code, out, errs)
+			if code != tc.want || !strings.Contains(errs, "ooc launch: "+tc.says+": stopping the other ranks") ||
+				!strings.Contains(errs, "ooc launch: "+tc.says+"\n") {
+				t.Errorf("exit %d, want rank 1's %d\n%s\n%s", code, tc.want, out, errs)
 			}
 			for _, r := range []int{0, 2} {
 				stopped := strings.Contains(out, fmt.Sprintf("[rank %d] stopped by terminated", r))
