@@ -46,11 +46,12 @@
 // TCP (the default, at w.Master): rank 0 listens (on the loopback address
 // when the master is one, else on every interface), each other rank connects,
 // retrying until rank 0 is up, and says its rank, world size and run id.
-// Rank 0 refuses a world-size mismatch, a rank seen twice, a second rank 0,
-// a rank out of range and a rank of another run: it tells every rank that
-// checked in why and returns the error, so no rank waits out its timeout on
-// a broken configuration. Connections that are not ranks (a port scan) are
-// dropped and ignored. Rank 0 answers only when all Size-1 ranks have checked
+// Rank 0 refuses a world-size mismatch, a rank seen twice, a second rank 0
+// and a rank out of range: it tells every rank that checked in why and
+// returns the error, so no rank waits out its timeout on a broken
+// configuration. A rank of another run (another job given the same port) is
+// told so and refused alone, without stopping this run; connections that are
+// not ranks at all (a port scan) are dropped and ignored. Rank 0 answers only when all Size-1 ranks have checked
 // in, so Share is also a barrier. A master that cannot be reached is an error
 // naming it after the timeout; a rank that never comes is named in rank 0's
 // error, and the ranks that came hear that rank 0 gave up.

@@ -67,6 +67,7 @@ func serve(ctx context.Context, w World, create func() ([]byte, error), timeout 
 
 	payload, makeErr := makePayload(create)
 	checked := map[int]net.Conn{}
+	var strangers []string // ranks of other runs, refused
 	defer func() {
 		for _, c := range checked {
 			c.Close()
@@ -80,6 +81,14 @@ func serve(ctx context.Context, w World, create func() ([]byte, error), timeout 
 				in.conn.Close()
 				continue
 			}
+			if in.hello.Run != w.RunID {
+				// Another job's rank at this port: refuse it, but do not let
+				// it stop this run.
+				reply(in.conn, answer{Error: fmt.Sprintf("%s is rank 0 of run %q, not of run %q", w.Master, w.RunID, in.hello.Run)})
+				in.conn.Close()
+				strangers = append(strangers, fmt.Sprintf("rank %d of run %q from %s", in.hello.Rank, in.hello.Run, in.conn.RemoteAddr()))
+				continue
+			}
 			if reason := refuse(w, in, checked); reason != "" {
 				reply(in.conn, answer{Error: reason})
 				in.conn.Close()
@@ -90,6 +99,9 @@ func serve(ctx context.Context, w World, create func() ([]byte, error), timeout 
 		case <-ctx.Done():
 			missing := missingRanks(w.Size, checked)
 			reason := fmt.Sprintf("rank(s) %s did not check in at %s within %v", missing, w.Master, timeout)
+			if len(strangers) > 0 {
+				reason += fmt.Sprintf(" (refused as of another run: %s)", strings.Join(strangers, "; "))
+			}
 			tellAll(checked, "rank 0 gave up: "+reason)
 			return nil, fmt.Errorf("dist: rank 0: %s: %w", reason, context.Cause(ctx))
 		}
@@ -133,8 +145,6 @@ func accept(ln net.Listener, ins chan<- checkIn, done <-chan struct{}) {
 func refuse(w World, in checkIn, checked map[int]net.Conn) string {
 	h := in.hello
 	switch {
-	case h.Run != w.RunID:
-		return fmt.Sprintf("a rank of run %q checked in, but this is run %q", h.Run, w.RunID)
 	case h.Size != w.Size:
 		return fmt.Sprintf("world size mismatch: rank %d has world size %d, rank 0 has %d", h.Rank, h.Size, w.Size)
 	case h.Rank == 0:
