@@ -54,7 +54,9 @@
 // not ranks at all (a port scan) are dropped and ignored. Rank 0 answers only when all Size-1 ranks have checked
 // in, so Share is also a barrier. A master that cannot be reached is an error
 // naming it after the timeout; a rank that never comes is named in rank 0's
-// error, and the ranks that came hear that rank 0 gave up.
+// error, and the ranks that came hear that rank 0 gave up. When create fails
+// on rank 0, the ranks that check in within ten seconds are told its error
+// and rank 0 returns it.
 //
 // File (w.File, for clusters where ranks share a file system but a port is
 // hard to agree on): rank 0 writes the file atomically (a temporary file in

@@ -261,17 +261,25 @@ func TestShareMissingRank(t *testing.T) {
 	}
 }
 
-// Rank 0 failing to make the bytes is every rank's error.
+// Rank 0 failing to make the bytes is every rank's error: the ranks that
+// check in hear it at once, and rank 0 returns it after errorLinger even if
+// a rank never comes, not after the whole timeout.
 func TestShareMakeFails(t *testing.T) {
+	defer func(d time.Duration) { errorLinger = d }(errorLinger)
+	errorLinger = 500 * time.Millisecond
 	master := freeMaster(t)
 	boom := errors.New("no NCCL here")
-	_, errs, _ := shareAll([]World{world(0, 2, master, 20*time.Second), world(1, 2, master, 20*time.Second)},
+	start := time.Now()
+	_, errs, _ := shareAll([]World{world(0, 3, master, time.Minute), world(1, 3, master, time.Minute)},
 		func() ([]byte, error) { return nil, boom })
 	if !errors.Is(errs[0], boom) {
 		t.Errorf("rank 0: %v", errs[0])
 	}
 	if errs[1] == nil || !strings.Contains(errs[1].Error(), "could not make what it shares: no NCCL here") {
 		t.Errorf("rank 1: %v", errs[1])
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("took %v", d)
 	}
 }
 

@@ -33,6 +33,11 @@ type answer struct {
 // reading cannot hold rank 0.
 const replyTimeout = 5 * time.Second
 
+// errorLinger is how long rank 0, when it could not make what it shares,
+// still answers the ranks that check in with its error, before it returns
+// the error itself; later ranks find no master.
+var errorLinger = 10 * time.Second
+
 // checkIn is one connection's hello, or why it was not one.
 type checkIn struct {
 	conn  net.Conn
@@ -66,6 +71,10 @@ func serve(ctx context.Context, w World, create func() ([]byte, error), timeout 
 	go accept(ln, ins, done)
 
 	payload, makeErr := makePayload(create)
+	var linger <-chan time.Time
+	if makeErr != nil {
+		linger = time.After(errorLinger)
+	}
 	checked := map[int]net.Conn{}
 	var strangers []string // ranks of other runs, refused
 	defer func() {
@@ -96,7 +105,15 @@ func serve(ctx context.Context, w World, create func() ([]byte, error), timeout 
 				return nil, fmt.Errorf("dist: rank 0: %s", reason)
 			}
 			checked[in.hello.Rank] = in.conn
+			if makeErr != nil {
+				reply(in.conn, answer{Error: "rank 0 could not make what it shares: " + makeErr.Error()})
+			}
+		case <-linger:
+			return nil, makeErr
 		case <-ctx.Done():
+			if makeErr != nil {
+				return nil, makeErr
+			}
 			missing := missingRanks(w.Size, checked)
 			reason := fmt.Sprintf("rank(s) %s did not check in at %s within %v", missing, w.Master, timeout)
 			if len(strangers) > 0 {
@@ -107,7 +124,6 @@ func serve(ctx context.Context, w World, create func() ([]byte, error), timeout 
 		}
 	}
 	if makeErr != nil {
-		tellAll(checked, "rank 0 could not make what it shares: "+makeErr.Error())
 		return nil, makeErr
 	}
 	for _, c := range checked {
