@@ -296,3 +296,33 @@ func TestLaunchUsage(t *testing.T) {
 		}
 	}
 }
+
+// prefixWriter puts the prefix on whole lines however the writes split them,
+// ends a last line that has no newline, and lets no line grow without bound.
+func TestPrefixWriter(t *testing.T) {
+	long := strings.Repeat("x", maxLine+1)
+	for _, tc := range []struct {
+		writes []string
+		want   string
+	}{
+		{[]string{"a\nb\n"}, "[r] a\n[r] b\n"},
+		{[]string{"a", "b\nc", "d\n"}, "[r] ab\n[r] cd\n"},
+		{[]string{"no end"}, "[r] no end\n"},
+		{[]string{"\n\n"}, "[r] \n[r] \n"},
+		{[]string{long, "y\n"}, "[r] " + long + "\n[r] y\n"},
+		{nil, ""},
+	} {
+		var mu sync.Mutex
+		var b bytes.Buffer
+		p := &prefixWriter{mu: &mu, w: &b, prefix: "[r] "}
+		for _, w := range tc.writes {
+			if n, err := p.Write([]byte(w)); n != len(w) || err != nil {
+				t.Fatalf("Write(%q) = %d, %v", w, n, err)
+			}
+		}
+		p.flush()
+		if b.String() != tc.want {
+			t.Errorf("writes %q: got %q, want %q", tc.writes, b.String(), tc.want)
+		}
+	}
+}
