@@ -79,6 +79,14 @@
 // their GEMMs and convolutions split GOMAXPROCS among them
 // (WithReplicaWorkers).
 //
+// Across processes or machines, each process calls CompileParallel with
+// WithWorld(rank, size) and an AllReducer spanning every rank (a cuda.NCCL
+// each joined with cuda.JoinNCCL): every rank feeds the whole global batch,
+// its replicas take their global share of it (replica i of rank r is
+// replica r*n+i), and the loss is averaged through the reducer too, so the
+// ranks together compute what one process computes with all the replicas
+// (TestParallelWorld, and package train's runs across processes).
+//
 // # Recomputation
 //
 // A tape may also drop a forward variable after its last forward use and

@@ -68,6 +68,7 @@ type settings struct {
 	log            io.Writer
 	replicaWorkers int
 	replica        replicaPos // which replica CompileParallel plans for
+	world          worldPos   // WithWorld
 	errs           []error
 }
 

@@ -1,9 +1,11 @@
 package ooc
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -42,6 +44,10 @@ type Builder func(batch int) (Replica, error)
 
 // replicaPos is where a program sits among CompileParallel's replicas.
 type replicaPos struct{ index, count, group int }
+
+// worldPos is this process's place among the ranks of a run across processes (WithWorld);
+// the zero value is a run of one process.
+type worldPos struct{ rank, size int }
 
 // An AllReducer averages the replicas' gradients. AllReduceMean gets one
 // buffer per replica, in replica order, each the raw bytes of one
@@ -130,6 +136,26 @@ func WithLog(w io.Writer) Option {
 	}
 }
 
+// WithWorld makes CompileParallel one rank of a data-parallel run across worldSize
+// processes, on one machine or several, that each call it with the same builder, the same
+// global batch, the same options and as many devices; this process is rank `rank`. Replica
+// i of rank r is replica r*n+i of all n*worldSize (n = len(devices)), and each RunAll gives
+// it that replica's rows of the global batch the script's inputs hold (every rank feeds
+// the whole batch), so the ranks together compute the step one process computes with all
+// the replicas on its own devices. The AllReducer, which WithAllReducer must give, averages
+// over every replica of every rank, as a cuda.NCCL all the ranks joined (cuda.JoinNCCL)
+// does; the replicas' losses are averaged through it too, so every rank reads the same
+// loss. Compile ignores it.
+func WithWorld(rank, worldSize int) Option {
+	return func(s *settings) {
+		if worldSize < 1 || rank < 0 || rank >= worldSize {
+			s.fail("WithWorld(%d, %d): want rank 0 to worldSize-1 of a positive worldSize", rank, worldSize)
+			return
+		}
+		s.world = worldPos{rank: rank, size: worldSize}
+	}
+}
+
 // WithReplicaWorkers sets how many goroutines each replica's GEMMs and
 // convolutions split over while the replicas of a CompileParallel run
 // (package blas's SetWorkers, for the run's duration): by default (0) the
@@ -187,6 +213,8 @@ type Parallel struct {
 	loss     gorgonia.Value
 	sim      bool
 	onDevice bool // GradientsOnDevices
+	world    worldPos
+	total    int // replicas of every rank: len(replicas) * world size
 	stats    ParallelStats
 	closed   bool
 	ran      bool // a step finished and Reset has not been called: RunAll does nothing, as TapeMachine's
@@ -244,10 +272,11 @@ func CompileParallel(build Builder, batch int, devices []vm.Device, opts ...Opti
 	if n == 0 {
 		return nil, errors.New("ooc: CompileParallel: no devices")
 	}
-	if batch <= 0 || batch%n != 0 {
-		return nil, fmt.Errorf("ooc: CompileParallel: a batch of %d does not split evenly among %d devices", batch, n)
-	}
 	s, err := configure(opts)
+	if err != nil {
+		return nil, err
+	}
+	world, total, err := s.worldOf(batch, n)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +286,7 @@ func CompileParallel(build Builder, batch int, devices []vm.Device, opts ...Opti
 	if s.device != nil {
 		return nil, errors.New("ooc: CompileParallel: pass the devices as its argument, not WithDevice")
 	}
-	p = &Parallel{batch: batch, reducer: s.reducer, accum: s.bindAll || len(s.bind) > 0, workers: s.replicaWorkers}
+	p = &Parallel{batch: batch, reducer: s.reducer, accum: s.bindAll || len(s.bind) > 0, workers: s.replicaWorkers, world: world, total: total}
 	simulated := 0
 	for i, d := range devices {
 		if d == nil {
@@ -269,6 +298,9 @@ func CompileParallel(build Builder, batch int, devices []vm.Device, opts ...Opti
 	}
 	if simulated != 0 && simulated != n {
 		return nil, errors.New("ooc: CompileParallel: simulated and real devices cannot train together")
+	}
+	if simulated != 0 && world.size > 1 {
+		return nil, errors.New("ooc: CompileParallel: WithWorld: simulated devices train in one process (ooc multigpu simulates more of them)")
 	}
 	p.sim = simulated == n
 	if !p.sim {
@@ -286,27 +318,28 @@ func CompileParallel(build Builder, batch int, devices []vm.Device, opts ...Opti
 		p.reducer = defaultReducer(devices, s.log)
 		p.owned, _ = p.reducer.(io.Closer)
 	}
-	group := n
+	group := total
 	if sim, ok := devices[0].(*vm.Sim); ok && sim.GroupSize() > 0 {
 		group = sim.GroupSize()
 	}
 	for i, d := range devices {
-		r, err := buildReplica(build, batch/n, fmt.Sprintf("replica %d of %d", i, n))
+		g := world.rank*n + i // the replica's place among every rank's
+		r, err := buildReplica(build, batch/total, fmt.Sprintf("replica %d of %d", g, total))
 		if err != nil {
 			return nil, err
 		}
 		if p.sim && i == 0 {
 			p.model = r
 		}
-		if err := p.matches(r, i, n); err != nil && !p.sim {
+		if err := p.matches(r, g, total); err != nil && !p.sim {
 			return nil, err
 		}
 		rs := *s
 		rs.device, rs.bind, rs.bindAll = d, nil, false
-		rs.replica = replicaPos{index: i, count: n, group: group}
+		rs.replica = replicaPos{index: g, count: total, group: group}
 		m, err := compile(r.Graph, &rs)
 		if err != nil {
-			return nil, fmt.Errorf("ooc: replica %d of %d (%s): %w", i, n, d.Name(), err)
+			return nil, fmt.Errorf("ooc: replica %d of %d (%s): %w", g, total, d.Name(), err)
 		}
 		rep := &replica{r: r, m: m}
 		p.replicas = append(p.replicas, rep)
@@ -332,6 +365,30 @@ func CompileParallel(build Builder, batch int, devices []vm.Device, opts ...Opti
 		}
 	}
 	return p, nil
+}
+
+// worldOf is the run's place among the ranks (WithWorld; one rank without it)
+// and how many replicas share each batch, n devices on each rank; it checks
+// the batch splits among them and a run across ranks has a reducer across
+// them.
+func (s *settings) worldOf(batch, n int) (worldPos, int, error) {
+	world := s.world
+	if world.size == 0 {
+		world.size = 1
+	}
+	total := n * world.size
+	_, host := s.reducer.(HostAllReduce)
+	switch {
+	case (batch <= 0 || batch%n != 0) && world.size == 1:
+		return world, total, fmt.Errorf("ooc: CompileParallel: a batch of %d does not split evenly among %d devices", batch, n)
+	case batch <= 0 || batch%total != 0:
+		return world, total, fmt.Errorf("ooc: CompileParallel: a batch of %d does not split evenly among %d replicas (%d devices on each of %d ranks)", batch, total, n, world.size)
+	case world.size > 1 && s.reducer == nil:
+		return world, total, fmt.Errorf("ooc: CompileParallel: WithWorld(%d, %d) needs WithAllReducer with a reducer across the ranks (cuda.JoinNCCL)", world.rank, world.size)
+	case world.size > 1 && host:
+		return world, total, fmt.Errorf("ooc: CompileParallel: WithWorld(%d, %d): HostAllReduce averages in this process only; give a reducer across the ranks (cuda.JoinNCCL)", world.rank, world.size)
+	}
+	return world, total, nil
 }
 
 func buildReplica(build Builder, batch int, what string) (r Replica, err error) {
@@ -567,7 +624,8 @@ func (p *Parallel) replicaErrors(errs []error) error {
 // scatter hands each replica its share of the inputs and a copy of the
 // script's learnables.
 func (p *Parallel) scatter() error {
-	n := len(p.replicas)
+	n := p.total
+	first := p.world.rank * len(p.replicas) // the global index of this rank's first replica
 	for k, in := range p.model.Inputs {
 		v := in.Value()
 		if v == nil {
@@ -588,7 +646,8 @@ func (p *Parallel) scatter() error {
 			if len(dst) == len(src) {
 				copy(dst, src)
 			} else {
-				copy(dst, src[i*len(src)/n:(i+1)*len(src)/n])
+				g := first + i
+				copy(dst, src[g*len(src)/n:(g+1)*len(src)/n])
 			}
 		}
 	}
@@ -650,8 +709,11 @@ func (p *Parallel) gather() error {
 }
 
 // meanLoss sets the script's loss to the replicas' mean, summed in replica
-// order.
+// order; across ranks (WithWorld), the AllReducer's mean of every rank's.
 func (p *Parallel) meanLoss() error {
+	if p.world.size > 1 {
+		return p.worldLoss()
+	}
 	var sum float64
 	for i, r := range p.replicas {
 		v := r.r.Loss.Value()
@@ -674,6 +736,46 @@ func (p *Parallel) meanLoss() error {
 		p.loss = gorgonia.NewF32(float32(sum) / float32(n))
 	default:
 		p.loss = gorgonia.NewF64(sum / n)
+	}
+	return gorgonia.UnsafeLet(p.model.Loss, p.loss)
+}
+
+// worldLoss sets the script's loss to the mean of every rank's replicas' losses: each
+// local replica's loss is its buffer of the AllReducer's mean, which sums in replica order
+// where it keeps one (NCCL's rings and trees need not), as meanLoss does in one process.
+func (p *Parallel) worldLoss() error {
+	dt := p.model.Loss.Dtype()
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return fmt.Errorf("ooc: the loss %s is a %v, not a float scalar", p.model.Loss.Name(), dt)
+	}
+	bufs := make([][]byte, len(p.replicas))
+	for i, r := range p.replicas {
+		v := r.r.Loss.Value()
+		if v == nil {
+			return fmt.Errorf("ooc: replica %d computed no loss", i)
+		}
+		var x float64
+		switch d := v.Data().(type) {
+		case float64:
+			x = d
+		case float32:
+			x = float64(d)
+		default:
+			return fmt.Errorf("ooc: the loss %s is a %T, not a float scalar", r.r.Loss.Name(), v.Data())
+		}
+		if dt == tensor.Float32 {
+			bufs[i] = binary.NativeEndian.AppendUint32(nil, math.Float32bits(float32(x)))
+		} else {
+			bufs[i] = binary.NativeEndian.AppendUint64(nil, math.Float64bits(x))
+		}
+	}
+	if err := p.reducer.AllReduceMean(dt, bufs); err != nil {
+		return fmt.Errorf("ooc: all-reduce (%s) of the loss across %d ranks: %w", p.reducer.Name(), p.world.size, err)
+	}
+	if dt == tensor.Float32 {
+		p.loss = gorgonia.NewF32(math.Float32frombits(binary.NativeEndian.Uint32(bufs[0])))
+	} else {
+		p.loss = gorgonia.NewF64(math.Float64frombits(binary.NativeEndian.Uint64(bufs[0])))
 	}
 	return gorgonia.UnsafeLet(p.model.Loss, p.loss)
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -313,4 +314,120 @@ func TestParallelSchedulersKeepTheBits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// worldReduce stands for a communicator across processes in one process:
+// each rank's rankReducer gives its replicas' buffers, and the last to come
+// averages all of them, in global replica order, with HostAllReduce.
+type worldReduce struct {
+	mu             sync.Mutex
+	cond           *sync.Cond
+	local          int
+	bufs           [][]byte
+	arrived, round int
+	err            error
+}
+
+type rankReducer struct {
+	w    *worldReduce
+	rank int
+}
+
+func (r rankReducer) Name() string { return "world" }
+
+func (r rankReducer) AllReduceMean(dt tensor.Dtype, bufs [][]byte) error {
+	w := r.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	round := w.round
+	copy(w.bufs[r.rank*w.local:], bufs)
+	if w.arrived++; w.arrived*w.local == len(w.bufs) {
+		w.err = ooc.HostAllReduce{}.AllReduceMean(dt, w.bufs)
+		w.arrived = 0
+		w.round++
+		w.cond.Broadcast()
+	}
+	for w.round == round {
+		w.cond.Wait()
+	}
+	return w.err
+}
+
+// TestParallelWorld: two ranks (WithWorld), each with two CPU devices and
+// the whole batch fed, compute together what one process computes on four:
+// every step's loss and gradients, on every rank, bit for bit. Each rank's
+// replicas take their global share of the batch, and the loss is averaged
+// through the reducer.
+func TestParallelWorld(t *testing.T) {
+	const ranks, local, steps = 2, 2, 2
+	build := parCNN(tensor.Float32)
+	want := parallel(t, build, ranks*local, steps)
+	w := &worldReduce{local: local, bufs: make([][]byte, ranks*local)}
+	w.cond = sync.NewCond(&w.mu)
+	got := make([]parRun, ranks)
+	errs := make([]error, ranks)
+	var wg sync.WaitGroup
+	for r := range ranks {
+		p, err := ooc.CompileParallel(build, parBatch, cpus(t, local), ooc.BindDualValues(), ooc.WithAllReducer(rankReducer{w, r}), ooc.WithWorld(r, ranks))
+		require.NoError(t, err)
+		defer p.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[r], errs[r] = worldSteps(t, p, steps)
+		}()
+	}
+	wg.Wait()
+	for r := range ranks {
+		require.NoError(t, errs[r], "rank %d", r)
+		require.Equal(t, want.bits, got[r].bits, "rank %d", r)
+	}
+
+	for _, c := range []struct {
+		opts []ooc.Option
+		want string
+	}{
+		{[]ooc.Option{ooc.WithWorld(2, 2)}, "want rank 0 to worldSize-1"},
+		{[]ooc.Option{ooc.WithWorld(1, 2)}, "needs WithAllReducer"},
+		{[]ooc.Option{ooc.WithWorld(1, 2), ooc.WithAllReducer(ooc.HostAllReduce{})}, "averages in this process only"},
+		{[]ooc.Option{ooc.WithWorld(1, 3), ooc.WithAllReducer(rankReducer{w, 1})}, "does not split evenly among 6 replicas (2 devices on each of 3 ranks)"},
+	} {
+		_, err := ooc.CompileParallel(build, parBatch, cpus(t, local), c.opts...)
+		require.ErrorContains(t, err, c.want)
+	}
+}
+
+// worldSteps is runSteps for a rank on a goroutine of its own: errors, not
+// test failures.
+func worldSteps(t *testing.T, p *ooc.Parallel, steps int) (parRun, error) {
+	var out parRun
+	r := p.Model()
+	solver := G.NewVanillaSolver(G.WithLearnRate(0.5))
+	for s := 0; s < steps; s++ {
+		rng := rand.New(rand.NewSource(int64(100 + s)))
+		x, y := r.Inputs[0], r.Inputs[1]
+		if err := G.Let(x, randT(rng, x.Dtype(), 1, x.Shape()...)); err != nil {
+			return out, err
+		}
+		if err := G.Let(y, onehot(rng, y.Dtype(), y.Shape()[0], y.Shape()[1])); err != nil {
+			return out, err
+		}
+		if err := p.RunAll(); err != nil {
+			return out, err
+		}
+		var bs []uint64
+		for _, l := range r.Learnables {
+			g, err := l.Grad()
+			if err != nil {
+				return out, err
+			}
+			bs = append(bs, bits(t, g)...)
+		}
+		out.bits = append(out.bits, append(bs, bits(t, r.Loss.Value())...))
+		if err := solver.Step(G.NodesToValueGrads(r.Learnables)); err != nil {
+			return out, err
+		}
+		p.Reset()
+	}
+	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda"
 )
 
 // Config is a training run's whole configuration. A checkpoint holds it, so
@@ -69,6 +70,22 @@ type Config struct {
 	// LaunchTable, on a CUDA device, is where Fit writes the kernel launch
 	// table of the training machine at the end (dispatch.WriteLaunchTable).
 	LaunchTable string `json:"launch_table,omitempty"`
+	// WorldSize N > 1 makes this process rank Rank of a data-parallel run
+	// across N processes, on one machine or several (torchrun's RANK and
+	// WORLD_SIZE), each on one CUDA device (Device cuda or cuda:LOCAL_RANK),
+	// averaging gradients with NCCL. Every rank loads the same global
+	// batch (the same seed, the same order) and trains on its share: the
+	// rows a one-process run on N devices gives its replica Rank, so the
+	// ranks compute that run's steps (bit for bit where NCCL sums in rank
+	// order, as the fake NCCL does). Rank 0 evaluates, reports and writes
+	// the checkpoint and the other outputs; every rank reads the checkpoint
+	// to resume. NCCLID names the communicator: rank 0 makes it
+	// (cuda.NewUniqueID) and hands it to the others (a file, the
+	// environment, a rendezvous) before they Open. Rank and NCCLID are the
+	// process's, not the run's: a checkpoint keeps WorldSize only.
+	WorldSize int           `json:"world_size,omitempty"`
+	Rank      int           `json:"-"`
+	NCCLID    cuda.UniqueID `json:"-"`
 
 	Budget    Budget `json:"budget"`
 	Window    int64  `json:"window,omitempty"`    // window scheduler's schedule-window; 0: automatic
@@ -147,6 +164,12 @@ func (c *Config) Check() error {
 		return configErrorf("-devices %d: want a positive count", c.Devices)
 	case c.Devices > 1 && strings.ContainsAny(c.Device, ",*"):
 		return configErrorf("-devices %d with -device %s: give the devices one way", c.Devices, c.Device)
+	case c.WorldSize < 0:
+		return configErrorf("-world-size %d: want a positive count of processes", c.WorldSize)
+	case c.WorldSize > 1 && (c.Rank < 0 || c.Rank >= c.WorldSize):
+		return configErrorf("-rank %d: want 0 to %d for -world-size %d", c.Rank, c.WorldSize-1, c.WorldSize)
+	case c.WorldSize <= 1 && c.Rank != 0:
+		return configErrorf("-rank %d: a rank is one of several processes: give -world-size too", c.Rank)
 	case c.Budget.Bytes < 0 || c.Budget.Percent < 0 || math.IsNaN(c.Budget.Percent) || math.IsInf(c.Budget.Percent, 0):
 		return configErrorf("-budget %v: must be positive", c.Budget)
 	case c.Window < 0:

@@ -1,8 +1,11 @@
 package train
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	G "gorgonia.org/gorgonia"
@@ -49,6 +52,64 @@ func openParallel(cfg *Config, mem memoryPlan) ([]vm.Device, error) {
 		}
 	}
 	return devs, nil
+}
+
+// joinWorld makes a rank's device its rank of the run's NCCL communicator
+// (Config.WorldSize), waiting for every rank to join.
+func joinWorld(cfg *Config, d vm.Device) (*cuda.NCCL, error) {
+	cd, ok := d.(*cuda.Device)
+	switch {
+	case !ok:
+		return nil, configErrorf("-world-size %d: %s is not a CUDA device; the ranks average with NCCL", cfg.WorldSize, d.Name())
+	case cfg.NCCLID == cuda.UniqueID{}:
+		return nil, configErrorf("-world-size %d: rank %d has no NCCL id: rank 0 makes it (cuda.NewUniqueID) and every rank needs it (ooc train -nccl-id FILE; Config.NCCLID)",
+			cfg.WorldSize, cfg.Rank)
+	}
+	c, err := cuda.JoinNCCL(cd, cfg.Rank, cfg.WorldSize, cfg.NCCLID)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d of %d: joining the other ranks (NCCL): %w", cfg.Rank, cfg.WorldSize, err)
+	}
+	return c, nil
+}
+
+// ErrOtherRankStopped is an InterruptedError's Err on a rank of a run across
+// processes whose own context went on, when another rank's was cancelled.
+var ErrOtherRankStopped = errors.New("another rank of the run was interrupted")
+
+// stopError is stopNow's answer to stop: the rank's context error, or
+// ErrOtherRankStopped.
+type stopError struct{ err error }
+
+func (e *stopError) Error() string { return e.err.Error() }
+
+// stopNow says whether the run stops before its next step (a *stopError),
+// or why it cannot go on: its context is done or, across processes, any
+// rank's is. The ranks agree (an all-reduce of one float per step), so that
+// all stop after the same step, which rank 0's checkpoint holds, instead of
+// the others failing on the one that left.
+func (t *Trainer) stopNow(ctx context.Context) error {
+	err := ctx.Err()
+	if t.par == nil || t.par.nccl == nil {
+		if err != nil {
+			return &stopError{err}
+		}
+		return nil
+	}
+	var v float32
+	if err != nil {
+		v = 1
+	}
+	b := binary.NativeEndian.AppendUint32(nil, math.Float32bits(v))
+	if rerr := t.par.nccl.AllReduceMean(tensor.Float32, [][]byte{b}); rerr != nil {
+		return fmt.Errorf("step %d: agreeing with the other ranks whether to stop: %w", t.step+1, rerr)
+	}
+	switch {
+	case err != nil:
+		return &stopError{err}
+	case math.Float32frombits(binary.NativeEndian.Uint32(b)) > 0:
+		return &stopError{ErrOtherRankStopped}
+	}
+	return nil
 }
 
 // replicaUpdates is the update of a data-parallel run on CUDA devices:
@@ -221,6 +282,12 @@ func (t *Trainer) evalDevice() vm.Device {
 
 // parallelLine says how a data-parallel run computes, for the summary.
 func (t *Trainer) parallelLine() string {
+	if w := t.par.world; w > 1 {
+		return fmt.Sprintf("rank %d of %d processes (-world-size %d), one CUDA device each (-device %s here): batch %d split %d per rank, "+
+			"this rank's share its rows %d to %d; gradients and loss averaged across the ranks by NCCL %s before each update on every rank's device; "+
+			"rank 0 evaluates and writes the checkpoint",
+			t.par.rank, w, w, t.cfg.Device, t.cfg.Batch, t.cfg.Batch/w, t.par.rank*t.cfg.Batch/w, (t.par.rank+1)*t.cfg.Batch/w-1, t.par.nccl.Version())
+	}
 	n := len(t.par.devs)
 	kind := "CPU"
 	if t.cfg.parallelOnCUDA() {

@@ -24,9 +24,12 @@ func (c *Config) onCUDA() bool { return c.parallelSpec() == "" && isCUDA(c.Devic
 
 // parallelSpec is the device list (vm.NewDevices) of a data-parallel run:
 // Devices copies of Device, or a Device that is a list (cpu,cpu) or a count
-// (cpu*2). Empty: one device.
+// (cpu*2), or a rank's one device in a run across processes (WorldSize).
+// Empty: one device.
 func (c *Config) parallelSpec() string {
 	switch {
+	case c.WorldSize > 1:
+		return c.Device
 	case c.Devices > 1:
 		return fmt.Sprintf("%s*%d", c.Device, c.Devices)
 	case strings.ContainsAny(c.Device, ",*"):
@@ -52,13 +55,18 @@ func (c *Config) deviceCount() int {
 	return n
 }
 
-// deviceCountOrOne is a saved run's device count: 1 for a run saved
-// without its configuration (nil) or with a device list it cannot parse.
+// replicas is how many replicas share each batch: the devices of every
+// rank.
+func (c *Config) replicas() int { return c.deviceCount() * max(c.WorldSize, 1) }
+
+// deviceCountOrOne is a saved run's replica count (its devices, of every
+// rank): 1 for a run saved without its configuration (nil) or with a device
+// list it cannot parse.
 func (c *Config) deviceCountOrOne() int {
 	if c == nil {
 		return 1
 	}
-	return max(c.deviceCount(), 1)
+	return max(c.replicas(), 1)
 }
 
 // parallelOnCUDA reports whether a data-parallel run's devices are CUDA
@@ -117,6 +125,11 @@ func cudaList(spec string) (string, error) {
 // checkDevice checks Device, Devices and the options that need a CUDA device.
 func (c *Config) checkDevice() error {
 	spec := c.parallelSpec()
+	if c.WorldSize > 1 {
+		if err := c.checkWorld(); err != nil {
+			return err
+		}
+	}
 	if spec == "" {
 		switch {
 		case strings.HasPrefix(c.Device, "sim:"):
@@ -156,6 +169,18 @@ func (c *Config) checkDevice() error {
 		return configErrorf("-host-update: the update runs on the host already: it moves it off a CUDA device (-device cuda), and -device is %s", c.deviceName())
 	case c.LaunchTable != "" && !c.usesCUDA():
 		return configErrorf("-launch-table %s: launches are a CUDA device's (-device cuda), and -device is %s", c.LaunchTable, c.deviceName())
+	}
+	return nil
+}
+
+// checkWorld checks a rank's device: one CUDA device, its update on it.
+func (c *Config) checkWorld() error {
+	switch {
+	case !isCUDA(c.Device) || strings.ContainsAny(c.Device, ",*") || c.Devices > 1:
+		return configErrorf("-world-size %d: each rank trains on one CUDA device (-device cuda, or cuda:N for the rank's own GPU of the machine), "+
+			"its gradients averaged with the other ranks' by NCCL; not -device %s", c.WorldSize, c.deviceName())
+	case c.HostUpdate:
+		return configErrorf("-host-update with -world-size %d: across processes the update runs on each rank's device", c.WorldSize)
 	}
 	return nil
 }
@@ -308,6 +333,9 @@ func writeLaunchTable(path string, machine *vm.Machine) error {
 type parallelRun struct {
 	p       *ooc.Parallel
 	devs    []vm.Device
+	nccl    *cuda.NCCL // a rank's communicator with the other ranks (Config.WorldSize)
+	world   int        // processes (Config.WorldSize; 1 for one)
+	rank    int
 	bns     [][]batchNorm // per replica
 	eval    *models.Model
 	evalBNs []batchNorm
@@ -334,7 +362,14 @@ func compileParallel(cfg *Config, m, eval *models.Model, mem memoryPlan, opts []
 	if err != nil {
 		return nil, err
 	}
-	pr := &parallelRun{devs: devs, eval: eval, evalBNs: modelBatchNorms(eval)}
+	pr := &parallelRun{devs: devs, eval: eval, evalBNs: modelBatchNorms(eval), world: max(cfg.WorldSize, 1), rank: cfg.Rank}
+	if cfg.WorldSize > 1 {
+		if pr.nccl, err = joinWorld(cfg, devs[0]); err != nil {
+			pr.close()
+			return nil, err
+		}
+		opts = append(opts, ooc.WithAllReducer(pr.nccl), ooc.WithWorld(cfg.Rank, cfg.WorldSize))
+	}
 	if cfg.parallelOnCUDA() {
 		if r := vm.BackendReserve(devs[0]); r > 0 && cfg.Budget.Percent > 0 && cfg.Scheduler != "baseline" {
 			// As on one CUDA device: a percentage is of the replica's
@@ -427,6 +462,10 @@ func (pr *parallelRun) stats() vm.Stats {
 	return st
 }
 
+// replicas is how many replicas share each batch: this process's devices,
+// times the ranks.
+func (pr *parallelRun) replicas() int { return len(pr.devs) * pr.world }
+
 func (pr *parallelRun) close() error {
 	if pr == nil {
 		return nil
@@ -434,6 +473,11 @@ func (pr *parallelRun) close() error {
 	var err error
 	if pr.p != nil {
 		err = pr.p.Close()
+	}
+	if pr.nccl != nil {
+		if e := pr.nccl.Close(); err == nil {
+			err = e
+		}
 	}
 	for _, d := range pr.devs {
 		if e := d.Close(); err == nil {

@@ -90,6 +90,45 @@
 // them; CUDA and several devices compute the CPU device's values up to
 // float rounding, and "cpu*1" exactly.
 //
+// # Across processes
+//
+// Config.WorldSize N > 1 makes the process rank Config.Rank of a run across
+// N processes, on one machine or several, one CUDA device each (Device
+// "cuda" or "cuda:LOCAL_RANK"): the rank joins the NCCL communicator
+// Config.NCCLID names (rank 0 made it with cuda.NewUniqueID and handed it
+// on; ooc train -nccl-id FILE does it through a file) and compiles its
+// replica with ooc.WithWorld. Every rank loads the same global batch (one
+// seed: one order, one augmentation) and trains on its share, the rows a
+// one-process run on N devices gives its replica Rank; each step averages
+// the loss and then the gradients across the ranks with NCCL on the
+// devices, and every rank updates its own weights, which stay equal. Rank 0
+// evaluates, reports and writes the checkpoint and the other outputs (the
+// other ranks never touch them), so its checkpoint is a one-process run's;
+// a resume reads it on every rank and continues the same world. Before
+// each step the ranks agree whether to stop (an all-reduce of one float):
+// when any rank's context is cancelled (a signal that reached one process),
+// all stop after the same step, rank 0 saves it, and each Fit returns an
+// *InterruptedError (Err: the context's, or ErrOtherRankStopped). A rank
+// that dies fails the others' next collective call (cuda.ErrNCCLFailed,
+// naming the rank where NCCL can), and their Fit returns that error:
+// nothing is saved after the failure, so the last checkpoint, written
+// atomically, stays the last good one.
+//
+// What is proven, on this project's machines, which have no GPU: with the
+// fake CUDA driver and the fake NCCL (whose ranks meet through shared
+// memory and sum in rank order), two and four ranks as separate processes
+// of one machine train smallcnn bit for bit as one process on two and four
+// fake devices (-device cuda*N): every rank's loss and weights after every
+// step, and rank 0's checkpoint; a two-rank run stopped and resumed does
+// too; a rank killed with SIGKILL mid-run brings the other down within a
+// second, naming it, with the checkpoint intact; SIGTERM to one rank
+// stops both after the same step (TestRanksAcrossProcesses, TestRankKilled,
+// TestRankInterrupted; four ranks, the resume and the SIGTERM with
+// OOC_MULTIPROC_FULL=1).
+// What is not: a real NCCL, GPUs, ranks on several machines over a real
+// network, and speed; a real NCCL sums in ring or tree order, so its ranks
+// agree with each other but match one process only within rounding.
+//
 // # Solvers
 //
 // Config.Optimizer names the update rule (sgd, momentum, adam: gorgonia's)

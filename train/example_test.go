@@ -6,10 +6,12 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"github.com/gorgonia-ooc/outofcore/datasets"
 	"github.com/gorgonia-ooc/outofcore/models"
 	"github.com/gorgonia-ooc/outofcore/train"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda"
 )
 
 // A run by name: a model and data spec, half the in-core memory, a
@@ -124,4 +126,31 @@ func ExampleConfig_devices() {
 	saved := train.RunConfig(ck)
 	fmt.Println(len(res.Losses), "steps on", saved.Devices, "devices of", saved.Device)
 	// Output: 2 steps on 2 devices of cpu
+}
+
+// A rank of a run across processes, one per GPU, as torchrun starts them
+// (RANK, WORLD_SIZE, LOCAL_RANK): every rank opens the same run with its
+// own rank and device and the NCCL id rank 0 made, and Fit trains its share
+// of every global batch; rank 0 evaluates and writes the checkpoint. It
+// needs libnccl.so.2 and a GPU per rank: not run here (the package's tests
+// run it on the fake CUDA driver and NCCL, ranks as processes).
+func Example_ranks() {
+	rank, _ := strconv.Atoi(os.Getenv("RANK"))
+	world, _ := strconv.Atoi(os.Getenv("WORLD_SIZE"))
+	id, err := cuda.ReadUniqueID("/shared/nccl.id") // rank 0 wrote it with cuda.NewUniqueID
+	if err != nil {
+		log.Fatal(err)
+	}
+	t, err := train.Open(train.Config{
+		Model: "resnet18", Data: "cifar10:/shared/cifar-10-batches-bin", Batch: 256, Epochs: 10, Budget: train.Budget{Percent: 60},
+		Device: "cuda:" + os.Getenv("LOCAL_RANK"), WorldSize: world, Rank: rank, NCCLID: id,
+		Checkpoint: "/shared/run.ckpt",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer t.Close()
+	if _, err := t.Fit(context.Background()); err != nil {
+		log.Fatal(err) // a rank that died fails the others' next step: cuda.ErrNCCLFailed
+	}
 }

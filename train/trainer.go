@@ -116,6 +116,9 @@ type Trainer struct {
 // and returns a Trainer over them, for a new run: cfg.Checkpoint, if given,
 // must not exist yet. Extra options go to ooc.Compile.
 func Open(cfg Config, extra ...ooc.Option) (*Trainer, error) {
+	// Every rank of a run across processes checks, so that none is left
+	// waiting for rank 0: none can find rank 0's first checkpoint, which
+	// comes after a step all ranks joined.
 	if err := checkNew(cfg.Checkpoint); err != nil {
 		return nil, err
 	}
@@ -200,7 +203,7 @@ func open(cfg Config, extra []ooc.Option) (*Trainer, error) {
 		testDS, note = nil, fmt.Sprintf("no test split, evaluation skipped (%v)", err)
 	}
 	t, err := newTrainer(m, trainDS, testDS, cfg, shape, extra)
-	if t != nil {
+	if t != nil && note != "" && t.testNote == "" {
 		t.testNote = note
 	}
 	return t, err
@@ -225,7 +228,7 @@ func New(m *models.Model, trainSet, testSet datasets.Dataset, cfg Config, extra 
 		return nil, err
 	}
 	t, err := newTrainer(m, trainSet, testSet, cfg, shape, extra)
-	if t != nil && testSet == nil {
+	if t != nil && testSet == nil && t.testNote == "" {
 		t.testNote = "no test set, evaluation skipped"
 	}
 	return t, err
@@ -239,12 +242,18 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 			t = nil
 		}
 	}()
+	if cfg.Rank > 0 && testDS != nil {
+		testDS, t.testSet = nil, nil
+		t.testNote = fmt.Sprintf("rank 0 evaluates (this is rank %d of %d)", cfg.Rank, cfg.WorldSize)
+	}
 	if cfg.Checkpoint != "" {
 		// A run either resumes a checkpoint or starts one; it never replaces
 		// a checkpoint it did not load (Fit refuses unless Restore ran).
 		t.existed = checkNew(cfg.Checkpoint) != nil
-		if t.stale, err = RemoveStaleTemps(cfg.Checkpoint); err != nil {
-			return t, err
+		if cfg.Rank == 0 { // the writer's temporary files
+			if t.stale, err = RemoveStaleTemps(cfg.Checkpoint); err != nil {
+				return t, err
+			}
 		}
 	}
 	info := trainDS.Info()
@@ -270,7 +279,10 @@ func newTrainer(m *models.Model, trainDS, testDS datasets.Dataset, cfg Config, s
 	// a data-parallel run holds a replica with its share of the batch:
 	// that is the model planned.
 	pm := m
-	if n := cfg.deviceCount(); n > 1 {
+	if n := cfg.replicas(); n > 1 {
+		if cfg.Batch%n != 0 && cfg.WorldSize > 1 {
+			return t, configErrorf("-batch %d does not split evenly among %d ranks (-world-size %d) of %d device each", cfg.Batch, n, cfg.WorldSize, cfg.deviceCount())
+		}
 		if cfg.Batch%n != 0 {
 			return t, configErrorf("-batch %d does not split evenly among %d devices (-device %s)", cfg.Batch, n, cfg.deviceName())
 		}
@@ -459,6 +471,14 @@ func (t *Trainer) stageNext() (*datasets.Batch, error) {
 	return b, nil
 }
 
+// parStats are a data-parallel run's (zero for one device).
+func (t *Trainer) parStats() ooc.ParallelStats {
+	if t.par == nil {
+		return ooc.ParallelStats{}
+	}
+	return t.par.p.Stats()
+}
+
 // stats are the training machine's, or the replicas' (parallelRun.stats).
 func (t *Trainer) stats() vm.Stats {
 	if t.par != nil {
@@ -572,10 +592,11 @@ func (t *Trainer) note(kind EventKind, format string, args ...any) {
 }
 
 // Save writes the run's checkpoint to cfg.Checkpoint now, atomically (a no-op
-// without a checkpoint file, or when nothing changed since the last save).
+// without a checkpoint file, when nothing changed since the last save, or on
+// a rank other than 0 of a run across processes).
 func (t *Trainer) Save() error {
-	if t.cfg.Checkpoint == "" || t.saved == t.step {
-		return nil
+	if t.cfg.Checkpoint == "" || t.saved == t.step || t.cfg.Rank > 0 {
+		return nil // rank 0 writes a run across processes' checkpoint
 	}
 	c, err := t.checkpoint()
 	if err != nil {
@@ -654,7 +675,7 @@ func (t *Trainer) Evaluate() (EvalResult, error) {
 		if err := t.par.toEval(t.model.Learnables); err != nil {
 			return EvalResult{}, err
 		}
-		lo.BatchSize /= len(t.par.devs)
+		lo.BatchSize /= t.par.replicas()
 	}
 	r, err := t.ev.evaluate(t.testSet, lo)
 	r.Step, r.Epoch = t.step, t.nextEpoch
@@ -708,9 +729,13 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 	stage = stage && t.par == nil
 	var ahead *datasets.Batch
 	for t.step < lastStep {
-		if err := ctx.Err(); err != nil {
+		if err := t.stopNow(ctx); err != nil {
 			res.elapsed = time.Since(start)
-			return res, &InterruptedError{Step: t.step, Checkpoint: cfg.Checkpoint, Err: err, SaveErr: t.Save()}
+			var stop *stopError
+			if !errors.As(err, &stop) {
+				return res, err
+			}
+			return res, &InterruptedError{Step: t.step, Checkpoint: cfg.Checkpoint, Err: stop.err, SaveErr: t.Save()}
 		}
 		t0 := time.Now()
 		b, err := ahead, error(nil)
@@ -824,6 +849,9 @@ func (t *Trainer) Fit(ctx context.Context) (*Result, error) {
 // configuration asks for.
 func (t *Trainer) writeOutputs(res *Result) error {
 	cfg := t.cfg
+	if cfg.Rank > 0 {
+		return nil // rank 0's
+	}
 	if cfg.History != "" {
 		if err := WriteHistory(cfg.History, t.History()); err != nil {
 			return err
@@ -872,8 +900,11 @@ func (t *Trainer) Summary(out io.Writer, res *Result) {
 	case t.testNote != "":
 		fmt.Fprintf(out, "  evaluation  %s\n", t.testNote)
 	}
-	if t.par != nil {
-		ps := t.par.p.Stats()
+	switch ps := t.parStats(); {
+	case t.par != nil && t.par.world > 1:
+		fmt.Fprintf(out, "  ranks       %d processes, one device each, a share of %d images each; all-reduce (%s, gradients and loss) %.4fs of %.2fs in %d steps; below, this rank's (%d's) program and memory\n",
+			t.par.world, cfg.Batch/t.par.replicas(), t.par.p.AllReducer().Name(), ps.AllReduceTime.Seconds(), ps.StepTime.Seconds(), ps.Steps, t.par.rank)
+	case t.par != nil:
 		fmt.Fprintf(out, "  devices     %d, a share of %d images each; all-reduce (%s) %.4fs of %.2fs in %d steps; below, one device's (replica 0's) program and memory, the swaps of all\n",
 			len(t.par.devs), cfg.Batch/len(t.par.devs), t.par.p.AllReducer().Name(), ps.AllReduceTime.Seconds(), ps.StepTime.Seconds(), ps.Steps)
 	}
@@ -950,6 +981,8 @@ func (t *Trainer) deviceLine() string {
 // measuredOn names what computed the steps, for the summary.
 func (t *Trainer) measuredOn() string {
 	switch {
+	case t.par != nil && t.par.world > 1:
+		return fmt.Sprintf("rank %d of %d processes, the CUDA device %s", t.par.rank, t.par.world, cudaName(t.par.devs[0]))
 	case t.par != nil && t.cfg.parallelOnCUDA():
 		return fmt.Sprintf("%d CUDA devices (-device %s), the first %s", len(t.par.devs), t.cfg.deviceName(), cudaName(t.par.devs[0]))
 	case t.par != nil:

@@ -84,6 +84,10 @@ type trainOptions struct {
 	HostUpdate bool
 	// LaunchTable is where to write the kernel launch table of a CUDA run.
 	LaunchTable string
+	// WorldSize, Rank and NCCLIDFile make this process one rank of a run
+	// across processes (worldID says how the ranks meet).
+	WorldSize, Rank int
+	NCCLIDFile      string
 
 	Checkpoint string
 	Resume     bool
@@ -109,7 +113,9 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 			"Trains a model with ooc.Compile under a device-memory budget, evaluating on the test split after each epoch:\n"+
 			"on the CPU device, on a GPU (-device cuda), or data parallel on several devices (-devices N, -device cpu,cpu,\n"+
 			"-device cuda:0,cuda:1: each device a replica with its share of the batch and its own -budget; on CUDA devices\n"+
-			"the update runs on each, gradients averaged by NCCL, or on the host without it; proven on a fake driver only).\n"+
+			"the update runs on each, gradients averaged by NCCL, or on the host without it; proven on a fake driver only),\n"+
+			"or as one rank of such a run across processes and machines, one GPU each (-world-size N -rank R -nccl-id FILE;\n"+
+			"proven with a fake driver and NCCL, ranks as processes of one machine).\n"+
 			"-resume continues the run the checkpoint holds with its whole configuration; -epochs, -steps, the memory\n"+
 			"flags and the output files given again override it.\n\nflags:\n")
 		fs.PrintDefaults()
@@ -134,6 +140,11 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainOptions, error) {
 	fs.Lookup("device").Usage = deviceHelp + "; or several devices to train data parallel: CPU devices (cpu,cpu or cpu*N) or CUDA devices (cuda:0,cuda:1 or cuda*N, which is cuda:0 to cuda:N-1)"
 	fs.IntVar(&o.Devices, "devices", 0, "train data parallel on N devices of -device's kind (the same as -device cpu*N or cuda*N): the batch split evenly among them, gradients averaged")
 	fs.BoolVar(&o.HostUpdate, "host-update", false, "-device cuda: run the optimizer on the host (gradients down, weights up each step) instead of on the device")
+	fs.IntVar(&o.WorldSize, "world-size", 0, "train data parallel across N processes, on one machine or several, one CUDA device each (-device cuda:LOCAL_RANK), "+
+		"gradients averaged by NCCL: start one ooc train per rank, with the same flags and its own -rank (proven on a fake driver and NCCL only)")
+	fs.IntVar(&o.Rank, "rank", 0, "with -world-size: this process's rank, 0 to N-1; rank 0 evaluates, reports and writes -checkpoint and the other outputs")
+	fs.StringVar(&o.NCCLIDFile, "nccl-id", "", "with -world-size: a file every rank can read (a shared path across machines): rank 0 writes the NCCL id there "+
+		"(the file must not exist yet) and removes it once every rank has joined; the other ranks wait for it")
 	fs.StringVar(&o.LaunchTable, "launch-table", "", "-device cuda: write each kernel's launch configuration, launches per step, bytes moved and FLOPs to this file")
 	fs.StringVar(&o.Checkpoint, "checkpoint", "", "checkpoint file, written atomically after each epoch, every -save-every steps, at the end and on an interrupt")
 	fs.BoolVar(&o.Resume, "resume", false, "continue the run saved in -checkpoint, bit for bit, with its saved configuration")
@@ -171,6 +182,10 @@ func (o *trainOptions) check() error {
 		return usagef("-epochs %d: must be positive", o.Epochs)
 	case o.Resume && o.Checkpoint == "":
 		return usagef("-resume needs -checkpoint FILE")
+	case o.WorldSize > 1 && o.NCCLIDFile == "":
+		return usagef("-world-size %d needs -nccl-id FILE: rank 0 writes the NCCL id there, the other ranks read it", o.WorldSize)
+	case o.NCCLIDFile != "" && o.WorldSize <= 1 && !o.Resume: // a resume has the checkpoint's -world-size
+		return usagef("-nccl-id %s: an NCCL id is for a run across processes: give -world-size N too", o.NCCLIDFile)
 	}
 	if _, err := newReporter(o.Progress, io.Discard, 1); err != nil {
 		return usageError{err}
@@ -189,6 +204,9 @@ func (o *trainOptions) check() error {
 		o.LR = train.DefaultLR(o.Optimizer)
 	}
 	c := o.config()
+	if o.Resume && !o.set["world-size"] {
+		c.Rank = 0 // the checkpoint's -world-size bounds -rank: resumeConfig checks it
+	}
 	if err := c.Check(); err != nil {
 		return usageError{err}
 	}
@@ -212,6 +230,7 @@ func (o *trainOptions) config() train.Config {
 		Seed: o.Seed, Augment: o.Augment, Optimizer: o.Optimizer, Solver: o.Solver, LR: o.LR, LRDrop: o.LRDrop,
 		Epochs: o.epochs(), Steps: o.Steps,
 		Device: o.Device, Devices: o.Devices, HostUpdate: o.HostUpdate, LaunchTable: o.LaunchTable, Budget: o.Budget, Window: o.Window, Scheduler: o.Scheduler, Allocator: o.Allocator.String(),
+		WorldSize: o.WorldSize, Rank: o.Rank,
 		Checkpoint: o.Checkpoint, SaveEvery: o.SaveEvery, History: o.History, Plot: o.Plot, RecordProfile: o.RecordProfile,
 	}
 	c.Defaults()
@@ -283,6 +302,8 @@ func (o *trainOptions) resumeConfig(file string, saved train.Config) (train.Conf
 	override("device", &c.Device, given.Device, saved.Device)
 	override("solver", &c.Solver, given.Solver, saved.Solver)
 	num("devices", &c.Devices, given.Devices)
+	num("world-size", &c.WorldSize, given.WorldSize)
+	c.Rank = given.Rank // the process's, not the run's
 	if o.set["host-update"] && given.HostUpdate != saved.HostUpdate {
 		notes = append(notes, fmt.Sprintf("-host-update=%v overrides the checkpoint's %v", given.HostUpdate, saved.HostUpdate))
 		c.HostUpdate = given.HostUpdate

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"runtime/pprof"
 	"strings"
+	"time"
 
 	"github.com/gorgonia-ooc/outofcore/train"
+	"github.com/gorgonia-ooc/outofcore/vm/cuda"
 )
 
 func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -48,6 +51,7 @@ func startCPUProfile(file string) (stop func(), err error) {
 // progress on out, and prints its summary.
 func runTraining(ctx context.Context, o *trainOptions, out io.Writer) (*train.Result, error) {
 	var t *train.Trainer
+	var joined func() // once the trainer is open, or failed to: rank 0 removes -nccl-id
 	if o.Resume {
 		ck, err := train.Load(o.Checkpoint)
 		if err != nil {
@@ -60,18 +64,38 @@ func runTraining(ctx context.Context, o *trainOptions, out io.Writer) (*train.Re
 		for _, n := range notes {
 			fmt.Fprintln(out, n)
 		}
-		if t, err = train.Resume(ck, o.Checkpoint, cfg); err != nil {
+		if joined, err = worldID(o, &cfg); err != nil {
+			return nil, err
+		}
+		t, err = train.Resume(ck, o.Checkpoint, cfg)
+		joined()
+		if err != nil {
 			return nil, err
 		}
 	} else {
+		cfg := o.config()
+		if _, err := os.Stat(cfg.Checkpoint); err == nil && cfg.WorldSize > 1 {
+			// As train.Open would, before the ranks meet: a rank 0 that fails
+			// after handing out the id leaves the others waiting.
+			return nil, usagef("-checkpoint %s already exists: pass -resume to continue it, or remove it to start over", cfg.Checkpoint)
+		}
 		var err error
-		if t, err = train.Open(o.config()); err != nil {
+		if joined, err = worldID(o, &cfg); err != nil {
+			return nil, err
+		}
+		t, err = train.Open(cfg)
+		joined()
+		if err != nil {
 			return nil, err
 		}
 	}
 	defer t.Close()
-	t.Describe(out)
 	cfg := t.Config()
+	report := out
+	if cfg.Rank > 0 {
+		out = io.Discard // rank 0 reports; the others say only that they are done
+	}
+	t.Describe(out)
 
 	if t.Step() >= t.LastStep() {
 		fmt.Fprintln(out, finished(t, cfg))
@@ -107,8 +131,75 @@ func runTraining(ctx context.Context, o *trainOptions, out io.Writer) (*train.Re
 		return res, err
 	}
 	t.Summary(out, res)
+	if cfg.Rank > 0 {
+		fmt.Fprintf(report, "rank %d of %d: trained to step %d; rank 0 reports, evaluates and writes the checkpoint\n", cfg.Rank, cfg.WorldSize, t.Step())
+	}
 	return res, nil
 }
+
+// worldID gives a rank of a run across processes (-world-size) its NCCL id
+// through -nccl-id FILE: rank 0 makes the id and writes the file (which must
+// not exist: another run's id would leave the ranks waiting on it), the
+// others wait for the file. joined, called once the trainer is open (every
+// rank has joined) or failed to open, has rank 0 remove the file. A rank 0
+// that fails before every rank has joined leaves the others waiting, for the
+// file (ncclIDWait) or in NCCL's join: a launcher that ends the others on
+// the first failure (as torchrun does) ends them sooner.
+func worldID(o *trainOptions, cfg *train.Config) (joined func(), err error) {
+	joined = func() {}
+	if cfg.WorldSize <= 1 {
+		return joined, nil
+	}
+	path := o.NCCLIDFile
+	if path == "" { // a resumed run across processes
+		return joined, usagef("the run has -world-size %d: give every rank -nccl-id FILE and its -rank, or -world-size 1 to go on in one process", cfg.WorldSize)
+	}
+	if cfg.Rank == 0 {
+		exists := usagef("-nccl-id %s exists: another run's id (rank 0 removes its own once every rank has joined: remove it, or give a new path), "+
+			"or another process was given -rank 0 too", path)
+		if _, err := os.Stat(path); err == nil {
+			return joined, exists
+		}
+		id, err := cuda.NewUniqueID()
+		if err != nil {
+			return joined, fmt.Errorf("rank 0: the NCCL id: %w", err)
+		}
+		// Written whole, then linked to its name, which must not exist: a rank
+		// reading it never sees half, and of two rank 0s one fails here.
+		tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+		if err := id.WriteFile(tmp); err != nil {
+			return joined, fmt.Errorf("-nccl-id: %w", err)
+		}
+		err = os.Link(tmp, path)
+		os.Remove(tmp)
+		switch {
+		case errors.Is(err, fs.ErrExist):
+			return joined, exists
+		case err != nil:
+			return joined, fmt.Errorf("-nccl-id: %w", err)
+		}
+		cfg.NCCLID = id
+		return func() { os.Remove(path) }, nil
+	}
+	start := time.Now()
+	for {
+		id, err := cuda.ReadUniqueID(path)
+		if err == nil {
+			cfg.NCCLID = id
+			return joined, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return joined, fmt.Errorf("rank %d: -nccl-id: %w", cfg.Rank, err)
+		}
+		if time.Since(start) > ncclIDWait {
+			return joined, fmt.Errorf("rank %d: -nccl-id %s: rank 0 has not written it in %v", cfg.Rank, path, ncclIDWait)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ncclIDWait is how long a rank waits for rank 0's -nccl-id file.
+const ncclIDWait = 5 * time.Minute
 
 // finished says that a run has nothing left to do, which limit ended it, and
 // what to give to train on: a -resume of a finished run continues nothing.

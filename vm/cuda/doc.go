@@ -95,11 +95,32 @@
 // purego cannot pass on amd64 (16 stack words, beyond its 15 arguments); there the id goes
 // through ncclCommInitRankScalable (NCCL 2.23 and newer), which takes a pointer, and an older
 // NCCL is refused with a message saying so (on arm64 the ABI passes the struct by reference,
-// so ncclCommInitRank works). The tests run against a fake libnccl (internal/fakecuda/nccl),
-// built in the test, that checks contexts (a stream outside the device's primary context is
-// refused with ncclInvalidArgument), ranks and rounds and reduces in rank order; it
-// proves the binding and the Go logic, not NCCL's algorithms or speed, and no real NCCL has
-// run this code: no machine of this project has a GPU.
+// so ncclCommInitRank works).
+//
+// A communicator that fails must not hang its ranks. Where NCCL has ncclCommGetAsyncError and
+// ncclCommAbort (2.4 and newer), a watchdog goroutine per NCCL polls the asynchronous error
+// every 100 ms and times the call in progress against WithNCCLTimeout (DefaultNCCLTimeout,
+// 10 minutes; 0 for none): when a rank died, left or disagreed, or a call waited too long, it
+// aborts the communicator, so that a blocked call returns, and that call and every later one
+// fail with ErrNCCLFailed and NCCL's own account (ncclGetLastError, 2.13 and newer), which
+// names the dead rank (Err says the same at any time). Close aborts nothing more and
+// destroys what is left.
+//
+// The tests run against a fake libnccl (internal/fakecuda/nccl), built in the test, that checks
+// contexts (a stream outside the device's primary context is refused with ncclInvalidArgument),
+// ranks and rounds and reduces in rank order. Its ranks meet through POSIX shared memory named
+// by the unique id, so they may be threads of one process or processes of their own, each with
+// its own fake driver: the tests run ranks as separate processes (the test binary run again)
+// and get, bit for bit, what the same ranks give in one process; they kill a rank (SIGKILL,
+// left a zombie) while another waits for it, and that rank's call fails within a second naming
+// the dead rank and its pid (the fake looks at its peers' pids: kill(pid, 0) and
+// /proc/PID/stat); ranks that disagree on the world size, or two that give the same rank, fail
+// every rank, saying which. What this proves: the binding (symbols, argument order, the id's
+// layout, enum values), the Go logic (threads, contexts, staging, scaling, the watchdog and
+// the abort) and ranks in separate processes of one machine. What it does not: NCCL's
+// algorithms, its transports between machines (sockets, InfiniBand), how a real NCCL reports
+// a peer lost across a network, its speed; no real NCCL has run this code: no machine of
+// this project has a GPU.
 //
 // # Driver, errors
 //

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -30,16 +32,74 @@ const UniqueIDEnv = "OOC_NCCL_ID"
 // NCCL library loads; callers fall back to averaging on the host.
 var ErrNoNCCL = errors.New("no usable NCCL library")
 
+// ErrNCCLFailed is wrapped by the errors of a communicator that failed as a whole: a rank's
+// process died or left, the ranks disagreed (world size, a rank given twice, the shape of an
+// all-reduce), or a call waited longer than WithNCCLTimeout. The communicator is aborted
+// (ncclCommAbort) and every later call returns the same error: close it and end the run.
+var ErrNCCLFailed = errors.New("NCCL communicator failed")
+
+// DefaultNCCLTimeout is how long one collective call may wait for the other ranks unless
+// WithNCCLTimeout says otherwise: long enough for a rank that evaluates or writes a
+// checkpoint between steps; PyTorch's default for NCCL process groups
+// (torch.distributed's default_pg_nccl_timeout) is the same.
+const DefaultNCCLTimeout = 10 * time.Minute
+
+// An NCCLOption configures NewNCCL and JoinNCCL.
+type NCCLOption func(*ncclConfig)
+
+type ncclConfig struct {
+	timeout, poll time.Duration
+	bad           []string
+}
+
+// WithNCCLTimeout bounds how long one collective call (AllReduceMean, and
+// AllReduceMeanDevice where NCCL blocks in it, as the fake does) may wait for the other
+// ranks: past it the communicator fails (ErrNCCLFailed, saying so). 0 sets no bound; a rank
+// that died or failed still ends the wait, through the asynchronous error the communicator's
+// watchdog polls.
+func WithNCCLTimeout(d time.Duration) NCCLOption {
+	return func(c *ncclConfig) {
+		if d < 0 {
+			c.bad = append(c.bad, fmt.Sprintf("WithNCCLTimeout(%v): want a positive duration, or 0 for none", d))
+			return
+		}
+		c.timeout = d
+	}
+}
+
+// withNCCLPoll sets how often the watchdog asks NCCL for an asynchronous error (tests).
+func withNCCLPoll(d time.Duration) NCCLOption {
+	return func(c *ncclConfig) {
+		if d > 0 {
+			c.poll = d
+		}
+	}
+}
+
+func ncclOptions(opts []NCCLOption) (ncclConfig, error) {
+	c := ncclConfig{timeout: DefaultNCCLTimeout, poll: 100 * time.Millisecond}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if len(c.bad) > 0 {
+		return c, fmt.Errorf("cuda: %s", strings.Join(c.bad, "; "))
+	}
+	return c, nil
+}
+
 // ncclAvgVersion is the first NCCL with ncclAvg (2.10.0, as ncclGetVersion codes it).
 const ncclAvgVersion = 21000
 
 // The values of nccl.h's enums this package passes.
 const (
-	ncclSuccess = 0
-	ncclSum     = 0
-	ncclAvg     = 4
-	ncclFloat32 = 7
-	ncclFloat64 = 8
+	ncclSuccess    = 0
+	ncclInProgress = 7
+	ncclSum        = 0
+	ncclAvg        = 4
+	ncclFloat32    = 7
+	ncclFloat64    = 8
 )
 
 // UniqueID is an ncclUniqueId (NCCL_UNIQUE_ID_BYTES = 128): rank 0 makes it, every rank of
@@ -97,6 +157,9 @@ type ncclLib struct {
 	path                                                                             string
 	version                                                                          int
 	getVersion, getUniqueID, initRank, initScalable, allReduce, destroy, errorString uintptr
+	// Optional: asyncError and abort (NCCL 2.4 and newer) make the watchdog; lastError
+	// (2.13 and newer) says more about a failure.
+	asyncError, abort, lastError uintptr
 }
 
 var (
@@ -146,6 +209,9 @@ func loadNCCL(path string) (*ncclLib, error) {
 	}
 	l.version = int(v)
 	l.initScalable, _ = purego.Dlsym(h, "ncclCommInitRankScalable")
+	l.asyncError, _ = purego.Dlsym(h, "ncclCommGetAsyncError")
+	l.abort, _ = purego.Dlsym(h, "ncclCommAbort")
+	l.lastError, _ = purego.Dlsym(h, "ncclGetLastError")
 	// ncclCommInitRank takes the 128-byte id by value. On arm64 the ABI passes such a
 	// struct by reference, so a pointer is the right argument; on amd64 it is copied onto
 	// the stack, 16 words that purego's 15-argument calls cannot hold. There the id goes
@@ -174,13 +240,23 @@ func ncclCall(f uintptr, args ...uintptr) int32 {
 	return int32(r)
 }
 
-// errorText is ncclGetErrorString's description of a result.
+// errorText is ncclGetErrorString's description of a result and, where NCCL has
+// ncclGetLastError, its account of the last failure (which names a dead peer).
 func (l *ncclLib) errorText(r int32) string {
 	p, _, _ := purego.SyscallN(l.errorString, uintptr(r))
-	if p == 0 {
-		return fmt.Sprintf("ncclResult_t %d", r)
+	s := fmt.Sprintf("ncclResult_t %d", r)
+	if p != 0 {
+		s = fmt.Sprintf("%s (ncclResult_t %d)", goString(*(**byte)(unsafe.Pointer(&p))), r)
 	}
-	return fmt.Sprintf("%s (ncclResult_t %d)", goString(*(**byte)(unsafe.Pointer(&p))), r)
+	if l.lastError != 0 && r != ncclSuccess {
+		// NCCL keeps one text per process and does not look at the comm.
+		if p, _, _ := purego.SyscallN(l.lastError, 0); p != 0 {
+			if last := strings.TrimSpace(goString(*(**byte)(unsafe.Pointer(&p)))); last != "" {
+				s += ": " + last
+			}
+		}
+	}
+	return s
 }
 
 func (l *ncclLib) check(call string, r int32) error {
@@ -220,29 +296,47 @@ func (l *ncclLib) newUniqueID() (UniqueID, error) {
 // current when a communicator was made, and within a group it switches to the device's
 // primary context (NVIDIA/nccl#565), which is not the one this package's devices create.
 // Methods are safe for concurrent use (calls are serialised).
+//
+// A watchdog goroutine (where NCCL has ncclCommGetAsyncError and ncclCommAbort) asks NCCL
+// for an asynchronous error every 100 ms and watches how long a call has been waiting
+// (WithNCCLTimeout): when a rank of the communicator dies, leaves or disagrees, or a call
+// waits too long, it aborts the communicator, so that a blocked call returns, and the call
+// and every later one fail with ErrNCCLFailed and NCCL's account of why (ncclGetLastError:
+// the fake NCCL names the dead rank and its pid). PyTorch's NCCL watchdog does the same.
 type NCCL struct {
 	lib    *ncclLib
+	cfg    ncclConfig
 	ranks  []*ncclRank
 	nranks int
-	mu     sync.Mutex
+	mu     sync.Mutex // serialises the calls
 	closed bool
+
+	hmu    sync.Mutex // guards the ranks' comm handles and failed, which the watchdog changes
+	failed error      // why the communicator was aborted (ErrNCCLFailed)
+	since  atomic.Int64
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 type ncclRank struct {
 	d          *Device
 	rank       int
-	comm       uintptr
+	comm       uintptr // 0 once destroyed or aborted (hmu)
 	buf, bufSz uintptr // device staging buffer, grown as needed
 }
 
 // NewNCCL makes a communicator of the given devices, all in this process: device i is rank
 // i of len(devices).
-func NewNCCL(devices []*Device) (*NCCL, error) {
+func NewNCCL(devices []*Device, opts ...NCCLOption) (*NCCL, error) {
 	if len(devices) == 0 {
 		return nil, errors.New("cuda: NewNCCL: no devices")
 	}
 	if slices.Contains(devices, nil) {
 		return nil, fmt.Errorf("cuda: NewNCCL: device %d is nil", slices.Index(devices, nil))
+	}
+	cfg, err := ncclOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	l, err := findNCCL(devices[0].search)
 	if err != nil {
@@ -256,29 +350,35 @@ func NewNCCL(devices []*Device) (*NCCL, error) {
 	for i := range ranks {
 		ranks[i] = i
 	}
-	return joinNCCL(l, devices, ranks, len(devices), id)
+	return joinNCCL(l, cfg, devices, ranks, len(devices), id)
 }
 
 // JoinNCCL makes device d rank `rank` of a communicator of nranks ranks named by id, which
 // rank 0 made with NewUniqueID and passed on by file (ReadUniqueID) or environment
 // (UniqueIDFromEnv). It returns when every rank has joined (ncclCommInitRank's contract):
-// one process per GPU, on one machine or several.
-func JoinNCCL(d *Device, rank, nranks int, id UniqueID) (*NCCL, error) {
+// one process per GPU, on one machine or several. Ranks that disagree on nranks, or two
+// that give the same rank, fail every rank's join (the fake NCCL says which; a real NCCL
+// may instead wait).
+func JoinNCCL(d *Device, rank, nranks int, id UniqueID, opts ...NCCLOption) (*NCCL, error) {
 	if nranks < 1 || rank < 0 || rank >= nranks {
 		return nil, fmt.Errorf("cuda: JoinNCCL: rank %d of %d", rank, nranks)
 	}
 	if d == nil {
 		return nil, errors.New("cuda: JoinNCCL: device is nil")
 	}
+	cfg, err := ncclOptions(opts)
+	if err != nil {
+		return nil, err
+	}
 	l, err := findNCCL(d.search)
 	if err != nil {
 		return nil, err
 	}
-	return joinNCCL(l, []*Device{d}, []int{rank}, nranks, id)
+	return joinNCCL(l, cfg, []*Device{d}, []int{rank}, nranks, id)
 }
 
-func joinNCCL(l *ncclLib, devices []*Device, ranks []int, nranks int, id UniqueID) (*NCCL, error) {
-	c := &NCCL{lib: l, nranks: nranks}
+func joinNCCL(l *ncclLib, cfg ncclConfig, devices []*Device, ranks []int, nranks int, id UniqueID) (*NCCL, error) {
+	c := &NCCL{lib: l, cfg: cfg, nranks: nranks}
 	for i, d := range devices {
 		if d == nil {
 			return nil, fmt.Errorf("cuda: NCCL: device %d is nil", i)
@@ -289,24 +389,176 @@ func joinNCCL(l *ncclLib, devices []*Device, ranks []int, nranks int, id UniqueI
 	// when all ranks have joined.
 	err := c.each(func(r *ncclRank, drv *driver) error {
 		var res int32
+		var comm uintptr
 		if l.initScalable != 0 {
-			res = ncclCall(l.initScalable, uintptr(unsafe.Pointer(&r.comm)), uintptr(nranks), uintptr(r.rank), 1,
+			res = ncclCall(l.initScalable, uintptr(unsafe.Pointer(&comm)), uintptr(nranks), uintptr(r.rank), 1,
 				uintptr(unsafe.Pointer(&id[0])), 0)
 		} else {
 			idCopy := id // passed by reference on arm64: the callee may write its copy
-			res = ncclCall(l.initRank, uintptr(unsafe.Pointer(&r.comm)), uintptr(nranks), uintptr(unsafe.Pointer(&idCopy[0])),
+			res = ncclCall(l.initRank, uintptr(unsafe.Pointer(&comm)), uintptr(nranks), uintptr(unsafe.Pointer(&idCopy[0])),
 				uintptr(r.rank))
 		}
 		if err := l.check("ncclCommInitRank", res); err != nil {
-			r.comm = 0
 			return fmt.Errorf("rank %d of %d: %w", r.rank, nranks, err)
 		}
+		c.hmu.Lock()
+		r.comm = comm
+		c.hmu.Unlock()
 		return nil
 	})
 	if err != nil {
+		if l.abort != 0 {
+			c.fail(err) // the local ranks that joined: a real NCCL's destroy could wait for the others
+		}
 		return nil, errors.Join(fmt.Errorf("cuda: NCCL (%s): %w", l.path, err), c.Close())
 	}
+	if l.asyncError != 0 && l.abort != 0 {
+		c.stop, c.done = make(chan struct{}), make(chan struct{})
+		go c.watch()
+	}
 	return c, nil
+}
+
+// watch is the watchdog: it polls the communicator's asynchronous error and the age of
+// the call in progress, and aborts the communicator when either says it failed.
+func (c *NCCL) watch() {
+	defer close(c.done)
+	tick := time.NewTicker(c.cfg.poll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-tick.C:
+		}
+		if err := c.poll(); err != nil {
+			c.fail(err)
+			return
+		}
+	}
+}
+
+// poll asks NCCL whether the communicator failed, and checks the call in progress against
+// the timeout; nil when neither.
+func (c *NCCL) poll() error {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if c.failed != nil {
+		return c.failed
+	}
+	for _, r := range c.ranks {
+		if r.comm == 0 || c.lib.asyncError == 0 {
+			continue
+		}
+		var res int32
+		if e := ncclCall(c.lib.asyncError, r.comm, uintptr(unsafe.Pointer(&res))); e != ncclSuccess {
+			return fmt.Errorf("%w at rank %d of %d (this process): ncclCommGetAsyncError: %s", ErrNCCLFailed, r.rank, c.nranks, c.lib.errorText(e))
+		}
+		if res != ncclSuccess && res != ncclInProgress {
+			return fmt.Errorf("%w at rank %d of %d (this process): %s", ErrNCCLFailed, r.rank, c.nranks, c.lib.errorText(res))
+		}
+	}
+	if since := c.since.Load(); since != 0 && c.cfg.timeout > 0 {
+		if waited := time.Since(time.Unix(0, since)); waited > c.cfg.timeout {
+			return fmt.Errorf("%w: %s waited %v for the other ranks, more than the timeout of %v (cuda.WithNCCLTimeout): a rank did not reach the same call",
+				ErrNCCLFailed, c.localRanks(), waited.Round(time.Millisecond), c.cfg.timeout)
+		}
+	}
+	return nil
+}
+
+// localRanks names this process's ranks, e.g. "rank 1 of 4".
+func (c *NCCL) localRanks() string {
+	var ns []string
+	for _, r := range c.ranks {
+		ns = append(ns, fmt.Sprint(r.rank))
+	}
+	word := "rank"
+	if len(ns) > 1 {
+		word = "ranks"
+	}
+	return fmt.Sprintf("%s %s of %d", word, strings.Join(ns, ", "), c.nranks)
+}
+
+// fail records why the communicator failed (the first reason stays) and aborts it: a call
+// blocked in NCCL returns. A call that read its handle (comm) just before may then reach
+// NCCL with the aborted comm: the fake NCCL keeps aborted comms to refuse such calls; a
+// real NCCL's collectives only queue work, a window PyTorch's watchdog shares.
+func (c *NCCL) fail(err error) {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if c.failed == nil {
+		c.failed = fmt.Errorf("%w; the communicator was aborted", err)
+	}
+	for _, r := range c.ranks {
+		if r.comm != 0 {
+			ncclCall(c.lib.abort, r.comm) // its result adds nothing: the communicator is gone either way
+			r.comm = 0
+		}
+	}
+}
+
+// comm is r's communicator handle for a call, or why there is none.
+func (c *NCCL) comm(r *ncclRank) (uintptr, error) {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if c.failed != nil {
+		return 0, c.failed
+	}
+	if r.comm == 0 {
+		return 0, ErrClosed
+	}
+	return r.comm, nil
+}
+
+// collective runs f on every local rank as one collective call: the watchdog times it, and
+// a failure that is the communicator's (a dead or departed rank, a timeout) is reported as
+// that, with NCCL's account of it.
+func (c *NCCL) collective(f func(*ncclRank, *driver, uintptr) error) error {
+	c.hmu.Lock()
+	failed := c.failed
+	c.hmu.Unlock()
+	if failed != nil {
+		return fmt.Errorf("cuda: NCCL: %w", failed)
+	}
+	c.since.Store(time.Now().UnixNano())
+	err := c.each(func(r *ncclRank, drv *driver) error {
+		comm, err := c.comm(r)
+		if err != nil {
+			return err
+		}
+		return f(r, drv, comm)
+	})
+	c.since.Store(0)
+	if err == nil {
+		return nil
+	}
+	if c.lib.abort != 0 {
+		// A failed call: is it the communicator's failure? Then abort it now, not at the
+		// watchdog's next look.
+		if ferr := c.poll(); ferr != nil {
+			c.fail(ferr)
+		}
+	}
+	c.hmu.Lock()
+	failed = c.failed
+	c.hmu.Unlock()
+	if failed != nil {
+		return fmt.Errorf("cuda: NCCL: %w", failed)
+	}
+	return fmt.Errorf("cuda: NCCL: %w", err)
+}
+
+// Err is why the communicator failed (wrapping ErrNCCLFailed), or nil while it works.
+func (c *NCCL) Err() error {
+	if c.lib.abort != 0 {
+		if err := c.poll(); err != nil {
+			c.fail(err)
+		}
+	}
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	return c.failed
 }
 
 // each runs f for every local rank concurrently, each in its device's context.
@@ -374,7 +626,7 @@ func (c *NCCL) AllReduceMean(dt tensor.Dtype, bufs [][]byte) error {
 	for i, r := range c.ranks {
 		index[r] = i
 	}
-	err := c.each(func(r *ncclRank, drv *driver) error {
+	err := c.collective(func(r *ncclRank, drv *driver, comm uintptr) error {
 		host := bufs[index[r]]
 		if err := r.grow(drv, uintptr(n)); err != nil {
 			return err
@@ -383,7 +635,7 @@ func (c *NCCL) AllReduceMean(dt tensor.Dtype, bufs [][]byte) error {
 		if err := drv.check(fnMemcpyHtoDAsync, drv.call(fnMemcpyHtoDAsync, r.buf, uintptr(unsafe.Pointer(&host[0])), uintptr(n), s)); err != nil {
 			return err
 		}
-		if err := c.lib.check("ncclAllReduce", ncclCall(c.lib.allReduce, r.buf, r.buf, uintptr(n/size), uintptr(ty), uintptr(op), r.comm, s)); err != nil {
+		if err := c.lib.check("ncclAllReduce", ncclCall(c.lib.allReduce, r.buf, r.buf, uintptr(n/size), uintptr(ty), uintptr(op), comm, s)); err != nil {
 			return fmt.Errorf("rank %d of %d: %w", r.rank, c.nranks, err)
 		}
 		if err := drv.check(fnMemcpyDtoHAsync, drv.call(fnMemcpyDtoHAsync, uintptr(unsafe.Pointer(&host[0])), r.buf, uintptr(n), s)); err != nil {
@@ -393,7 +645,7 @@ func (c *NCCL) AllReduceMean(dt tensor.Dtype, bufs [][]byte) error {
 		return drv.check(fnStreamSynchronize, drv.call(fnStreamSynchronize, s))
 	})
 	if err != nil {
-		return fmt.Errorf("cuda: NCCL: %w", err)
+		return err
 	}
 	if op == ncclSum {
 		for _, b := range bufs {
@@ -436,17 +688,13 @@ func (c *NCCL) AllReduceMeanDevice(dt tensor.Dtype, addrs []uintptr, count int) 
 	for i, r := range c.ranks {
 		index[r] = i
 	}
-	err := c.each(func(r *ncclRank, drv *driver) error {
+	return c.collective(func(r *ncclRank, drv *driver, comm uintptr) error {
 		a := addrs[index[r]]
-		if err := c.lib.check("ncclAllReduce", ncclCall(c.lib.allReduce, a, a, uintptr(count), uintptr(ty), uintptr(ncclAvg), r.comm, r.d.streams[Compute].h)); err != nil {
+		if err := c.lib.check("ncclAllReduce", ncclCall(c.lib.allReduce, a, a, uintptr(count), uintptr(ty), uintptr(ncclAvg), comm, r.d.streams[Compute].h)); err != nil {
 			return fmt.Errorf("rank %d of %d: %w", r.rank, c.nranks, err)
 		}
 		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("cuda: NCCL: %w", err)
-	}
-	return nil
 }
 
 // AveragesOnDevice reports whether the loaded NCCL averages on the devices (ncclAvg, NCCL
@@ -500,8 +748,8 @@ func (r *ncclRank) freeStaging(drv *driver) error {
 	return err
 }
 
-// Close destroys the communicators and frees the staging buffers. The devices stay open;
-// close the NCCL first.
+// Close destroys the communicators (those a failure aborted are gone already), stops the
+// watchdog and frees the staging buffers. The devices stay open; close the NCCL first.
 func (c *NCCL) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -509,11 +757,18 @@ func (c *NCCL) Close() error {
 		return nil
 	}
 	c.closed = true
+	if c.stop != nil {
+		close(c.stop)
+		<-c.done
+	}
 	return c.each(func(r *ncclRank, drv *driver) error {
 		var errs []error
-		if r.comm != 0 {
-			errs = append(errs, c.lib.check("ncclCommDestroy", ncclCall(c.lib.destroy, r.comm)))
-			r.comm = 0
+		c.hmu.Lock()
+		comm := r.comm
+		r.comm = 0
+		c.hmu.Unlock()
+		if comm != 0 {
+			errs = append(errs, c.lib.check("ncclCommDestroy", ncclCall(c.lib.destroy, comm)))
 		}
 		errs = append(errs, r.freeStaging(drv))
 		return errors.Join(errs...)

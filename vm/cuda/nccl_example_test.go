@@ -1,9 +1,11 @@
 package cuda_test
 
 import (
+	"errors"
 	"log"
 	"os"
 	"strconv"
+	"time"
 
 	"gorgonia.org/tensor"
 
@@ -38,13 +40,20 @@ func ExampleJoinNCCL() {
 		log.Fatal(err)
 	}
 	defer d.Close()
-	c, err := cuda.JoinNCCL(d, rank, ranks, id) // returns once every rank has joined
+	// Returns once every rank has joined; a collective call that waits more than two minutes
+	// for the others fails the communicator (the default is cuda.DefaultNCCLTimeout).
+	c, err := cuda.JoinNCCL(d, rank, ranks, id, cuda.WithNCCLTimeout(2*time.Minute))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
 	grad := make([]byte, 4096) // one learnable's float32 gradient, as raw bytes
 	if err := c.AllReduceMean(tensor.Float32, [][]byte{grad}); err != nil {
+		if errors.Is(err, cuda.ErrNCCLFailed) {
+			// A rank died, left or disagreed, or the call timed out: the communicator is
+			// aborted and the message says why (NCCL's ncclGetLastError names a dead rank).
+			log.Fatalf("rank %d: the job is over: %v", rank, err)
+		}
 		log.Fatal(err)
 	}
 }

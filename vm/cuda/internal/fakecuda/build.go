@@ -108,12 +108,14 @@ const NCCLName = "libnccl.so.2"
 
 // BuildNCCL compiles the fake NCCL (nccl/fakenccl.c says what it does and proves) and
 // returns the path of a private copy, named libnccl.so.2, for $OOC_NCCL_LIBRARY: every
-// call gives a fresh instance. It reaches the fake driver whose path is in
+// call gives a fresh instance. Ranks meet through POSIX shared memory named by their
+// unique id, so ranks in other processes that load a copy of it (each with its own fake
+// driver) join the same communicator. It reaches the fake driver whose path is in
 // $OOC_FAKENCCL_DRIVER (for contexts and streams): set both (t.Setenv). It skips the test,
 // saying what to install, when there is no C compiler.
 func BuildNCCL(t testing.TB) string {
 	t.Helper()
-	built := compile(t, "nccl", map[string][]byte{"fakenccl.c": ncclSource})
+	built := compile(t, "nccl", map[string][]byte{"fakenccl.c": ncclSource}, "-lrt") // shm_open, in librt before glibc 2.34
 	lib := filepath.Join(t.TempDir(), NCCLName)
 	copyFile(t, built, lib)
 	return lib

@@ -20,9 +20,13 @@ func Open(t testing.TB, lib string) *Fake {
 }
 
 // OpenNCCL loads the fake NCCL at lib (BuildNCCL) and returns its controls: Set knobs
-// version (ncclGetVersion's, default 22304: 2.23.4) and timeout_ms (how long a rank waits
-// for the others, default 20000); Get counters comms (live communicators) and allreduces
-// (completed rounds); Fail the next call of an nccl function.
+// version (ncclGetVersion's, default $OOC_FAKENCCL_VERSION or 22304: 2.23.4), timeout_ms (how long a rank waits for
+// the others, default $OOC_FAKENCCL_TIMEOUT_MS or 60000), poll_ms (how often a waiting rank
+// looks at its peers' processes, default 100) and slot_bytes (what one round carries of
+// each rank's data, default $OOC_FAKENCCL_SLOT_BYTES or 1 MiB; the rank that creates a
+// communicator's shared memory sets it for all); Get those and the counters comms (live
+// communicators) and allreduces (completed calls); Fail the next call of an nccl function.
+// The environment variables reach ranks in other processes, which the controls do not.
 func OpenNCCL(t testing.TB, lib string) *Fake {
 	t.Helper()
 	return open(t, lib, "fakenccl", false)
