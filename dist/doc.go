@@ -35,7 +35,9 @@
 // host:port. Every such error is a *ConfigError naming the flag or variable
 // and its value. World.Multi says whether there is anyone to meet at all: a
 // process with none of these settings is a world of one and Share just makes
-// the id.
+// the id. Resolve takes a world with no rendezvous (a caller may hand the id
+// out its own way: ooc train's -nccl-id file); World.Transport is "" for it,
+// and Share (World.Validate) refuses it, saying what to set.
 //
 // # The rendezvous
 //

@@ -62,17 +62,18 @@ type World struct {
 // the others before training.
 func (w World) Multi() bool { return w.Size > 1 }
 
-// Transport names how Share meets the other ranks: "file", "tcp", or "" for
-// a process on its own.
+// Transport names how Share meets the other ranks: "file", "tcp", or ""
+// for a process on its own or one given no rendezvous (Share refuses it).
 func (w World) Transport() string {
 	switch {
 	case !w.Multi():
 		return ""
 	case w.File != "":
 		return "file"
-	default:
+	case w.Master != "":
 		return "tcp"
 	}
+	return ""
 }
 
 func (w World) String() string {
@@ -80,10 +81,13 @@ func (w World) String() string {
 		return "a single process"
 	}
 	s := fmt.Sprintf("rank %d of %d (local rank %d, from %s), rendezvous ", w.Rank, w.Size, w.LocalRank, w.Source)
-	if w.Transport() == "file" {
+	switch w.Transport() {
+	case "file":
 		return s + "file " + w.File
+	case "tcp":
+		return s + "tcp " + w.Master
 	}
-	return s + "tcp " + w.Master
+	return s + "none given"
 }
 
 // Env is the environment that puts a process in w (the torchrun names, the
@@ -109,15 +113,10 @@ func (w World) Env() []string {
 // Validate checks what Share needs: ranks in range, and a rendezvous (with a
 // run id for the file one) when there are several processes.
 func (w World) Validate() error {
+	if err := w.checkRanks(); err != nil {
+		return err
+	}
 	switch {
-	case w.Size < 1:
-		return &ConfigError{Name: "world size", Value: strconv.Itoa(w.Size), Reason: "must be at least 1"}
-	case w.Rank < 0 || w.Rank >= w.Size:
-		return &ConfigError{Name: "rank", Value: strconv.Itoa(w.Rank), Reason: fmt.Sprintf("out of range for world size %d (0..%d)", w.Size, w.Size-1)}
-	case w.LocalRank < 0 || w.LocalRank >= w.Size:
-		return &ConfigError{Name: "local rank", Value: strconv.Itoa(w.LocalRank), Reason: fmt.Sprintf("out of range for world size %d (0..%d)", w.Size, w.Size-1)}
-	case w.Timeout < 0:
-		return &ConfigError{Name: "rendezvous timeout", Value: w.Timeout.String(), Reason: "must not be negative"}
 	case !w.Multi():
 		return nil
 	case w.File != "":
@@ -132,6 +131,22 @@ func (w World) Validate() error {
 	}
 	if _, err := parseMaster("master", w.Master); err != nil {
 		return err
+	}
+	return nil
+}
+
+// checkRanks is what Resolve checks: the ranks and the timeout, not the
+// rendezvous (a caller may hand the id out its own way).
+func (w World) checkRanks() error {
+	switch {
+	case w.Size < 1:
+		return &ConfigError{Name: "world size", Value: strconv.Itoa(w.Size), Reason: "must be at least 1"}
+	case w.Rank < 0 || w.Rank >= w.Size:
+		return &ConfigError{Name: "rank", Value: strconv.Itoa(w.Rank), Reason: fmt.Sprintf("out of range for world size %d (0..%d)", w.Size, w.Size-1)}
+	case w.LocalRank < 0 || w.LocalRank >= w.Size:
+		return &ConfigError{Name: "local rank", Value: strconv.Itoa(w.LocalRank), Reason: fmt.Sprintf("out of range for world size %d (0..%d)", w.Size, w.Size-1)}
+	case w.Timeout < 0:
+		return &ConfigError{Name: "rendezvous timeout", Value: w.Timeout.String(), Reason: "must not be negative"}
 	}
 	return nil
 }
@@ -182,7 +197,9 @@ func FromEnv(explicit Flags) (World, error) { return Resolve(explicit, os.Lookup
 // rank 0's host from the step's node list or SLURM_LAUNCH_NODE_IPADDR), read
 // through lookup. Torchrun's variables, when RANK or WORLD_SIZE is set, hide
 // Slurm's: a launcher run inside a Slurm task sets them for its children.
-// With none of them the world is the process on its own.
+// With none of them the world is the process on its own. Resolve checks the
+// values; whether the ranks can meet (a master, or a file and a run id) is
+// Validate's, which Share calls.
 func Resolve(explicit Flags, lookup func(string) (string, bool)) (World, error) {
 	if lookup == nil {
 		lookup = func(string) (string, bool) { return "", false }
@@ -224,7 +241,7 @@ func Resolve(explicit Flags, lookup func(string) (string, bool)) (World, error) 
 	if !w.Multi() {
 		w.Source = ""
 	}
-	if err := w.Validate(); err != nil {
+	if err := w.checkRanks(); err != nil {
 		return World{}, err
 	}
 	return w, nil

@@ -1,6 +1,7 @@
 package dist
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -99,8 +100,6 @@ func TestResolveRefuses(t *testing.T) {
 		{"rank without a world size", Flags{}, []string{"RANK=1"}, []string{"RANK", "WORLD_SIZE is not"}},
 		{"world size without a rank", Flags{}, []string{"WORLD_SIZE=2"}, []string{"WORLD_SIZE", "RANK is not"}},
 		{"-rank without -world-size", Flags{Rank: "1"}, nil, []string{"-rank", "needs -world-size"}},
-		{"no rendezvous", Flags{}, []string{"RANK=0", "WORLD_SIZE=2"}, []string{"rendezvous", "MASTER_ADDR", "-rendezvous-file"}},
-		{"file without a run id", Flags{File: "/tmp/x"}, []string{"RANK=0", "WORLD_SIZE=2"}, []string{"run id", "earlier run"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w, err := Resolve(tc.flags, envOf(tc.env...))
@@ -114,6 +113,41 @@ func TestResolveRefuses(t *testing.T) {
 			for _, s := range tc.want {
 				if !strings.Contains(err.Error(), s) {
 					t.Errorf("error %q does not say %q", err, s)
+				}
+			}
+		})
+	}
+}
+
+// Resolve takes a world with no way to meet (a caller may hand the id out
+// its own way); Validate, and so Share, refuse it saying what to set.
+func TestValidateRendezvous(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags Flags
+		env   []string
+		want  []string
+	}{
+		{"no rendezvous", Flags{}, []string{"RANK=0", "WORLD_SIZE=2"}, []string{"rendezvous", "MASTER_ADDR", "-rendezvous-file"}},
+		{"file without a run id", Flags{File: "/tmp/x"}, []string{"RANK=0", "WORLD_SIZE=2"}, []string{"run id", "earlier run"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := Resolve(tc.flags, envOf(tc.env...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.flags.File == "" && (w.Transport() != "" || !strings.HasSuffix(w.String(), "rendezvous none given")) {
+				t.Errorf("transport %q, %s", w.Transport(), w)
+			}
+			for _, err := range []error{w.Validate(), func() error { _, err := Share(context.Background(), w, id(1)); return err }()} {
+				var ce *ConfigError
+				if !errors.As(err, &ce) {
+					t.Fatalf("%v is not a *ConfigError", err)
+				}
+				for _, s := range tc.want {
+					if !strings.Contains(err.Error(), s) {
+						t.Errorf("error %q does not say %q", err, s)
+					}
 				}
 			}
 		})
@@ -194,7 +228,7 @@ func FuzzResolve(f *testing.F) {
 			}
 			return
 		}
-		if verr := w.Validate(); verr != nil || w.Rank < 0 || w.Rank >= w.Size {
+		if verr := w.checkRanks(); verr != nil || w.Rank < 0 || w.Rank >= w.Size {
 			t.Fatalf("resolved %+v, which fails: %v", w, verr)
 		}
 	})
