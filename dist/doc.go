@@ -18,7 +18,8 @@
 //     -rendezvous-file, -run-id, -rendezvous-timeout);
 //   - torchrun's variables: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
 //     MASTER_PORT (ooc launch sets these too);
-//   - Slurm's, for a task srun started: SLURM_PROCID, SLURM_STEP_NUM_TASKS
+//   - Slurm's, for a task srun started (SLURM_STEP_ID or
+//     SLURM_STEP_NUM_TASKS set): SLURM_PROCID, SLURM_STEP_NUM_TASKS
 //     (else SLURM_NTASKS), SLURM_LOCALID; the master is MASTER_ADDR and
 //     MASTER_PORT when set, else the first host of SLURM_STEP_NODELIST
 //     (SLURM_JOB_NODELIST, SLURM_NODELIST; forms "gpu17", "gpu[017-020,031]",
@@ -93,9 +94,12 @@
 //	RANK=$((NODE*4+LOCAL_RANK)) WORLD_SIZE=8 LOCAL_RANK=$LOCAL_RANK \
 //	MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 ooc train -device cuda ...
 //
-// Slurm: one task per GPU, started by srun (not ooc in the batch script
-// itself: outside srun, SLURM_NTASKS describes the allocation and the lone
-// process would wait for ranks that never start, until the timeout says so):
+// Slurm: one task per GPU, started by srun. The batch script's own shell
+// has SLURM_PROCID and SLURM_NTASKS too, describing the allocation, but no
+// step (SLURM_STEP_ID): an ooc run there is a process on its own, not rank 0
+// of ranks that never start. (That the batch shell has no SLURM_STEP_ID is
+// what Slurm's documentation and published environments show; it was not
+// tried on a real Slurm here.)
 //
 //	#!/bin/bash
 //	#SBATCH --nodes=2 --ntasks-per-node=4 --gpus-per-node=4

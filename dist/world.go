@@ -27,6 +27,7 @@ const (
 	EnvSlurmNodeList   = "SLURM_STEP_NODELIST" // then SLURM_JOB_NODELIST, SLURM_NODELIST
 	EnvSlurmLaunchIP   = "SLURM_LAUNCH_NODE_IPADDR"
 	EnvSlurmJobID      = "SLURM_JOB_ID"
+	EnvSlurmStepID     = "SLURM_STEP_ID" // set by srun for its tasks: the Slurm variables describe this process
 
 	EnvFile  = "OOC_RENDEZVOUS_FILE" // a path every rank sees: the file rendezvous
 	EnvRunID = "OOC_RUN_ID"          // a token unique to one run, shared by its ranks
@@ -194,7 +195,8 @@ func FromEnv(explicit Flags) (World, error) { return Resolve(explicit, os.Lookup
 // Resolve works out the world from the explicit settings, then torchrun's
 // variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), then
 // Slurm's (SLURM_PROCID, SLURM_STEP_NUM_TASKS or SLURM_NTASKS, SLURM_LOCALID;
-// rank 0's host from the step's node list or SLURM_LAUNCH_NODE_IPADDR), read
+// rank 0's host from the step's node list or SLURM_LAUNCH_NODE_IPADDR) in a
+// task srun started (SLURM_STEP_ID or SLURM_STEP_NUM_TASKS set), read
 // through lookup. Torchrun's variables, when RANK or WORLD_SIZE is set, hide
 // Slurm's: a launcher run inside a Slurm task sets them for its children.
 // With none of them the world is the process on its own. Resolve checks the
@@ -291,7 +293,10 @@ func environment(lookup func(string) (string, bool)) (envWorld, error) {
 	case get(EnvRank, EnvWorldSize).set():
 		e.source = "torchrun"
 		e.rank, e.size, e.local = get(EnvRank), get(EnvWorldSize), get(EnvLocalRank)
-	case get(EnvSlurmProcID, EnvSlurmNTasks, EnvSlurmStepNTasks).set():
+	case get(EnvSlurmStepID, "SLURM_STEPID", EnvSlurmStepNTasks).set() && get(EnvSlurmProcID, EnvSlurmNTasks, EnvSlurmStepNTasks).set():
+		// A task srun started. A batch script's own shell has SLURM_PROCID
+		// and SLURM_NTASKS too, of the allocation, but no step: it is not a
+		// rank, and would wait for ranks that never start.
 		e.source = "slurm"
 		e.rank, e.size, e.local = get(EnvSlurmProcID), get(EnvSlurmStepNTasks, EnvSlurmNTasks), get(EnvSlurmLocalID)
 	}

@@ -43,9 +43,11 @@ func TestResolve(t *testing.T) {
 			World{Rank: 5, Size: 6, LocalRank: 1, Master: "gpu017:23456", RunID: "slurm-123456.0", Source: "slurm"}},
 		{"slurm: MASTER_ADDR and MASTER_PORT win", Flags{}, append(slurm, "MASTER_ADDR=head", "MASTER_PORT=4000"),
 			World{Rank: 5, Size: 8, LocalRank: 1, Master: "head:4000", RunID: "slurm-123456.0", Source: "slurm"}},
-		{"slurm: launch node without a node list", Flags{}, []string{"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_LOCALID=0",
+		{"slurm: a batch script's own process is not a rank", Flags{}, []string{"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_LOCALID=0",
+			"SLURM_JOB_ID=7", "SLURM_NODELIST=gpu[1-2]"}, World{Size: 1, RunID: "slurm-7"}},
+		{"slurm: launch node without a node list", Flags{}, []string{"SLURM_STEP_ID=0", "SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_LOCALID=0",
 			"SLURM_JOB_ID=7", "SLURM_LAUNCH_NODE_IPADDR=10.1.1.1"},
-			World{Rank: 1, Size: 2, Master: "10.1.1.1:20007", RunID: "slurm-7", Source: "slurm"}},
+			World{Rank: 1, Size: 2, Master: "10.1.1.1:20007", RunID: "slurm-7.0", Source: "slurm"}},
 		{"torchrun hides slurm", Flags{}, append(append([]string{}, slurm...), torch...),
 			World{Rank: 1, Size: 4, LocalRank: 1, Master: "10.0.0.5:29500", RunID: "slurm-123456.0", Source: "torchrun"}},
 		{"file rendezvous with torchrun's run id and restart count", Flags{File: "/shared/id"},
@@ -83,7 +85,7 @@ func TestResolveRefuses(t *testing.T) {
 		{"world size 0", Flags{}, []string{"RANK=0", "WORLD_SIZE=0"}, []string{"world size", `"0"`, "at least 1"}},
 		{"non-numeric rank", Flags{}, []string{"RANK=one", "WORLD_SIZE=2"}, []string{"RANK", `"one"`, "not a whole number"}},
 		{"non-numeric flag", Flags{WorldSize: "2x", Rank: "0"}, nil, []string{"-world-size", `"2x"`, "not a whole number"}},
-		{"non-numeric slurm", Flags{}, []string{"SLURM_PROCID=0", "SLURM_NTASKS=many"}, []string{"SLURM_NTASKS", `"many"`}},
+		{"non-numeric slurm", Flags{}, []string{"SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=many"}, []string{"SLURM_NTASKS", `"many"`}},
 		{"local rank beyond the world", Flags{}, []string{"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=2", "MASTER_ADDR=h", "MASTER_PORT=1"},
 			[]string{"local rank", `"2"`, "out of range"}},
 		{"master does not parse", Flags{}, []string{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=a b", "MASTER_PORT=1"},
@@ -96,7 +98,7 @@ func TestResolveRefuses(t *testing.T) {
 			[]string{"-rank", `"0"`, "conflicts with RANK=\"1\""}},
 		{"master flag conflicts", Flags{Master: "a:1"}, []string{"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=b", "MASTER_PORT=1"},
 			[]string{"-master", "conflicts with MASTER_ADDR and MASTER_PORT"}},
-		{"slurm conflicts too", Flags{WorldSize: "1", Rank: "0"}, []string{"SLURM_PROCID=0", "SLURM_NTASKS=4"}, []string{"-world-size", "SLURM_NTASKS"}},
+		{"slurm conflicts too", Flags{WorldSize: "1", Rank: "0"}, []string{"SLURM_STEP_ID=0", "SLURM_PROCID=0", "SLURM_NTASKS=4"}, []string{"-world-size", "SLURM_NTASKS"}},
 		{"rank without a world size", Flags{}, []string{"RANK=1"}, []string{"RANK", "WORLD_SIZE is not"}},
 		{"world size without a rank", Flags{}, []string{"WORLD_SIZE=2"}, []string{"WORLD_SIZE", "RANK is not"}},
 		{"-rank without -world-size", Flags{Rank: "1"}, nil, []string{"-rank", "needs -world-size"}},
@@ -215,7 +217,8 @@ func FuzzResolve(f *testing.F) {
 	f.Fuzz(func(t *testing.T, rank, size, local, addr, port, nodelist, job string) {
 		var kv []string
 		for _, p := range [][2]string{{"RANK", rank}, {"WORLD_SIZE", size}, {"LOCAL_RANK", local}, {"MASTER_ADDR", addr},
-			{"MASTER_PORT", port}, {"SLURM_PROCID", rank}, {"SLURM_NTASKS", size}, {"SLURM_NODELIST", nodelist}, {"SLURM_JOB_ID", job}} {
+			{"MASTER_PORT", port}, {"SLURM_PROCID", rank}, {"SLURM_NTASKS", size}, {"SLURM_NODELIST", nodelist}, {"SLURM_JOB_ID", job},
+			{"SLURM_STEP_ID", job}} {
 			if p[1] != "" {
 				kv = append(kv, p[0]+"="+p[1])
 			}
