@@ -79,6 +79,15 @@
 //
 // # Recipes
 //
+// ooc train is one rank whenever these variables say so: it resolves its
+// world with FromEnv (its -world-size and -rank, when given, must agree with
+// the environment), rank 0 makes the NCCL id (cuda.NewUniqueID) and Share
+// hands it to the others, and "-device cuda" becomes the rank's own GPU,
+// cuda:LOCAL_RANK (cuda:0 when CUDA_VISIBLE_DEVICES shows the process one
+// GPU, as Slurm's per-task binding does). Ranks started by hand with
+// -world-size, -rank and -nccl-id FILE keep that file hand-off and their
+// -device.
+//
 // One machine with N GPUs: ooc launch starts N copies of ooc with the
 // torchrun variables set (MASTER_ADDR=127.0.0.1, a free MASTER_PORT, a random
 // OOC_RUN_ID), prefixes each line of their output with "[rank R]", forwards
@@ -107,7 +116,8 @@
 //
 // The master is then the step's first node at port 20000 + the job id's last
 // four digits; export MASTER_ADDR and MASTER_PORT in the script to choose
-// them, or pass -rendezvous-file /shared/ooc-id on a shared file system.
+// them, or export OOC_RENDEZVOUS_FILE=/shared/ooc-id to meet through a file on
+// a shared file system (its run id is the job's and step's).
 //
 // # What was proven here and what was not
 //
@@ -116,7 +126,10 @@
 // loopback (go test ./dist, -race clean), the refusals above between
 // processes, and ooc launch's environment, output, signal forwarding and
 // failure handling with short-lived ooc children (cmd/ooc's launch tests).
+// And, on the FAKE CUDA driver and fake libnccl only (no GPU): "ooc launch
+// -nproc 2 -- train -device cuda" trains two ranks that meet through the TCP
+// rendezvous on loopback, and its checkpoint equals, bit for bit, the one
+// two ranks started by hand with -nccl-id write (cmd/ooc's TestLaunchTrain).
 // Not proven: a real network between machines, a real Slurm or torchrun,
-// and a real NCCL; the NCCL exchanges in this repository's tests run on the
-// fake libnccl (vm/cuda/internal/fakecuda), not on GPUs.
+// a real NCCL or GPU.
 package dist
