@@ -10,6 +10,7 @@
 //	ooc doctor [flags]  the acceptance of a GPU: driver, memory, allocators, streams, every kernel, every model step, the sweep
 //	ooc multigpu [flags] the multi-GPU paper's tables (simulated), or -cpu replicas against one device (measured)
 //	ooc gpu-summary -dir DIR  join the GPU bundle's outputs (cmd/gpubundle) into DIR/summary.md
+//	ooc launch -nproc N -- train [flags]  run N ranks of one training on this machine (torchrun's environment)
 //
 // Run "ooc <command> -h" for a command's flags.
 package main
@@ -42,6 +43,7 @@ var commands = []command{
 	{"multigpu", "the multi-GPU paper's tables: data-parallel swapping on devices sharing a host link (simulated), or -cpu replicas (measured)", runMultiGPU},
 	{"doctor", "the acceptance of a GPU: checks, every kernel and model step against the CPU, the ResNet-50 sweep", runDoctor},
 	{"gpu-summary", "join the GPU bundle's outputs (cmd/gpubundle's run.sh) into summary.md, the targets checked", runGPUSummary},
+	{"launch", "run -nproc N ranks of \"ooc COMMAND\" on this machine, as torchrun does: ooc launch -nproc 2 -- train ...", runLaunch},
 }
 
 func usage(w io.Writer) {
@@ -68,6 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
+		var status *exitStatus
 		switch {
 		case err == nil:
 			return 0
@@ -76,6 +79,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case errors.Is(err, errUsage) || errors.As(err, new(*train.ConfigError)):
 			fmt.Fprintln(stderr, "ooc "+c.name+":", err)
 			return 2
+		case errors.As(err, &status):
+			fmt.Fprintln(stderr, "ooc "+c.name+":", err)
+			return status.code
 		}
 		fmt.Fprintln(stderr, "ooc "+c.name+":", err)
 		return 1

@@ -20,6 +20,9 @@ const runAsOOC = "OOC_TEST_RUN_AS_OOC"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(runAsOOC) == "1" {
+		if len(os.Args) > 1 && os.Args[1] == "test-child" {
+			os.Exit(launchTestChild(os.Args[2:]))
+		}
 		main()
 	}
 	os.Exit(m.Run())

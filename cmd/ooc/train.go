@@ -8,9 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gorgonia-ooc/outofcore/dist"
 	"github.com/gorgonia-ooc/outofcore/train"
 	"github.com/gorgonia-ooc/outofcore/vm/cuda"
 )
@@ -52,6 +54,10 @@ func startCPUProfile(file string) (stop func(), err error) {
 func runTraining(ctx context.Context, o *trainOptions, out io.Writer) (*train.Result, error) {
 	var t *train.Trainer
 	var joined func() // once the trainer is open, or failed to: rank 0 removes -nccl-id
+	world, err := launcherWorld(o)
+	if err != nil {
+		return nil, err
+	}
 	if o.Resume {
 		ck, err := train.Load(o.Checkpoint)
 		if err != nil {
@@ -64,7 +70,7 @@ func runTraining(ctx context.Context, o *trainOptions, out io.Writer) (*train.Re
 		for _, n := range notes {
 			fmt.Fprintln(out, n)
 		}
-		if joined, err = worldID(o, &cfg); err != nil {
+		if joined, err = worldID(ctx, o, world, &cfg); err != nil {
 			return nil, err
 		}
 		t, err = train.Resume(ck, o.Checkpoint, cfg)
@@ -79,8 +85,7 @@ func runTraining(ctx context.Context, o *trainOptions, out io.Writer) (*train.Re
 			// after handing out the id leaves the others waiting.
 			return nil, usagef("-checkpoint %s already exists: pass -resume to continue it, or remove it to start over", cfg.Checkpoint)
 		}
-		var err error
-		if joined, err = worldID(o, &cfg); err != nil {
+		if joined, err = worldID(ctx, o, world, &cfg); err != nil {
 			return nil, err
 		}
 		t, err = train.Open(cfg)
@@ -145,14 +150,27 @@ func runTraining(ctx context.Context, o *trainOptions, out io.Writer) (*train.Re
 // that fails before every rank has joined leaves the others waiting, for the
 // file (ncclIDWait) or in NCCL's join: a launcher that ends the others on
 // the first failure (as torchrun does) ends them sooner.
-func worldID(o *trainOptions, cfg *train.Config) (joined func(), err error) {
+//
+// Under a launcher (world: ooc launch, torchrun, Slurm's srun) with no
+// -nccl-id, the id goes through world's rendezvous instead (shareID), and
+// "-device cuda" is the rank's own GPU of its machine (rankDevice); ranks
+// started by hand with -world-size and -rank keep their -device.
+func worldID(ctx context.Context, o *trainOptions, world dist.World, cfg *train.Config) (joined func(), err error) {
 	joined = func() {}
 	if cfg.WorldSize <= 1 {
 		return joined, nil
 	}
+	if world.Multi() && world.Source != "flags" {
+		// Started by a launcher, every rank has the same flags.
+		cfg.Device = rankDevice(cfg.Device, world.LocalRank)
+	}
 	path := o.NCCLIDFile
+	if path == "" && world.Transport() != "" {
+		return joined, shareID(ctx, world, cfg)
+	}
 	if path == "" { // a resumed run across processes
-		return joined, usagef("the run has -world-size %d: give every rank -nccl-id FILE and its -rank, or -world-size 1 to go on in one process", cfg.WorldSize)
+		return joined, usagef("the run has -world-size %d: give every rank -nccl-id FILE and its -rank, or -world-size 1 to go on in one process "+
+			"(or start the ranks with ooc launch, torchrun or srun, which set %s and %s)", cfg.WorldSize, dist.EnvMasterAddr, dist.EnvMasterPort)
 	}
 	if cfg.Rank == 0 {
 		exists := usagef("-nccl-id %s exists: another run's id (rank 0 removes its own once every rank has joined: remove it, or give a new path), "+
@@ -196,6 +214,68 @@ func worldID(o *trainOptions, cfg *train.Config) (joined func(), err error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// launcherWorld puts the process in the world a launcher's environment
+// describes (torchrun's RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
+// MASTER_PORT, as ooc launch sets them, or Slurm's; see package dist), as
+// if -world-size and -rank had been given; flags that disagree with the
+// environment are refused.
+func launcherWorld(o *trainOptions) (dist.World, error) {
+	var f dist.Flags
+	if o.set["world-size"] {
+		f.WorldSize = strconv.Itoa(o.WorldSize)
+	}
+	if o.set["rank"] || o.set["world-size"] && !envRank() {
+		f.Rank = strconv.Itoa(o.Rank) // -world-size alone is rank 0, -rank's default
+	}
+	w, err := dist.FromEnv(f)
+	if err != nil {
+		return w, usageError{err}
+	}
+	if w.Multi() {
+		o.WorldSize, o.Rank = w.Size, w.Rank
+		o.set["world-size"], o.set["rank"] = true, true
+	}
+	return w, nil
+}
+
+// envRank reports whether a launcher gave this process its rank.
+func envRank() bool {
+	_, torchrun := os.LookupEnv(dist.EnvRank)
+	_, slurm := os.LookupEnv(dist.EnvSlurmProcID)
+	return torchrun || slurm
+}
+
+// shareID hands rank 0's new NCCL id to every rank through w's rendezvous.
+func shareID(ctx context.Context, w dist.World, cfg *train.Config) error {
+	b, err := dist.Share(ctx, w, func() ([]byte, error) {
+		id, err := cuda.NewUniqueID()
+		return id[:], err
+	})
+	var ce *dist.ConfigError
+	switch {
+	case errors.As(err, &ce):
+		return usageError{err}
+	case err != nil:
+		return fmt.Errorf("rank %d: the NCCL id: %w", w.Rank, err)
+	case len(b) != len(cfg.NCCLID):
+		return fmt.Errorf("rank %d: rank 0 sent %d bytes, not a %d-byte NCCL id", w.Rank, len(b), len(cfg.NCCLID))
+	}
+	copy(cfg.NCCLID[:], b)
+	return nil
+}
+
+// rankDevice is a rank's GPU: "-device cuda" means the local rank's,
+// cuda:LOCAL_RANK, as every rank of ooc launch is given the same flags;
+// unless CUDA_VISIBLE_DEVICES shows the process one GPU (as Slurm's
+// per-task binding does), which is then its cuda:0.
+func rankDevice(device string, local int) string {
+	visible := os.Getenv("CUDA_VISIBLE_DEVICES")
+	if device != "cuda" || local == 0 || visible != "" && !strings.Contains(visible, ",") {
+		return device
+	}
+	return fmt.Sprintf("cuda:%d", local)
 }
 
 // ncclIDWait is how long a rank waits for rank 0's -nccl-id file.
