@@ -279,8 +279,9 @@ func incomplete(explicit Flags, env envWorld) error {
 	return nil
 }
 
-func environment(lookup func(string) (string, bool)) (envWorld, error) {
-	get := func(names ...string) setting {
+// getter reads the first of several names that is set.
+func getter(lookup func(string) (string, bool)) func(...string) setting {
+	return func(names ...string) setting {
 		for _, n := range names {
 			if v, ok := lookup(n); ok {
 				return setting{n, v}
@@ -288,6 +289,11 @@ func environment(lookup func(string) (string, bool)) (envWorld, error) {
 		}
 		return setting{}
 	}
+}
+
+// launcherRanks reads the rank, world size and local rank a launcher set:
+// torchrun's, or Slurm's in a task srun started.
+func launcherRanks(get func(...string) setting) envWorld {
 	var e envWorld
 	switch {
 	case get(EnvRank, EnvWorldSize).set():
@@ -300,6 +306,20 @@ func environment(lookup func(string) (string, bool)) (envWorld, error) {
 		e.source = "slurm"
 		e.rank, e.size, e.local = get(EnvSlurmProcID), get(EnvSlurmStepNTasks, EnvSlurmNTasks), get(EnvSlurmLocalID)
 	}
+	return e
+}
+
+// Launched reports whether this process's environment gives it a rank and
+// a world size (torchrun's variables, or Slurm's in a task srun started),
+// read by the rule FromEnv reads them with.
+func Launched() (rank, size bool) {
+	e := launcherRanks(getter(os.LookupEnv))
+	return e.rank.set(), e.size.set()
+}
+
+func environment(lookup func(string) (string, bool)) (envWorld, error) {
+	get := getter(lookup)
+	e := launcherRanks(get)
 	var err error
 	if e.master, err = envMaster(get, e.source == "slurm"); err != nil {
 		return envWorld{}, err

@@ -3,6 +3,7 @@ package dist
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -235,4 +236,33 @@ func FuzzResolve(f *testing.F) {
 			t.Fatalf("resolved %+v, which fails: %v", w, verr)
 		}
 	})
+}
+
+// TestLaunched: what a launcher gave the process, by Resolve's rule: a batch script's own shell
+// under Slurm is no rank.
+func TestLaunched(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		env        map[string]string
+		rank, size bool
+	}{
+		{"none", nil, false, false},
+		{"torchrun", map[string]string{EnvRank: "1", EnvWorldSize: "2"}, true, true},
+		{"RANK alone", map[string]string{EnvRank: "1"}, true, false},
+		{"srun task", map[string]string{EnvSlurmStepID: "0", EnvSlurmProcID: "3", EnvSlurmNTasks: "4"}, true, true},
+		{"batch shell", map[string]string{EnvSlurmProcID: "0", EnvSlurmNTasks: "4"}, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, n := range []string{EnvRank, EnvWorldSize, EnvLocalRank, EnvSlurmStepID, "SLURM_STEPID", EnvSlurmStepNTasks, EnvSlurmProcID, EnvSlurmNTasks, EnvSlurmLocalID} {
+				t.Setenv(n, "")
+				os.Unsetenv(n)
+			}
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			if rank, size := Launched(); rank != c.rank || size != c.size {
+				t.Errorf("Launched() = %v, %v; want %v, %v", rank, size, c.rank, c.size)
+			}
+		})
+	}
 }

@@ -222,7 +222,8 @@ func worldID(ctx context.Context, o *trainOptions, world dist.World, cfg *train.
 // if -world-size and -rank had been given; flags that disagree with the
 // environment are refused.
 func launcherWorld(o *trainOptions) (dist.World, error) {
-	if o.set["rank"] && !o.set["world-size"] && !envWorld() {
+	envRank, envSize := dist.Launched()
+	if o.set["rank"] && !o.set["world-size"] && !envSize {
 		// A rank started by hand resuming with -rank and -nccl-id: its world
 		// size is the checkpoint's, not a flag's, so there is no world to
 		// read here yet (TestTrainRanks under OOC_MULTIPROC_FULL=1).
@@ -232,7 +233,7 @@ func launcherWorld(o *trainOptions) (dist.World, error) {
 	if o.set["world-size"] {
 		f.WorldSize = strconv.Itoa(o.WorldSize)
 	}
-	if o.set["rank"] || o.set["world-size"] && !envRank() {
+	if o.set["rank"] || o.set["world-size"] && !envRank {
 		f.Rank = strconv.Itoa(o.Rank) // -world-size alone is rank 0, -rank's default
 	}
 	w, err := dist.FromEnv(f)
@@ -244,21 +245,6 @@ func launcherWorld(o *trainOptions) (dist.World, error) {
 		o.set["world-size"], o.set["rank"] = true, true
 	}
 	return w, nil
-}
-
-// envWorld reports whether a launcher gave this process its world size.
-func envWorld() bool {
-	_, torchrun := os.LookupEnv(dist.EnvWorldSize)
-	_, ntasks := os.LookupEnv(dist.EnvSlurmNTasks)
-	_, step := os.LookupEnv(dist.EnvSlurmStepID) // only a task srun started is a rank (package dist)
-	return torchrun || ntasks && step
-}
-
-// envRank reports whether a launcher gave this process its rank.
-func envRank() bool {
-	_, torchrun := os.LookupEnv(dist.EnvRank)
-	_, slurm := os.LookupEnv(dist.EnvSlurmProcID)
-	return torchrun || slurm
 }
 
 // shareID hands rank 0's new NCCL id to every rank through w's rendezvous.
