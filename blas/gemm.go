@@ -203,9 +203,9 @@ func gemmPanel[T float](cfg *config[T], workers int, tA, tB bool, m, n, k int, a
 			}
 			j.aItems = (j.aSl + packGrain - 1) / packGrain
 			j.packing = true
-			parallel(workers, j.aItems+(j.bSl+packGrain-1)/packGrain, j)
+			workpool.Run(workers, j.aItems+(j.bSl+packGrain-1)/packGrain, j)
 			j.packing = false
-			parallel(workers, rowBlocks*j.colBlocks, j)
+			workpool.Run(workers, rowBlocks*j.colBlocks, j)
 		}
 	}
 }
@@ -368,10 +368,6 @@ func scale[T float](m, n int, beta T, c []T, ldc int) {
 		}
 	}
 }
-
-// parallel runs j.Run(item, worker) for items 0..n-1 on up to workers goroutines (the caller's
-// among them), handing items out in order. Run must not care which worker runs an item.
-func parallel(workers, n int, j workpool.Job) { workpool.Run(workers, n, j) }
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }
 

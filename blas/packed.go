@@ -1,6 +1,10 @@
 package blas
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/gorgonia-ooc/outofcore/internal/workpool"
+)
 
 // PackedA is op(A) packed once in the GEMM's panel layout, for several products that share their
 // left operand: a convolution multiplies the same weights by each image of a batch, and packing
@@ -63,7 +67,7 @@ func (p *PackedA[T]) pack(workers int, tA bool, m, k int, a []T, lda int) error 
 	j := packAJob[T]{p: p, tA: tA, a: a, lda: lda, slivers: mp / cfg.mr}
 	j.groups = (j.slivers + packGrain - 1) / packGrain
 	items := j.groups * ((k + cfg.kc - 1) / cfg.kc)
-	parallel(workers, items, &j)
+	workpool.Run(workers, items, &j)
 	return nil
 }
 
