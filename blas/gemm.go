@@ -331,11 +331,57 @@ func copyGroups[T float](dst, src []T, ld, kc, nr int) bool {
 	return true
 }
 
-// transposeInto writes dst[p*ld+r] = src[r*lds+p] for r < rows, p < kc: the packing of a
-// sliver whose rows are contiguous along k. Four rows go at a time, so each store fills four
-// adjacent values of a packed group instead of one value per group, which on a 16-row
-// convolution's filter gradient made packing cost more than the multiplication.
+// transposeInto writes dst[p*ld+r] = src[r*lds+p] for r < rows <= ld, p < kc: the packing of
+// a sliver whose rows are contiguous along k. It may also write zeros into the groups' padding
+// (dst[p*ld+r] for rows <= r < ld, which packA and packB clear anyway), never past the kc groups.
+// With AVX, 8x8 (float32) or 4x4 (float64) register transposes do all but a few columns: the
+// scalar loop was 30% of a convolution's filter gradient (smallcnn's, whose slivers of 16 rows of
+// the column matrix and 6 of dy are transposed here).
 func transposeInto[T float](dst, src []T, lds, rows, kc, ld int) {
+	if done := transposeVec(dst, src, lds, rows, kc, ld); done < kc {
+		transposeGo(dst[done*ld:], src[done:], lds, rows, kc-done, ld)
+	}
+}
+
+// transposeVec transposes the first columns with transposeF32AVX or transposeF64AVX and
+// reports how many it did: all of them, all but the last one or few (a sliver of fewer rows
+// than a block in groups narrower than one, where a whole column's store would pass the end of
+// the groups), or none (no AVX, or fewer columns than a block).
+func transposeVec[T float](dst, src []T, lds, rows, kc, ld int) int {
+	var zero T
+	size := int(unsafe.Sizeof(zero))
+	w := 32 / size // a block's rows and columns: 8 float32, 4 float64
+	if !hasAVX || rows <= 0 || rows > ld || kc < w {
+		return 0
+	}
+	n, span := kc, rows // columns done, and how far the last column's store reaches
+	if rows < w {
+		// Below a block every column is stored as w values, the last w-rows of them zeros.
+		span = w
+		room := min(len(dst), kc*ld)
+		if room < w {
+			return 0
+		}
+		if n = min(kc, (room-w)/ld+1); n < w {
+			return 0
+		}
+	}
+	_, _ = src[(rows-1)*lds+n-1], dst[(n-1)*ld+span-1] // the bounds the assembly relies on
+	f := transposeF64AVX
+	if size == 4 {
+		f = transposeF32AVX
+	}
+	// Chunks of w rows; a last partial chunk is moved back to end at rows, redoing a few rows.
+	for r0 := 0; r0 < rows; r0 += w {
+		c0 := min(r0, max(rows-w, 0))
+		f(unsafe.Pointer(&dst[c0]), unsafe.Pointer(&src[c0*lds]), lds*size, ld*size, n, min(w, rows-c0))
+	}
+	return n
+}
+
+// transposeGo is transposeInto in Go. Four rows go at a time, so each store fills four
+// adjacent values of a packed group instead of one value per group.
+func transposeGo[T float](dst, src []T, lds, rows, kc, ld int) {
 	r := 0
 	for ; r+4 <= rows; r += 4 {
 		s0 := src[r*lds : r*lds+kc]
