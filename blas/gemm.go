@@ -343,6 +343,10 @@ func transposeInto[T float](dst, src []T, lds, rows, kc, ld int) {
 	}
 }
 
+// vecTranspose says whether transposeInto uses the AVX transposes (a variable so that a test
+// can compare whole products made with and without them).
+var vecTranspose = hasAVX
+
 // transposeVec transposes the first columns with transposeF32AVX or transposeF64AVX and
 // reports how many it did: all of them, all but the last one or few (a sliver of fewer rows
 // than a block in groups narrower than one, where a whole column's store would pass the end of
@@ -351,7 +355,7 @@ func transposeVec[T float](dst, src []T, lds, rows, kc, ld int) int {
 	var zero T
 	size := int(unsafe.Sizeof(zero))
 	w := 32 / size // a block's rows and columns: 8 float32, 4 float64
-	if !hasAVX || rows <= 0 || rows > ld || kc < w {
+	if !vecTranspose || rows <= 0 || rows > ld || kc < w {
 		return 0
 	}
 	n, span := kc, rows // columns done, and how far the last column's store reaches

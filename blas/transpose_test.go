@@ -104,7 +104,7 @@ func transposeCheck[T Float](t *testing.T, c transposeCase) {
 			}
 		}
 	}
-	if !hasAVX {
+	if !vecTranspose {
 		return
 	}
 	// Whole blocks of rows, or groups as wide as a block, let it do every column; narrower
@@ -178,6 +178,65 @@ func benchTranspose[T Float](b *testing.B, impl string, rows, kc, ld, lds int) {
 			transposeGo(dst, src, lds, rows, kc, ld)
 		} else {
 			transposeInto(dst, src, lds, rows, kc, ld)
+		}
+	}
+}
+
+// TestGemmSameBitsWithoutVectorTranspose: whole products, through Gemm and through a PackedA,
+// are the same bits with the AVX transposes as with the Go loop, for every kernel: the gemm
+// cases and the filter gradients of smallcnn (dy times the column matrix transposed: 16 x 9 or
+// 16 x 144 over 784 or 196 pixels) and the forward product with its weights as packed A.
+func TestGemmSameBitsWithoutVectorTranspose(t *testing.T) {
+	if !vecTranspose {
+		t.Skip("no AVX transposes on this build or CPU: transposeInto is the Go loop only")
+	}
+	defer func() { vecTranspose = true }()
+	cases := append([]gemmCase(nil), gemmCases...)
+	for _, s := range [][3]int{{16, 9, 784}, {16, 144, 784}, {16, 144, 196}, {20, 63, 81}} {
+		cases = append(cases, gemmCase{false, true, s[0], s[1], s[2], 1, 0, 0}, gemmCase{false, true, s[0], s[1], s[2], 1, 1, 0})
+	}
+	cases = append(cases, gemmCase{false, false, 16, 784, 144, 1, 0, 0}, gemmCase{false, false, 16, 196, 144, 1, 0, 0})
+	for _, kn := range Kernels() {
+		t.Run(kn, func(t *testing.T) {
+			defer SetKernel(Kernel())
+			if err := SetKernel(kn); err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range cases {
+				sameBitsVecTranspose[float32](t, g)
+				sameBitsVecTranspose[float64](t, g)
+			}
+		})
+	}
+}
+
+func sameBitsVecTranspose[T Float](t *testing.T, g gemmCase) {
+	r := rand.New(rand.NewPCG(uint64(g.m)+3, uint64(g.n*1000+g.k)))
+	ar, ac, br, bc := g.stored()
+	lda, ldb, ldc := max(1, ac+g.pad), max(1, bc+g.pad), g.n+g.pad
+	a, b := randSlice[T](r, max(0, ar*lda)), randSlice[T](r, max(0, br*ldb))
+	c0 := randSlice[T](r, g.m*ldc)
+	var out [2][2][]T // [Go loop, AVX][Gemm, GemmPacked]
+	for i, vec := range []bool{false, true} {
+		vecTranspose = vec
+		out[i][0] = append([]T(nil), c0...)
+		if err := Gemm(g.tA, g.tB, g.m, g.n, g.k, T(g.alpha), a, lda, b, ldb, T(g.beta), out[i][0], ldc); err != nil {
+			t.Fatal(err)
+		}
+		var p PackedA[T]
+		out[i][1] = append([]T(nil), c0...)
+		if err := p.Pack(g.tA, g.m, g.k, a, lda); err != nil {
+			t.Fatal(err)
+		}
+		if err := GemmPacked(&p, 0, g.m, g.tB, g.n, T(g.alpha), b, ldb, T(g.beta), out[i][1], ldc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for j, name := range []string{"Gemm", "GemmPacked"} {
+		for i := range c0 {
+			if !sameBits(out[0][j][i], out[1][j][i]) {
+				t.Fatalf("%T %v %s: element %d is %v with the AVX transposes, %v with the Go loop", c0[0], g, name, i, out[1][j][i], out[0][j][i])
+			}
 		}
 	}
 }
