@@ -253,6 +253,8 @@ func TestConvExecSameBitsAsOld(t *testing.T) {
 		{2, 1, 28, 28, 16, 3, Square(1, 1)}, // one input channel
 		{2, 64, 7, 7, 20, 7, Square(1, 3)},  // 49 taps per channel
 		{1, 9, 40, 41, 3, 2, Square(2, 0)},
+		{2, 16, 28, 28, 16, 3, Square(1, 1)}, // smallcnn's block: 16-row slivers of 144 columns
+		{2, 16, 14, 14, 16, 3, Square(1, 1)}, // and its conv2
 	}
 	rng := rand.New(rand.NewSource(5))
 	for gi, g := range geoms {
