@@ -19,7 +19,10 @@
 // 6x16 and 6x8 (the two give the same bits). Elsewhere, or built with the purego tag, a portable
 // Go kernel (4x4, separate multiply and add) runs. Kernel reports which; SetKernel chooses. op(A)
 // is packed in panels of 1536 rows and op(B) in panels of at most 4096 (float32) or 2048
-// (float64) columns, so the packing buffers, reused across calls, stay a few megabytes.
+// (float64) columns, so the packing buffers, reused across calls, stay a few megabytes. Packing
+// a sliver stored along k (op(A) = A, or op(B) = Bᵀ) is a transpose: with AVX it runs as 8x8
+// (float32) or 4x4 (float64) register transposes, else (and with purego) as a Go loop; both
+// copy the same values, so the kernel and the bits are the same either way.
 //
 // # Determinism
 //
