@@ -39,7 +39,8 @@ type wideGrid struct {
 	colwOff    int
 	region     int // elements of a goroutine's region
 	padded     bool
-	workers    int // goroutines: the call's, or one where only one region fits
+	wholeDy    bool // dyw holds the whole image (O x Q), not a tile (O x tq)
+	workers    int  // goroutines: the call's, or one where only one region fits
 }
 
 // Tuning of the wide grid; none of it changes a result.
@@ -47,15 +48,21 @@ const (
 	wideMinFill   = 0.75      // fewest valid pixels per wide pixel (OW/Wp)
 	wideMinPixels = 64        // fewest wide pixels per image: smaller images run as chunks
 	wideTileBytes = 128 << 10 // a tile of colw, read back by the adds while it is in L2
+	wideDxpBytes  = 256 << 10 // a group's dxp, which every tap's add goes over
+	wideMinRows   = 16        // fewest rows of colw per item
 	wideMinTile   = 64        // fewest wide pixels per tile (a narrower GEMM is mostly overhead)
 	wideAlign     = 16        // elements between regions (64 bytes for float32)
 )
+
+// convDataWide switches the wide grid on; BenchmarkConvDataWide turns it off to time the path
+// the data gradient took before, in the same run.
+var convDataWide = true
 
 // planWide lays out the data gradient on the wide grid, reporting false where it does not
 // apply. r.pw holds Wᵀ packed; unit is the channels a group's rows must be a multiple of.
 func (r *convRun[T]) planWide(workers, unit int) bool {
 	d, p := r.d, r.p
-	if p.StrideH != 1 || p.StrideW != 1 {
+	if !convDataWide || p.StrideH != 1 || p.StrideW != 1 {
 		return false
 	}
 	g := &r.wide
@@ -70,17 +77,25 @@ func (r *convRun[T]) planWide(workers, unit int) bool {
 	sz := int(unsafe.Sizeof(zero))
 	nCol, nStage := r.op.workspace(d)
 	budget := min(len(r.ws)/sz, nCol+nStage)
-	// The first group size to try: all the channels, or fewer when there are too few images to
-	// give every goroutine a few items.
-	cg := d.C
+	// The first group size to try: the channels whose dxp fits in L2 next to a tile of colw
+	// (the adds go over it once per tap), fewer when there are too few images to give every
+	// goroutine a few items.
+	// Groups have at least wideMinRows rows of colw: fewer, and widening dy costs more than the
+	// adds save.
+	least := min(d.C, alignUp((wideMinRows+r.KK-1)/r.KK, unit))
+	if least*r.KK < wideMinRows {
+		return false
+	}
+	cgCache := min(d.C, max(least, wideDxpBytes/(g.plane*sz)/unit*unit))
+	cg := cgCache
 	if want := 4 * workers; d.N < want {
 		groups := (want + d.N - 1) / d.N
-		cg = min(d.C, max(unit, ((d.C+groups-1)/groups+unit-1)/unit*unit))
+		cg = min(cg, max(least, alignUp((d.C+groups-1)/groups, unit)))
 	}
 	switch {
-	case g.fit(budget/workers, cg, unit, r.O, r.KK, sz, d.C):
+	case g.fit(budget/workers, cg, least, unit, r.O, r.KK, sz, d.C):
 		g.workers = workers
-	case workers > 1 && g.fit(budget, d.C, unit, r.O, r.KK, sz, d.C):
+	case workers > 1 && g.fit(budget, cgCache, least, unit, r.O, r.KK, sz, d.C):
 		g.workers = 1
 	default:
 		return false
@@ -95,33 +110,46 @@ func (r *convRun[T]) planWide(workers, unit int) bool {
 	return true
 }
 
-// fit finds the widest channel group, from cg down to unit, whose region fits in per elements
-// with a tile of at least wideMinTile wide pixels (or all of them).
-func (g *wideGrid) fit(per, cg, unit, O, KK, sz, C int) bool {
+// fit finds the widest channel group, from cg down to least (multiples of unit), whose region fits in per elements
+// with a tile of at least wideMinTile wide pixels (or all of them): with the whole image's dyw
+// where that fits (one pass over each row of dy, which the prefetcher follows), else a tile of it.
+func (g *wideGrid) fit(per, cg, least, unit, O, KK, sz, C int) bool {
 	for {
 		dxp := 0
 		if g.padded {
 			dxp = alignUp(cg*g.plane, wideAlign)
 		}
 		rows := cg * KK
-		// A wide pixel of a tile costs a column of dyw (O) and of colw (rows).
-		if room := per - dxp - 2*wideAlign; room > 0 {
-			tq := min(g.q, room/(O+rows), max(wideMinTile, wideTileBytes/sz/rows))
+		for _, whole := range []bool{true, false} {
+			room, perPixel := per-dxp-2*wideAlign, rows // a tile's wide pixel: a column of colw
+			if whole {
+				room -= O * g.q
+			} else {
+				perPixel += O // and of dyw
+			}
+			if room <= 0 {
+				continue
+			}
+			tq := min(g.q, room/perPixel, max(wideMinTile, wideTileBytes/sz/rows))
 			if tq < g.q && tq >= 32 {
 				tq = tq / 32 * 32 // whole slivers of every kernel's NR
 			}
-			colwOff := dxp + alignUp(O*tq, wideAlign)
+			dyw := O * tq
+			if whole {
+				dyw = O * g.q
+			}
+			colwOff := dxp + alignUp(dyw, wideAlign)
 			if region := alignUp(colwOff+rows*tq, wideAlign); tq >= min(g.q, wideMinTile) && region <= per {
-				g.cg, g.tq, g.region = cg, tq, region
+				g.cg, g.tq, g.region, g.wholeDy = cg, tq, region, whole
 				g.groups = (C + cg - 1) / cg
 				g.dywOff, g.colwOff = dxp, colwOff
 				return true
 			}
 		}
-		if cg <= unit {
+		if cg <= least {
 			return false
 		}
-		cg = max(unit, (cg/2+unit-1)/unit*unit)
+		cg = max(least, alignUp(cg/2, unit))
 	}
 }
 
@@ -140,10 +168,18 @@ func (r *convRun[T]) dataWideItem(item, worker int) {
 	}
 	dy := r.b[n*r.ySize : (n+1)*r.ySize]
 	clear(dxp)
+	if g.wholeDy {
+		r.widen(dy, dyw, 0, g.q)
+	}
 	for q0 := (g.q - 1) / g.tq * g.tq; q0 >= 0; q0 -= g.tq {
 		t := min(g.tq, g.q-q0)
-		r.widen(dy, dyw, q0, t)
-		r.fail(blas.GemmPacked(r.pw, c0*r.KK, c1*r.KK, false, t, 1, dyw, t, 0, colw, t))
+		b, ldb := dyw, t
+		if g.wholeDy {
+			b, ldb = dyw[q0:], g.q
+		} else {
+			r.widen(dy, dyw, q0, t)
+		}
+		r.fail(blas.GemmPacked(r.pw, c0*r.KK, c1*r.KK, false, t, 1, b, ldb, 0, colw, t))
 		for c := 0; c < c1-c0; c++ {
 			for i := 0; i < d.KH; i++ {
 				for j := 0; j < d.KW; j++ {

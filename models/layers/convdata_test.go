@@ -53,8 +53,10 @@ func TestConvDataWidePlan(t *testing.T) {
 		want [2]bool // in the whole and in the least workspace
 	}{
 		{"smallcnn block", wideCase{64, 16, 28, 28, 16, 3, Square(1, 1)}, [2]bool{true, true}},
-		// One channel's 256-pixel tile leaves too little room for a tile of dyw (16 rows).
-		{"smallcnn conv1", wideCase{64, 1, 28, 28, 16, 3, Square(1, 1)}, [2]bool{true, false}},
+		// Nine rows of colw per wide pixel: widening dy would cost more than the adds save.
+		{"smallcnn conv1", wideCase{64, 1, 28, 28, 16, 3, Square(1, 1)}, [2]bool{false, false}},
+		{"1x1 padded (chunks)", wideCase{2, 24, 9, 11, 4, 1, Square(1, 1)}, [2]bool{true, true}},
+		{"56x56 3x3 (channel groups for L2)", wideCase{8, 64, 56, 56, 64, 3, Square(1, 1)}, [2]bool{true, true}},
 		{"smallcnn conv2 (chunks)", wideCase{64, 16, 14, 14, 16, 3, Square(1, 1)}, [2]bool{true, true}},
 		{"unpadded", wideCase{2, 6, 20, 20, 8, 3, Square(1, 0)}, [2]bool{true, true}},
 		{"O over 256", wideCase{1, 32, 16, 16, 300, 3, Square(1, 1)}, [2]bool{true, true}},
@@ -116,4 +118,53 @@ func TestConvDataWideNonFiniteWeights(t *testing.T) {
 	// The finite case of the same geometry does run on the wide grid.
 	_, ok := planWideFor(t, g, op.wsBytes(tensor.Float32, shapes), 2, randData(rand.New(rand.NewSource(3)), shapes[0].TotalSize()))
 	require.True(t, ok)
+}
+
+// BenchmarkConvDataWide times the data gradient on the wide grid ("wide") against the path it
+// took before ("before", the same code with the wide grid off), side by side so they share the
+// machine's load: smallcnn's layers (b64, 28x28; conv2 at 14x14), the block in the least
+// workspace, ResNet-18's 3x3 stride-1 layer on 32x32 inputs (8x8 at layer1) and a 56x56 3x3.
+func BenchmarkConvDataWide(b *testing.B) {
+	layers := []struct {
+		name      string
+		w, y      tensor.Shape
+		hw        int
+		leastWork bool
+	}{
+		{"smallcnn-conv1", sh(16, 1, 3, 3), sh(64, 16, 28, 28), 28, false},
+		{"smallcnn-block", sh(16, 16, 3, 3), sh(64, 16, 28, 28), 28, false},
+		{"smallcnn-block-tiled", sh(16, 16, 3, 3), sh(64, 16, 28, 28), 28, true},
+		{"smallcnn-conv2", sh(16, 16, 3, 3), sh(64, 16, 14, 14), 14, false},
+		{"resnet18-layer1", sh(64, 64, 3, 3), sh(32, 64, 8, 8), 8, false},
+		{"56x56-3x3", benchW, benchX, 56, false},
+	}
+	defer func(on bool) { convDataWide = on }(convDataWide)
+	for _, l := range layers {
+		op := &convOp{kind: convData, p: Square(1, 1).norm(), h: l.hw, w: l.hw}
+		shapes := []tensor.Shape{l.w, l.y}
+		for _, impl := range []string{"before", "wide"} {
+			b.Run(l.name+"/"+impl, func(b *testing.B) {
+				convDataWide = impl == "wide"
+				rng := rand.New(rand.NewSource(1))
+				in := []G.Value{denseAs(tensor.Float32, l.w, randData(rng, l.w.TotalSize())), denseAs(tensor.Float32, l.y, randData(rng, l.y.TotalSize()))}
+				os, _ := op.outShape(shapes)
+				out := newDense(tensor.Float32, os)
+				n := op.wsBytes(tensor.Float32, shapes)
+				if l.leastWork {
+					n = op.MinWorkspaceBytes(tensor.Float32, shapes)
+				}
+				ws := alignedNaNBytes(n)
+				d, _ := op.dims(shapes)
+				b.ReportAllocs()
+				cpu0 := processCPU()
+				for b.Loop() {
+					if err := convExec[float32](op, d, out, ws, in); err != nil {
+						b.Fatal(err)
+					}
+				}
+				// Under load wall time says little; CPU time is the work done, on all cores.
+				b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N), "cpu-ns/op")
+			})
+		}
+	}
 }

@@ -262,7 +262,7 @@ func TestConvExecSameBitsAsOld(t *testing.T) {
 		{2, 5, 19, 21, 7, 3, Square(1, 0)},
 		{2, 3, 25, 26, 4, 3, ConvParams{PadH: 2, PadW: 2, DilationH: 2, DilationW: 2}},
 		{2, 3, 17, 23, 5, 5, ConvParams{PadH: 1, PadW: 3, DilationH: 2}},
-		{2, 6, 9, 11, 4, 1, Square(1, 1)},
+		{2, 24, 9, 11, 4, 1, Square(1, 1)},
 		{1, 4, 30, 31, 6, 7, Square(1, 3)},
 		{1, 32, 16, 16, 300, 3, Square(1, 1)},
 	}
