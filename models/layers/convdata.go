@@ -110,47 +110,57 @@ func (r *convRun[T]) planWide(workers, unit int) bool {
 	return true
 }
 
-// fit finds the widest channel group, from cg down to least (multiples of unit), whose region fits in per elements
-// with a tile of at least wideMinTile wide pixels (or all of them): with the whole image's dyw
-// where that fits (one pass over each row of dy, which the prefetcher follows), else a tile of it.
+// fit finds the widest channel group, from cg down to least (multiples of unit), whose region
+// fits in per elements with a tile of at least wideMinTile wide pixels (or all of them): with
+// the whole image's dyw where that fits (one forward pass over each row of dy, which the
+// prefetcher follows; a tile's rows, read last tile first, it follows less well), else a tile
+// of it. A wider group with a tile of dyw beats a narrower one with all of it: each group
+// widens dy again.
 func (g *wideGrid) fit(per, cg, least, unit, O, KK, sz, C int) bool {
-	for {
-		dxp := 0
-		if g.padded {
-			dxp = alignUp(cg*g.plane, wideAlign)
+	for c := cg; ; c = max(least, alignUp(c/2, unit)) {
+		if g.fitGroup(per, c, true, O, KK, sz, C) || g.fitGroup(per, c, false, O, KK, sz, C) {
+			return true
 		}
-		rows := cg * KK
-		for _, whole := range []bool{true, false} {
-			room, perPixel := per-dxp-2*wideAlign, rows // a tile's wide pixel: a column of colw
-			if whole {
-				room -= O * g.q
-			} else {
-				perPixel += O // and of dyw
-			}
-			if room <= 0 {
-				continue
-			}
-			tq := min(g.q, room/perPixel, max(wideMinTile, wideTileBytes/sz/rows))
-			if tq < g.q && tq >= 32 {
-				tq = tq / 32 * 32 // whole slivers of every kernel's NR
-			}
-			dyw := O * tq
-			if whole {
-				dyw = O * g.q
-			}
-			colwOff := dxp + alignUp(dyw, wideAlign)
-			if region := alignUp(colwOff+rows*tq, wideAlign); tq >= min(g.q, wideMinTile) && region <= per {
-				g.cg, g.tq, g.region, g.wholeDy = cg, tq, region, whole
-				g.groups = (C + cg - 1) / cg
-				g.dywOff, g.colwOff = dxp, colwOff
-				return true
-			}
-		}
-		if cg <= least {
+		if c <= least {
 			return false
 		}
-		cg = max(least, alignUp(cg/2, unit))
 	}
+}
+
+// fitGroup lays out a region of per elements for groups of cg channels, reporting false where
+// it does not fit.
+func (g *wideGrid) fitGroup(per, cg int, whole bool, O, KK, sz, C int) bool {
+	dxp := 0
+	if g.padded {
+		dxp = alignUp(cg*g.plane, wideAlign)
+	}
+	rows := cg * KK
+	room, perPixel := per-dxp-2*wideAlign, rows // a tile's wide pixel: a column of colw
+	if whole {
+		room -= O * g.q
+	} else {
+		perPixel += O // and of dyw
+	}
+	if room <= 0 {
+		return false
+	}
+	tq := min(g.q, room/perPixel, max(wideMinTile, wideTileBytes/sz/rows))
+	if tq < g.q && tq >= 32 {
+		tq = tq / 32 * 32 // whole slivers of every kernel's NR
+	}
+	dyw := O * tq
+	if whole {
+		dyw = O * g.q
+	}
+	colwOff := dxp + alignUp(dyw, wideAlign)
+	region := alignUp(colwOff+rows*tq, wideAlign)
+	if tq < min(g.q, wideMinTile) || region > per {
+		return false
+	}
+	g.cg, g.tq, g.region, g.wholeDy = cg, tq, region, whole
+	g.groups = (C + cg - 1) / cg
+	g.dywOff, g.colwOff = dxp, colwOff
+	return true
 }
 
 // dataWideItem computes dx of one group of channels of one image on the wide grid.
