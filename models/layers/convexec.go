@@ -23,6 +23,9 @@ import (
 //     region of the workspace (columns of col for the forward, rows for the data gradient);
 //   - the weight gradient sums the images in order, so it forks per image (tile, chunk) over
 //     groups of input channels (its columns), with that image's dy packed once;
+//   - the data gradient of a stride-1 convolution runs on the padded ("wide") grid where its
+//     regions fit the workspace (convdata.go): each tap's row of the product is one vector add,
+//     not one per output row, in col2im's order;
 //   - nothing is allocated per call once the scratch below exists.
 
 // convRun is one call's state, shared by its goroutines; they write disjoint parts of it.
