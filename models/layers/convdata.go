@@ -17,7 +17,7 @@ import (
 //
 // The bits are col2im's. The GEMM gives each valid column the products it gave before (same k,
 // same blocks: only the columns are laid out differently); a zero column of dyw gives exactly +0
-// (the micro-kernel's sum starts from +0 and every weight is finite, which wideData checks), and
+// (the micro-kernel's sum starts from +0 and every weight is finite, which planWide checks), and
 // adding +0 to a partial sum that is never -0 (a sum of kernel outputs, none of them -0) changes
 // nothing. Each element of dxp gets its taps in ascending order within a tile of wide pixels, and
 // the tiles run from the last to the first, so it gets its terms in descending output pixel
@@ -77,15 +77,15 @@ func (r *convRun[T]) planWide(workers, unit int) bool {
 	sz := int(unsafe.Sizeof(zero))
 	nCol, nStage := r.op.workspace(d)
 	budget := min(len(r.ws)/sz, nCol+nStage)
-	// The first group size to try: the channels whose dxp fits in L2 next to a tile of colw
-	// (the adds go over it once per tap), fewer when there are too few images to give every
-	// goroutine a few items.
-	// Groups have at least wideMinRows rows of colw: fewer, and widening dy costs more than the
-	// adds save.
+	// Groups have at least wideMinRows rows of colw: with fewer, widening dy costs more than the
+	// adds save (smallcnn's first layer, one channel, runs faster as before).
 	least := min(d.C, alignUp((wideMinRows+r.KK-1)/r.KK, unit))
 	if least*r.KK < wideMinRows {
 		return false
 	}
+	// The first group size to try: the channels whose dxp fits in L2 next to a tile of colw
+	// (the adds go over it once per tap), fewer when there are too few images to give every
+	// goroutine a few items.
 	cgCache := min(d.C, max(least, wideDxpBytes/(g.plane*sz)/unit*unit))
 	cg := cgCache
 	if want := 4 * workers; d.N < want {
