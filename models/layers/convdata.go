@@ -220,7 +220,9 @@ func (r *convRun[T]) widen(dy, dyw []T, q0, t int) {
 			oh, ow := q/wp, q%wp
 			seg := dst[q-q0 : q-q0+min(wp-ow, q0+t-q)]
 			v := max(0, min(len(seg), OW-ow)) // output pixels; the rest are the row's zeros
-			copy(seg[:v], src[oh*OW+ow:])
+			if v > 0 {
+				copy(seg[:v], src[oh*OW+ow:])
+			}
 			for k := v; k < len(seg); k++ {
 				seg[k] = 0
 			}
