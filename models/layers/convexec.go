@@ -23,6 +23,9 @@ import (
 //     region of the workspace (columns of col for the forward, rows for the data gradient);
 //   - the weight gradient sums the images in order, so it forks per image (tile, chunk) over
 //     groups of input channels (its columns), with that image's dy packed once;
+//   - the data gradient of a stride-1 convolution runs on the padded ("wide") grid where its
+//     regions fit the workspace (convdata.go): each tap's row of the product is one vector add,
+//     not one per output row, in col2im's order;
 //   - nothing is allocated per call once the scratch below exists.
 
 // convRun is one call's state, shared by its goroutines; they write disjoint parts of it.
@@ -44,6 +47,12 @@ type convRun[T blas.Float] struct {
 	pw               *blas.PackedA[T] // forward: W; data gradient: Wᵀ; weight gradient: the image's (or chunk's) dy
 	errMu            sync.Mutex
 	err              error
+
+	// The data gradient on the wide grid (convdata.go): the call's workspace, its layout and
+	// the goroutines' regions in it.
+	ws   []byte
+	wide wideGrid
+	wbuf []T
 }
 
 type convPhase uint8
@@ -52,6 +61,7 @@ const (
 	phaseForward convPhase = iota
 	phaseData
 	phaseDataChunk
+	phaseDataWide
 	phaseFilter
 	phaseFilterChunk
 )
@@ -146,7 +156,7 @@ func convExec[T blas.Float](op *convOp, d convDims, out G.Value, ws []byte, in [
 // it fits), or the matrices of a chunk of small images side by side.
 func (r *convRun[T]) setup(op *convOp, d convDims, ws []byte, a, b, bias, y []T) error {
 	nCol, nStage := op.workspace(d)
-	r.op, r.d, r.p, r.a, r.b, r.bias, r.y = op, d, op.p, a, b, bias, y
+	r.op, r.d, r.p, r.a, r.b, r.bias, r.y, r.ws = op, d, op.p, a, b, bias, y, ws
 	r.P, r.K, r.O, r.KK = d.outPix(), d.colRows(), d.O, d.KH*d.KW
 	r.xSize, r.ySize = d.C*d.H*d.W, d.O*d.OH*d.OW
 	r.B = op.chunk(d)
@@ -189,6 +199,8 @@ func (r *convRun[T]) Run(item, worker int) {
 		r.dataItem(item, worker)
 	case phaseDataChunk:
 		r.dataChunkPart(item)
+	case phaseDataWide:
+		r.dataWideItem(item, worker)
 	case phaseFilter:
 		r.filterPart(item)
 	case phaseFilterChunk:
@@ -316,6 +328,11 @@ func (r *convRun[T]) data(workers int) error {
 	// A group's rows of Wᵀ (its channels' taps) must start on the packing's row slivers.
 	align := r.pw.RowAlign()
 	unit := align / gcd(r.KK, align)
+	if r.planWide(workers, unit) {
+		r.phase = phaseDataWide
+		workpool.Run(r.wide.workers, r.d.N*r.wide.groups, r)
+		return nil
+	}
 	if r.B > 1 {
 		r.channelGroups(workers, unit)
 		r.phase = phaseDataChunk

@@ -253,8 +253,18 @@ func TestConvExecSameBitsAsOld(t *testing.T) {
 		{2, 1, 28, 28, 16, 3, Square(1, 1)}, // one input channel
 		{2, 64, 7, 7, 20, 7, Square(1, 3)},  // 49 taps per channel
 		{1, 9, 40, 41, 3, 2, Square(2, 0)},
-		{2, 16, 28, 28, 16, 3, Square(1, 1)}, // smallcnn's block: 16-row slivers of 144 columns
-		{2, 16, 14, 14, 16, 3, Square(1, 1)}, // and its conv2
+		// The data gradient on the wide grid (convdata.go): smallcnn's block and conv2 (chunks of
+		// two), unpadded (dx is its own grid), odd widths, dilated and asymmetric padding, 1x1 to
+		// 7x7 kernels, and O > 256 (the sum over o in two blocks).
+		{2, 16, 28, 28, 16, 3, Square(1, 1)},
+		{3, 16, 14, 14, 16, 3, Square(1, 1)},
+		{2, 6, 20, 20, 8, 3, Square(1, 0)},
+		{2, 5, 19, 21, 7, 3, Square(1, 0)},
+		{2, 3, 25, 26, 4, 3, ConvParams{PadH: 2, PadW: 2, DilationH: 2, DilationW: 2}},
+		{2, 3, 17, 23, 5, 5, ConvParams{PadH: 1, PadW: 3, DilationH: 2}},
+		{2, 24, 9, 11, 4, 1, Square(1, 1)},
+		{1, 4, 30, 31, 6, 7, Square(1, 3)},
+		{1, 16, 16, 16, 260, 3, Square(1, 1)},
 	}
 	rng := rand.New(rand.NewSource(5))
 	for gi, g := range geoms {

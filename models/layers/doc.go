@@ -63,9 +63,11 @@
 // taken in an order fixed by the shapes alone, and the convolution weight gradient adds images
 // (or chunks of small images) one after another. A convolution packs its weights for the GEMM once
 // per call and hands its images to internal/workpool's goroutines, each running serial GEMMs
-// (blas.GemmPacked), im2col and col2im in its own region of the workspace (convexec.go): the
-// layout changed for speed (issue 28), never a sum, and TestConvExecSameBitsAsOld holds the former
-// code as the reference.
+// (blas.GemmPacked), im2col and col2im in its own region of the workspace (convexec.go); the data
+// gradient of a stride-1 convolution adds each tap's products as one vector on a padded grid
+// instead of col2im's row-by-row adds, in the same order (convdata.go). The layout changed for
+// speed (issue 28), never a sum, and TestConvExecSameBitsAsOld holds the former code as the
+// reference.
 // Reductions over activations (BN statistics, channel sums, plane means) accumulate in float64.
 // Batch norm's float32 loops (lane sums, normalisation, dx) and ReLU's have AVX2 versions
 // (simd_amd64.s) that round every operation as the Go loops do, with no fused multiply-add, so
