@@ -44,6 +44,9 @@ type convRun[T blas.Float] struct {
 	pw               *blas.PackedA[T] // forward: W; data gradient: Wᵀ; weight gradient: the image's (or chunk's) dy
 	errMu            sync.Mutex
 	err              error
+
+	// The weight gradient by k blocks (convfilter.go).
+	fb filterBlocks[T]
 }
 
 type convPhase uint8
@@ -54,6 +57,8 @@ const (
 	phaseDataChunk
 	phaseFilter
 	phaseFilterChunk
+	phaseFilterBlock
+	phaseFilterSum
 )
 
 // convScratch caches convRuns (with their packed buffers) across calls: a training step runs the
@@ -88,8 +93,9 @@ func putConvRun[T blas.Float](r *convRun[T]) {
 	if !ok {
 		s = any(&convScratch64).(*convScratch[T])
 	}
-	// Drop the references to this call's tensors; keep the packed buffer.
-	*r = convRun[T]{pw: r.pw}
+	// Drop the references to this call's tensors; keep the packed buffer and the per-worker
+	// operands' storage.
+	*r = convRun[T]{pw: r.pw, fb: r.fb.keep()}
 	s.mu.Lock()
 	s.free = append(s.free, r)
 	s.mu.Unlock()
@@ -134,7 +140,10 @@ func convExec[T blas.Float](op *convOp, d convDims, out G.Value, ws []byte, in [
 	case convData:
 		err = r.data(workers)
 	default:
-		err = r.filter(workers)
+		var done bool
+		if done, err = r.filterBlocks(workers, ws); err == nil && !done {
+			err = r.filter(workers)
+		}
 	}
 	if err != nil {
 		return err
@@ -193,6 +202,10 @@ func (r *convRun[T]) Run(item, worker int) {
 		r.filterPart(item)
 	case phaseFilterChunk:
 		r.filterChunkPart(item)
+	case phaseFilterBlock:
+		r.filterBlockItem(item, worker)
+	case phaseFilterSum:
+		r.filterSumItem(item)
 	}
 }
 

@@ -253,6 +253,12 @@ func TestConvExecSameBitsAsOld(t *testing.T) {
 		{2, 1, 28, 28, 16, 3, Square(1, 1)}, // one input channel
 		{2, 64, 7, 7, 20, 7, Square(1, 3)},  // 49 taps per channel
 		{1, 9, 40, 41, 3, 2, Square(2, 0)},
+		// The weight gradient by k blocks (convfilter.go):
+		{2, 16, 28, 28, 16, 3, Square(1, 1)}, // smallcnn's block: 4 blocks an image, the last of 16 pixels
+		{3, 16, 14, 14, 16, 3, Square(1, 1)}, // smallcnn's conv2: chunks of 2 images, blocks across them, the last chunk short
+		{2, 5, 20, 20, 7, 3, Square(1, 1)},   // K=45, O=7: slivers and micro-tiles short of their width
+		{2, 2, 40, 40, 40, 3, Square(1, 1)},  // 14 blocks in 3 rounds in the least workspace
+		{2, 64, 1, 1, 64, 3, Square(1, 1)},   // dw larger than the workspace: the channel-grouped path
 	}
 	rng := rand.New(rand.NewSource(5))
 	for gi, g := range geoms {
