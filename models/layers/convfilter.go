@@ -59,6 +59,9 @@ func (f *filterBlocks[T]) keep() filterBlocks[T] {
 // filterMinRows is the fewest taps a block's part has (a multiple of every kernel's row sliver).
 const filterMinRows = 48
 
+// filterByBlocks is off only in BenchmarkConvOldNew, which times the channel-grouped path too.
+var filterByBlocks = true
+
 // filterBlocks runs the weight gradient by k blocks when the workspace holds the running sum and
 // at least one block; it reports false, having done nothing, where it does not.
 func (r *convRun[T]) filterBlocks(workers int, ws []byte) (bool, error) {
@@ -66,7 +69,7 @@ func (r *convRun[T]) filterBlocks(workers int, ws []byte) (bool, error) {
 	var zero T
 	f.slot = r.K * r.O
 	nSlots := len(ws) / int(unsafe.Sizeof(zero)) / max(f.slot, 1)
-	if f.slot == 0 || nSlots < 2 {
+	if f.slot == 0 || nSlots < 2 || !filterByBlocks {
 		return false, nil
 	}
 	c := carver{buf: ws}
@@ -162,36 +165,120 @@ type colSlivers[T blas.Float] struct {
 type colLane struct {
 	off, ih0, offW int  // the channel's plane in the image; the input row and column of output (0, 0)
 	lo, hi         int  // the output columns that see the image (validRange)
+	vlo, vhi       int  // the output rows that do
 	on             bool // a tap, not a lane past the sliver's last row
 }
 
 // colMaxLanes bounds the sliver width packed by interleaving (every kernel's row sliver fits).
 const colMaxLanes = 8
 
-// PackSliver writes taps [i0, i0+rows) of pixels [p0, p0+kc) as kc groups of g. It walks the
-// pixels an output row (a segment) at a time: in a segment each tap reads one input row, at
-// stride 1 a contiguous run, so each lane is a slice (of the image, of zeros, or of a copy with
-// its padding filled in) and the lanes are interleaved into the groups.
+// PackSliver writes taps [i0, i0+rows) of pixels [p0, p0+kc) as kc groups of g: each lane (a
+// tap) is a slice, of the image where it can be, of zeros or of a copy where not, and the lanes
+// are interleaved into the groups, the padding zeroed after. At stride 1 along rows, when an
+// output row is an input row's width (a "same" convolution), a tap reads the image's pixels in
+// one contiguous run (packRuns); otherwise one output row at a time (packRows).
 func (s *colSlivers[T]) PackSliver(dst []T, i0, rows, p0, kc, g int) {
 	if g > colMaxLanes {
 		s.packByTap(dst, i0, rows, p0, kc, g)
 		return
 	}
 	d, p := s.d, s.p
-	P, OW, plane, KK := d.outPix(), d.OW, d.H*d.W, d.KH*d.KW
+	plane, KK := d.H*d.W, d.KH*d.KW
 	var lanes [colMaxLanes]colLane
 	for r := 0; r < rows; r++ {
 		t := s.t0 + i0 + r
 		c, i, j := t/KK, t%KK/d.KW, t%d.KW
 		l := &lanes[r]
 		l.off, l.ih0, l.offW, l.on = c*plane, i*p.DilationH-p.PadH, j*p.DilationW-p.PadW, true
-		l.lo, l.hi = validRange(l.offW, p.StrideW, d.W, OW)
+		l.lo, l.hi = validRange(l.offW, p.StrideW, d.W, d.OW)
+		l.vlo, l.vhi = validRange(l.ih0, p.StrideH, d.H, d.OH)
 	}
-	if need := (1 + g) * OW; len(s.buf) < need {
+	w := max(d.OW, kc) // the longest lane a copy holds
+	if need := (1 + g) * w; len(s.buf) < need {
 		s.buf = make([]T, need)
 	}
-	zero := s.buf[:OW]
-	clear(zero) // the buffer served other shapes too
+	clear(s.buf[:w]) // the zero lane; the buffer served other shapes too
+	if p.StrideW == 1 && p.StrideH*d.W == d.OW {
+		s.packRuns(dst, &lanes, rows, p0, kc, g, w)
+	} else {
+		s.packRows(dst, &lanes, p0, kc, g, w)
+	}
+}
+
+// packRuns packs a block a run of one image at a time. At stride 1 with OW = StrideH*W, output
+// pixel pix of a tap reads the image at the tap's offset + pix, so a lane is one slice of the
+// image (a copy where the run would start before it or end after it, which only the padding
+// reads), and the padding is zeroed after the interleave: rows above and below the image, and
+// the columns beside it.
+func (s *colSlivers[T]) packRuns(dst []T, lanes *[colMaxLanes]colLane, rows, p0, kc, g, w int) {
+	d := s.d
+	P, OW := d.outPix(), d.OW
+	var src [colMaxLanes][]T
+	for q, e := s.q0+p0, s.q0+p0+kc; q < e; {
+		n, pix := q/P, q%P
+		run := min(P-pix, e-q)
+		xn := s.x[n*s.xSize : (n+1)*s.xSize]
+		for r := range g {
+			l := &lanes[r]
+			at := l.off + l.ih0*d.W + l.offW + pix
+			switch {
+			case !l.on:
+				src[r] = s.buf[:run]
+			case at >= 0 && at+run <= len(xn):
+				src[r] = xn[at : at+run]
+			default:
+				tmp := s.buf[(1+r)*w : (1+r)*w+run]
+				clear(tmp)
+				lo, hi := max(at, 0), min(at+run, len(xn))
+				if lo < hi {
+					copy(tmp[lo-at:hi-at], xn[lo:hi])
+				}
+				src[r] = tmp
+			}
+		}
+		out := dst[(q-s.q0-p0)*g : (q-s.q0-p0+run)*g]
+		interleave(out, &src, g, run)
+		for r := 0; r < rows; r++ {
+			l := &lanes[r]
+			// The run's pixels of rows that see the image: those above and below are zeroed
+			// whole, in those the columns that see the padding.
+			rs, re := max(pix, l.vlo*OW), min(pix+run, l.vhi*OW)
+			zeroLane(out, g, r, pix, pix, min(rs, pix+run))
+			zeroLane(out, g, r, pix, max(re, rs, pix), pix+run)
+			for c := 0; c < OW; c++ {
+				if c == l.lo {
+					c = max(c, l.hi)
+					if c >= OW {
+						break
+					}
+				}
+				first := rs/OW*OW + c // column c's first pixel in [rs, re)
+				if first < rs {
+					first += OW
+				}
+				for px := first; px < re; px += OW {
+					out[(px-pix)*g+r] = 0
+				}
+			}
+		}
+		q += run
+	}
+}
+
+// zeroLane zeroes lane r of pixels [from, to) of a run from pixel base, in groups of g.
+func zeroLane[T blas.Float](out []T, g, r, base, from, to int) {
+	for px := from; px < to; px++ {
+		out[(px-base)*g+r] = 0
+	}
+}
+
+// packRows packs a block an output row (a segment) at a time: in a segment a tap reads one input
+// row, a slice of it at stride 1 (read as if the image went on past its edges, the padding
+// zeroed after the interleave), else a copy.
+func (s *colSlivers[T]) packRows(dst []T, lanes *[colMaxLanes]colLane, p0, kc, g, w int) {
+	d, p := s.d, s.p
+	P, OW := d.outPix(), d.OW
+	zero := s.buf[:w]
 	var src [colMaxLanes][]T
 	var fix [colMaxLanes][2]int // output columns [a, lo) and [hi, b) a lane read but must be 0
 	for q, e := s.q0+p0, s.q0+p0+kc; q < e; {
@@ -211,14 +298,12 @@ func (s *colSlivers[T]) PackSliver(dst []T, i0, rows, p0, kc, g int) {
 			row := l.off + ih*d.W // the input row, in xn
 			lo, hi := max(l.lo, a), min(l.hi, b)
 			if p.StrideW == 1 && row+a+l.offW >= 0 && row+b+l.offW <= len(xn) {
-				// The run as if the image went on past its edges, the padding's columns
-				// zeroed after the interleave.
 				src[r] = xn[row+a+l.offW : row+b+l.offW]
 				fix[r] = [2]int{lo, hi}
 				fixes = fixes || lo > a || hi < b
 				continue
 			}
-			tmp := s.buf[(1+r)*OW : (2+r)*OW]
+			tmp := s.buf[(1+r)*w : (1+r)*w+OW]
 			clear(tmp[a:lo])
 			for ow := lo; ow < hi; ow++ {
 				tmp[ow] = xn[row+ow*p.StrideW+l.offW]
@@ -246,9 +331,13 @@ func (s *colSlivers[T]) PackSliver(dst []T, i0, rows, p0, kc, g int) {
 func interleave[T blas.Float](dst []T, src *[colMaxLanes][]T, g, n int) {
 	switch g {
 	case 6:
+		done := 0
+		if d32, ok := any(dst).([]float32); ok {
+			done = interleave6F32Fast(d32, any(src).(*[colMaxLanes][]float32), n)
+		}
 		s0, s1, s2, s3, s4, s5 := src[0][:n], src[1][:n], src[2][:n], src[3][:n], src[4][:n], src[5][:n]
 		dst = dst[:n*6]
-		for k := range s0 {
+		for k := done; k < n; k++ {
 			d := dst[k*6 : k*6+6 : k*6+6]
 			d[0], d[1], d[2], d[3], d[4], d[5] = s0[k], s1[k], s2[k], s3[k], s4[k], s5[k]
 		}

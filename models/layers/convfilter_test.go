@@ -5,13 +5,21 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+
+	"github.com/gorgonia-ooc/outofcore/blas"
 )
 
 // TestColSliversIsIm2col: the slivers packed straight from the images hold im2col's matrix,
 // for a unit of one image or a chunk of several (blocks across an image's end), strided,
 // dilated and padded kernels, slivers of 4, 6 (interleaved) and 16 lanes (tap by tap), and
-// slivers short of their width.
+// slivers short of their width; float32 (six lanes interleaved in AVX2 where the CPU has it) and
+// float64.
 func TestColSliversIsIm2col(t *testing.T) {
+	colSliversCase[float32](t)
+	colSliversCase[float64](t)
+}
+
+func colSliversCase[T blas.Float](t *testing.T) {
 	geoms := []struct {
 		n, c, h, w, k int
 		p             ConvParams
@@ -30,34 +38,37 @@ func TestColSliversIsIm2col(t *testing.T) {
 		d.OW = convOutSize(g.w, g.k, p.StrideW, p.PadW, p.DilationW)
 		P, K, xSize := d.outPix(), d.colRows(), g.c*g.h*g.w
 		L := g.n * P
-		x := randData(rng, g.n*xSize)
-		col := make([]float64, K*L)
+		x := make([]T, g.n*xSize)
+		for i, v := range randData(rng, len(x)) {
+			x[i] = T(v)
+		}
+		col := make([]T, K*L)
 		for i := 0; i < g.n; i++ {
 			im2col(x[i*xSize:(i+1)*xSize], col[i*P:], L, d, p, 0, P, 0, g.c)
 		}
 		for _, lanes := range []int{4, 6, 16} {
 			for q0 := 0; q0 < L; q0 += 40 {
 				for _, t0 := range []int{0, 1} {
-					s := &colSlivers[float64]{x: x, d: d, p: p, q0: q0, t0: t0, xSize: xSize}
+					s := &colSlivers[T]{x: x, d: d, p: p, q0: q0, t0: t0, xSize: xSize}
 					kc := min(40, L-q0)
 					for i0 := 0; i0 < K-t0; i0 += lanes {
 						rows := min(lanes, K-t0-i0)
-						dst := make([]float64, kc*lanes)
+						dst := make([]T, kc*lanes)
 						if rows == lanes {
 							for i := range dst {
-								dst[i] = math.NaN()
+								dst[i] = T(math.NaN())
 							}
 						}
 						s.PackSliver(dst, i0, rows, 3, kc-3, lanes)
 						for k := 0; k < kc-3; k++ {
 							for r := 0; r < lanes; r++ {
-								want := 0.0
+								var want T
 								if r < rows {
 									want = col[(t0+i0+r)*L+q0+3+k]
 								}
-								if got := dst[k*lanes+r]; math.Float64bits(got) != math.Float64bits(want) {
+								if got := dst[k*lanes+r]; math.Float64bits(float64(got)) != math.Float64bits(float64(want)) {
 									t.Fatalf("%s: pixel %d of block %d, tap %d: %v, im2col has %v",
-										fmt.Sprintf("geometry %d, %d lanes", gi, lanes), 3+k, q0, t0+i0+r, got, want)
+										fmt.Sprintf("%T geometry %d, %d lanes", want, gi, lanes), 3+k, q0, t0+i0+r, got, want)
 								}
 							}
 						}

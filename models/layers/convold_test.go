@@ -343,7 +343,11 @@ func BenchmarkConvOldNew(b *testing.B) {
 			{&convOp{kind: convData, p: p, h: l.x[2], w: l.x[3]}, []tensor.Shape{l.w, ys}},
 			{&convOp{kind: convFilter, p: p, kh: l.w[2], kw: l.w[3]}, []tensor.Shape{l.x, ys}},
 		} {
-			for _, impl := range []string{"old", "new"} {
+			impls := []string{"old", "new"}
+			if c.op.kind == convFilter {
+				impls = []string{"old", "grouped", "new"} // grouped: the path before convfilter.go
+			}
+			for _, impl := range impls {
 				b.Run(fmt.Sprintf("%s/%v/%s", l.name, c.op.kind, impl), func(b *testing.B) {
 					rng := rand.New(rand.NewSource(1))
 					var in []G.Value
@@ -362,11 +366,13 @@ func BenchmarkConvOldNew(b *testing.B) {
 					cpu0 := processCPU()
 					for b.Loop() {
 						var err error
+						filterByBlocks = impl != "grouped"
 						if impl == "old" {
 							err = convExecOld[float32](c.op, d, out, ws, in)
 						} else {
 							err = convExec[float32](c.op, d, out, ws, in)
 						}
+						filterByBlocks = true
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -1,0 +1,5 @@
+//go:build !amd64 || purego
+
+package layers
+
+func interleave6F32Fast([]float32, *[colMaxLanes][]float32, int) int { return 0 }
