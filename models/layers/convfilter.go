@@ -39,6 +39,7 @@ type filterBlocks[T blas.Float] struct {
 	parts, width int // a block's rows (taps) in parts of width rows, when a round has too few blocks
 	spans, span  int // the reduction's element ranges of the sum
 	srcs         []filterSrcs[T]
+	taps         []colLane // colTaps, kept across calls
 }
 
 // filterSrcs is one worker's operands: the im2col matrix and dyᵀ of the block it computes.
@@ -53,7 +54,7 @@ func (f *filterBlocks[T]) keep() filterBlocks[T] {
 	for i := range f.srcs {
 		f.srcs[i] = filterSrcs[T]{col: colSlivers[T]{buf: f.srcs[i].col.buf}}
 	}
-	return filterBlocks[T]{srcs: f.srcs[:0]}
+	return filterBlocks[T]{srcs: f.srcs[:0], taps: f.taps[:0]}
 }
 
 // filterMinRows is the fewest taps a block's part has (a multiple of every kernel's row sliver).
@@ -86,6 +87,7 @@ func (r *convRun[T]) filterBlocks(workers int, ws []byte) (bool, error) {
 		f.srcs = make([]filterSrcs[T], workers)
 	}
 	f.srcs = f.srcs[:workers]
+	f.taps = colTaps(f.taps, r.d, r.p)
 
 	rounds := (f.total + nSlots - 2) / (nSlots - 1)
 	per := (f.total + rounds - 1) / rounds
@@ -129,7 +131,7 @@ func (r *convRun[T]) filterBlockItem(item, worker int) {
 	q0 := b * blas.KBlock
 	kc := min(blas.KBlock, nb*r.P-q0)
 	s := &f.srcs[worker]
-	s.col = colSlivers[T]{x: r.a[n0*r.xSize:], d: r.d, p: r.p, q0: q0, t0: t0, xSize: r.xSize, buf: s.col.buf}
+	s.col = colSlivers[T]{x: r.a[n0*r.xSize:], d: r.d, p: r.p, q0: q0, t0: t0, xSize: r.xSize, taps: f.taps, buf: s.col.buf}
 	s.dy = dySlivers[T]{dy: r.b[n0*r.ySize:], P: r.P, q0: q0, ySize: r.ySize}
 	slot := f.slots[(1+item/f.parts)*f.slot:]
 	r.fail(blas.GemmSlivers(t1-t0, r.O, kc, 1, &s.col, &s.dy, 0, slot[t0*r.O:], r.O))
@@ -158,7 +160,8 @@ type colSlivers[T blas.Float] struct {
 	p      ConvParams
 	q0, t0 int
 	xSize  int
-	buf    []T // kept across calls: a zero row, then a row per lane for taps that need a copy
+	taps   []colLane // colTaps
+	buf    []T       // kept across calls: a zero row, then a row per lane for taps that need a copy
 }
 
 // colLane is what a sliver's lane (one tap) reads, found once per PackSliver.
@@ -167,6 +170,22 @@ type colLane struct {
 	lo, hi         int  // the output columns that see the image (validRange)
 	vlo, vhi       int  // the output rows that do
 	on             bool // a tap, not a lane past the sliver's last row
+}
+
+// colTaps is what each tap of a convolution reads, for colSlivers.
+func colTaps(taps []colLane, d convDims, p ConvParams) []colLane {
+	taps = taps[:0]
+	for c := 0; c < d.C; c++ {
+		for i := 0; i < d.KH; i++ {
+			for j := 0; j < d.KW; j++ {
+				l := colLane{off: c * d.H * d.W, ih0: i*p.DilationH - p.PadH, offW: j*p.DilationW - p.PadW, on: true}
+				l.lo, l.hi = validRange(l.offW, p.StrideW, d.W, d.OW)
+				l.vlo, l.vhi = validRange(l.ih0, p.StrideH, d.H, d.OH)
+				taps = append(taps, l)
+			}
+		}
+	}
+	return taps
 }
 
 // colMaxLanes bounds the sliver width packed by interleaving (every kernel's row sliver fits).
@@ -183,16 +202,8 @@ func (s *colSlivers[T]) PackSliver(dst []T, i0, rows, p0, kc, g int) {
 		return
 	}
 	d, p := s.d, s.p
-	plane, KK := d.H*d.W, d.KH*d.KW
 	var lanes [colMaxLanes]colLane
-	for r := 0; r < rows; r++ {
-		t := s.t0 + i0 + r
-		c, i, j := t/KK, t%KK/d.KW, t%d.KW
-		l := &lanes[r]
-		l.off, l.ih0, l.offW, l.on = c*plane, i*p.DilationH-p.PadH, j*p.DilationW-p.PadW, true
-		l.lo, l.hi = validRange(l.offW, p.StrideW, d.W, d.OW)
-		l.vlo, l.vhi = validRange(l.ih0, p.StrideH, d.H, d.OH)
-	}
+	copy(lanes[:rows], s.taps[s.t0+i0:s.t0+i0+rows])
 	w := max(d.OW, kc) // the longest lane a copy holds
 	if need := (1 + g) * w; len(s.buf) < need {
 		s.buf = make([]T, need)

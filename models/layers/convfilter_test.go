@@ -49,7 +49,7 @@ func colSliversCase[T blas.Float](t *testing.T) {
 		for _, lanes := range []int{4, 6, 16} {
 			for q0 := 0; q0 < L; q0 += 40 {
 				for _, t0 := range []int{0, 1} {
-					s := &colSlivers[T]{x: x, d: d, p: p, q0: q0, t0: t0, xSize: xSize}
+					s := &colSlivers[T]{x: x, d: d, p: p, q0: q0, t0: t0, xSize: xSize, taps: colTaps(nil, d, p)}
 					kc := min(40, L-q0)
 					for i0 := 0; i0 < K-t0; i0 += lanes {
 						rows := min(lanes, K-t0-i0)
