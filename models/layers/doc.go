@@ -66,6 +66,10 @@
 // (blas.GemmPacked), im2col and col2im in its own region of the workspace (convexec.go): the
 // layout changed for speed (issue 28), never a sum, and TestConvExecSameBitsAsOld holds the former
 // code as the reference.
+// The weight gradient computes its k blocks (256 pixels of an image or chunk) in parallel into
+// slots of the workspace, then adds them to dw in that order (convfilter.go): the im2col matrix is
+// never written out, blas.GemmSlivers packs it straight from the image (six float32 lanes
+// interleaved in AVX2, interleave_amd64.s).
 // Reductions over activations (BN statistics, channel sums, plane means) accumulate in float64.
 // Batch norm's float32 loops (lane sums, normalisation, dx) and ReLU's have AVX2 versions
 // (simd_amd64.s) that round every operation as the Go loops do, with no fused multiply-add, so
