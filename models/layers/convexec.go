@@ -21,8 +21,9 @@ import (
 //   - the forward and the data gradient hand out whole images (tiles, chunks) as items: one fork
 //     per call, and a core busy elsewhere costs only its share. Each goroutine has its own
 //     region of the workspace (columns of col for the forward, rows for the data gradient);
-//   - the weight gradient sums the images in order, so it forks per image (tile, chunk) over
-//     groups of input channels (its columns), with that image's dy packed once;
+//   - the weight gradient computes its k blocks in parallel and adds them in order
+//     (convfilter.go); where their slots do not fit the workspace it forks per image (tile,
+//     chunk) over groups of input channels (its columns), with that image's dy packed once;
 //   - nothing is allocated per call once the scratch below exists.
 
 // convRun is one call's state, shared by its goroutines; they write disjoint parts of it.
@@ -408,6 +409,7 @@ func (r *convRun[T]) dataChunkPart(part int) {
 
 // ---- weight gradient: dw = Σ over images (and tiles) of dy·colᵀ ----
 
+// The channel-grouped path, for where convfilter.go's k blocks do not fit the workspace.
 // The images are summed into dw one after another, so they cannot be split among goroutines;
 // dw's columns (input channels) can. Each image (or tile, or chunk) is one fork: its dy packed
 // once, then groups of channels handed out as goroutines ask, each running im2col of its
