@@ -70,7 +70,7 @@ func (r *convRun[T]) filterBlocks(workers int, ws []byte) (bool, error) {
 	var zero T
 	f.slot = r.K * r.O
 	nSlots := len(ws) / int(unsafe.Sizeof(zero)) / max(f.slot, 1)
-	if f.slot == 0 || nSlots < 2 || !filterByBlocks {
+	if f.slot == 0 || nSlots < 2 || r.d.N == 0 || r.P == 0 || !filterByBlocks {
 		return false, nil
 	}
 	c := carver{buf: ws}
