@@ -404,13 +404,29 @@ type dySlivers[T blas.Float] struct {
 	P, q0, ySize int
 }
 
-// PackSliver packs channels [i0, i0+rows) of pixels [p0, p0+kc), a run of one image at a time.
+// PackSliver packs channels [i0, i0+rows) of pixels [p0, p0+kc), a run of one image at a time:
+// float32 slivers of whole groups of eight channels eight channels at a time in AVX2, the rest
+// as blas packs a stored matrix.
 func (s *dySlivers[T]) PackSliver(dst []T, i0, rows, p0, kc, g int) {
+	d32, _ := any(dst).([]float32)
 	for q, e := s.q0+p0, s.q0+p0+kc; q < e; {
 		n, pix := q/s.P, q%s.P
 		run := min(s.P-pix, e-q)
+		out := dst[(q-s.q0-p0)*g : (q-s.q0-p0+run)*g]
+		done := 0
+		if d32 != nil && rows == g && g%8 == 0 {
+			dy := any(s.dy[n*s.ySize:]).([]float32)
+			for r0 := 0; r0 < g; r0 += 8 {
+				var src [8][]float32
+				for r := range src {
+					ch := (i0 + r0 + r) * s.P
+					src[r] = dy[ch+pix : ch+pix+run]
+				}
+				done = interleave8F32Fast(d32[(q-s.q0-p0)*g+r0:], g, &src, run)
+			}
+		}
 		m := blas.Stored[T]{Data: s.dy[n*s.ySize:], Ld: s.P}
-		m.PackSliver(dst[(q-s.q0-p0)*g:], i0, rows, pix, run, g)
+		m.PackSliver(out[done*g:], i0, rows, pix+done, run-done, g)
 		q += run
 	}
 }

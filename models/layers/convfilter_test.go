@@ -78,3 +78,50 @@ func colSliversCase[T blas.Float](t *testing.T) {
 		}
 	}
 }
+
+// TestDySliversIsDyT: dyᵀ's slivers hold a unit's gradients image after image, for float32
+// (whole groups of eight channels in AVX2 where the CPU has it) and float64, slivers of 8, 16
+// and a part of one, runs across images and of lengths not a multiple of eight.
+func TestDySliversIsDyT(t *testing.T) {
+	dySliversCase[float32](t)
+	dySliversCase[float64](t)
+}
+
+func dySliversCase[T blas.Float](t *testing.T) {
+	rng := rand.New(rand.NewSource(4))
+	for _, g := range []struct{ n, o, p int }{{3, 16, 37}, {2, 20, 256}, {4, 8, 9}} {
+		ySize, L := g.o*g.p, g.n*g.p
+		dy := make([]T, g.n*ySize)
+		for i, v := range randData(rng, len(dy)) {
+			dy[i] = T(v)
+		}
+		for _, lanes := range []int{8, 16} {
+			for q0 := 0; q0 < L; q0 += 29 {
+				s := &dySlivers[T]{dy: dy, P: g.p, q0: q0, ySize: ySize}
+				kc := min(45, L-q0)
+				for i0 := 0; i0 < g.o; i0 += lanes {
+					rows := min(lanes, g.o-i0)
+					dst := make([]T, kc*lanes)
+					if rows == lanes {
+						for i := range dst {
+							dst[i] = T(math.NaN())
+						}
+					}
+					s.PackSliver(dst, i0, rows, 2, kc-2, lanes)
+					for k := 0; k < kc-2; k++ {
+						q := q0 + 2 + k
+						for r := 0; r < lanes; r++ {
+							var want T
+							if r < rows {
+								want = dy[q/g.p*ySize+(i0+r)*g.p+q%g.p]
+							}
+							if got := dst[k*lanes+r]; math.Float64bits(float64(got)) != math.Float64bits(float64(want)) {
+								t.Fatalf("%T %v, %d lanes: pixel %d of block %d, channel %d: %v, dy has %v", want, g, lanes, 2+k, q0, i0+r, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
