@@ -19,8 +19,9 @@ import (
 //   - the im2col matrix is never written out: blas.GemmSlivers packs it straight from the image
 //     (colSlivers), one pass instead of im2col plus the GEMM's transposing pack;
 //   - the product is dwᵀ = col·dyᵀ, taps as rows (slivers of the kernel's 6 rows) and output
-//     channels as columns (16 or 8 wide): a convolution's O is a multiple of those, where as
-//     rows O=16 padded to 18 and as columns C*KH*KW=18 taps padded to 32.
+//     channels as columns (slivers of 16 float32 or 8 float64 with AVX2): a convolution's O is
+//     usually a multiple of those, where as rows O=16 padded to 18, and as columns a group of
+//     two channels' 18 taps padded to 32.
 //
 // The blocks' products go to slots in the workspace, a round of them at a time: one slot is the
 // running sum dwᵀ, the others hold one block each; a round computes its blocks, then adds them
