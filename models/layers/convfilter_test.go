@@ -11,7 +11,7 @@ import (
 
 // TestColSliversIsIm2col: the slivers packed straight from the images hold im2col's matrix,
 // for a unit of one image or a chunk of several (blocks across an image's end), strided,
-// dilated and padded kernels, slivers of 4, 6 (interleaved) and 16 lanes (tap by tap), and
+// dilated and padded kernels, slivers of 4, 6, 8 (interleaved) and 16 lanes (tap by tap), and
 // slivers short of their width; float32 (six lanes interleaved in AVX2 where the CPU has it) and
 // float64.
 func TestColSliversIsIm2col(t *testing.T) {
@@ -46,7 +46,7 @@ func colSliversCase[T blas.Float](t *testing.T) {
 		for i := 0; i < g.n; i++ {
 			im2col(x[i*xSize:(i+1)*xSize], col[i*P:], L, d, p, 0, P, 0, g.c)
 		}
-		for _, lanes := range []int{4, 6, 16} {
+		for _, lanes := range []int{4, 6, 8, 16} {
 			for q0 := 0; q0 < L; q0 += 40 {
 				for _, t0 := range []int{0, 1} {
 					s := &colSlivers[T]{x: x, d: d, p: p, q0: q0, t0: t0, xSize: xSize, taps: colTaps(nil, d, p)}
