@@ -36,9 +36,13 @@
 //
 // PackedA packs op(A) once for several products (a convolution's weights over a batch's images)
 // and GemmPacked multiplies with it on the calling goroutine, rows [i0, i1) of C only: same
-// panels, same kernel, so the same bits as Gemm. Add is dst += src with vector adds (one rounded
-// add per element, as the loop). The fork-join under Gemm runs on internal/workpool's long-lived
-// goroutines, so a call allocates nothing once they exist.
+// panels, same kernel, so the same bits as Gemm. GemmSlivers takes both operands from
+// SliverSources that pack themselves a sliver at a time (Stored for a matrix in memory), so an
+// operand that is computed rather than stored (an im2col matrix read from the image) is packed
+// in one pass: also Gemm's bits, and its k blocks may be computed apart and added in order.
+// Add is dst += src with vector adds (one rounded add per element, as the loop). The fork-join
+// under Gemm runs on internal/workpool's long-lived goroutines, so a call allocates nothing once
+// they exist.
 //
 // # Speed
 //

@@ -91,11 +91,11 @@ func transposeCheck[T Float](t *testing.T, c transposeCase) {
 		p, row := i/c.ld, i%c.ld
 		switch {
 		case i < n && p < c.kc && row < c.rows:
-			if !sameBits(v, want[i]) {
+			if !sameValueBits(v, want[i]) {
 				t.Fatalf("%s: dst[%d] (column %d row %d) = %v, want %v", name, i, p, row, v, want[i])
 			}
 		case i < n && p < c.kc:
-			if v != sentinel && !sameBits(v, 0) {
+			if v != sentinel && !sameValueBits(v, 0) {
 				t.Fatalf("%s: padding dst[%d] (column %d row %d) = %v, want it untouched or +0", name, i, p, row, v)
 			}
 		default:
@@ -121,7 +121,7 @@ func transposeCheck[T Float](t *testing.T, c transposeCase) {
 	}
 }
 
-func sameBits[T Float](a, b T) bool {
+func sameValueBits[T Float](a, b T) bool {
 	switch x := any(a).(type) {
 	case float32:
 		return math.Float32bits(x) == math.Float32bits(any(b).(float32))
@@ -234,7 +234,7 @@ func sameBitsVecTranspose[T Float](t *testing.T, g gemmCase) {
 	}
 	for j, name := range []string{"Gemm", "GemmPacked"} {
 		for i := range c0 {
-			if !sameBits(out[0][j][i], out[1][j][i]) {
+			if !sameValueBits(out[0][j][i], out[1][j][i]) {
 				t.Fatalf("%T %v %s: element %d is %v with the AVX transposes, %v with the Go loop", c0[0], g, name, i, out[1][j][i], out[0][j][i])
 			}
 		}

@@ -21,8 +21,9 @@ import (
 //   - the forward and the data gradient hand out whole images (tiles, chunks) as items: one fork
 //     per call, and a core busy elsewhere costs only its share. Each goroutine has its own
 //     region of the workspace (columns of col for the forward, rows for the data gradient);
-//   - the weight gradient sums the images in order, so it forks per image (tile, chunk) over
-//     groups of input channels (its columns), with that image's dy packed once;
+//   - the weight gradient computes its k blocks in parallel and adds them in order
+//     (convfilter.go); where their slots do not fit the workspace it forks per image (tile,
+//     chunk) over groups of input channels (its columns), with that image's dy packed once;
 //   - the data gradient of a stride-1 convolution runs on the padded ("wide") grid where its
 //     regions fit the workspace (convdata.go): each tap's row of the product is one vector add,
 //     not one per output row, in col2im's order;
@@ -53,6 +54,9 @@ type convRun[T blas.Float] struct {
 	ws   []byte
 	wide wideGrid
 	wbuf []T
+
+	// The weight gradient by k blocks (convfilter.go).
+	fb filterBlocks[T]
 }
 
 type convPhase uint8
@@ -64,6 +68,8 @@ const (
 	phaseDataWide
 	phaseFilter
 	phaseFilterChunk
+	phaseFilterBlock
+	phaseFilterSum
 )
 
 // convScratch caches convRuns (with their packed buffers) across calls: a training step runs the
@@ -98,8 +104,9 @@ func putConvRun[T blas.Float](r *convRun[T]) {
 	if !ok {
 		s = any(&convScratch64).(*convScratch[T])
 	}
-	// Drop the references to this call's tensors; keep the packed buffer.
-	*r = convRun[T]{pw: r.pw}
+	// Drop the references to this call's tensors; keep the packed buffer and the per-worker
+	// operands' storage.
+	*r = convRun[T]{pw: r.pw, fb: r.fb.keep()}
 	s.mu.Lock()
 	s.free = append(s.free, r)
 	s.mu.Unlock()
@@ -144,7 +151,10 @@ func convExec[T blas.Float](op *convOp, d convDims, out G.Value, ws []byte, in [
 	case convData:
 		err = r.data(workers)
 	default:
-		err = r.filter(workers)
+		var done bool
+		if done, err = r.filterBlocks(workers, ws); err == nil && !done {
+			err = r.filter(workers)
+		}
 	}
 	if err != nil {
 		return err
@@ -205,6 +215,10 @@ func (r *convRun[T]) Run(item, worker int) {
 		r.filterPart(item)
 	case phaseFilterChunk:
 		r.filterChunkPart(item)
+	case phaseFilterBlock:
+		r.filterBlockItem(item, worker)
+	case phaseFilterSum:
+		r.filterSumItem(item)
 	}
 }
 
@@ -412,6 +426,7 @@ func (r *convRun[T]) dataChunkPart(part int) {
 
 // ---- weight gradient: dw = Σ over images (and tiles) of dy·colᵀ ----
 
+// The channel-grouped path, for where convfilter.go's k blocks do not fit the workspace.
 // The images are summed into dw one after another, so they cannot be split among goroutines;
 // dw's columns (input channels) can. Each image (or tile, or chunk) is one fork: its dy packed
 // once, then groups of channels handed out as goroutines ask, each running im2col of its

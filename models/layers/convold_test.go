@@ -265,6 +265,10 @@ func TestConvExecSameBitsAsOld(t *testing.T) {
 		{2, 24, 9, 11, 4, 1, Square(1, 1)},
 		{1, 4, 30, 31, 6, 7, Square(1, 3)},
 		{1, 16, 16, 16, 260, 3, Square(1, 1)},
+		// The weight gradient by k blocks (convfilter.go):
+		{2, 5, 20, 20, 7, 3, Square(1, 1)},  // K=45, O=7: slivers and micro-tiles short of their width
+		{2, 2, 40, 40, 40, 3, Square(1, 1)}, // 14 blocks in 3 rounds in the least workspace
+		{2, 64, 1, 1, 64, 3, Square(1, 1)},  // dw larger than the workspace: the channel-grouped path
 	}
 	rng := rand.New(rand.NewSource(5))
 	for gi, g := range geoms {
@@ -349,7 +353,11 @@ func BenchmarkConvOldNew(b *testing.B) {
 			{&convOp{kind: convData, p: p, h: l.x[2], w: l.x[3]}, []tensor.Shape{l.w, ys}},
 			{&convOp{kind: convFilter, p: p, kh: l.w[2], kw: l.w[3]}, []tensor.Shape{l.x, ys}},
 		} {
-			for _, impl := range []string{"old", "new"} {
+			impls := []string{"old", "new"}
+			if c.op.kind == convFilter {
+				impls = []string{"old", "grouped", "new"} // grouped: the path before convfilter.go
+			}
+			for _, impl := range impls {
 				b.Run(fmt.Sprintf("%s/%v/%s", l.name, c.op.kind, impl), func(b *testing.B) {
 					rng := rand.New(rand.NewSource(1))
 					var in []G.Value
@@ -368,11 +376,13 @@ func BenchmarkConvOldNew(b *testing.B) {
 					cpu0 := processCPU()
 					for b.Loop() {
 						var err error
+						filterByBlocks = impl != "grouped"
 						if impl == "old" {
 							err = convExecOld[float32](c.op, d, out, ws, in)
 						} else {
 							err = convExec[float32](c.op, d, out, ws, in)
 						}
+						filterByBlocks = true
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -68,6 +68,10 @@
 // instead of col2im's row-by-row adds, in the same order (convdata.go). The layout changed for
 // speed (issue 28), never a sum, and TestConvExecSameBitsAsOld holds the former code as the
 // reference.
+// The weight gradient computes its k blocks (256 pixels of an image or chunk) in parallel into
+// slots of the workspace, then adds them to dw in that order (convfilter.go): the im2col matrix is
+// never written out, blas.GemmSlivers packs it straight from the image (float32 taps and dy's
+// channels interleaved by AVX2 transposes, interleave_amd64.s: moves only, so the same bits).
 // Reductions over activations (BN statistics, channel sums, plane means) accumulate in float64.
 // Batch norm's float32 loops (lane sums, normalisation, dx) and ReLU's have AVX2 versions
 // (simd_amd64.s) that round every operation as the Go loops do, with no fused multiply-add, so
