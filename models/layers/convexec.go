@@ -44,6 +44,9 @@ type convRun[T blas.Float] struct {
 	pw               *blas.PackedA[T] // forward: W; data gradient: Wᵀ; weight gradient: the image's (or chunk's) dy
 	errMu            sync.Mutex
 	err              error
+
+	// The forward on the wide grid, without im2col (convforward.go).
+	wide wideForward[T]
 }
 
 type convPhase uint8
@@ -54,6 +57,7 @@ const (
 	phaseDataChunk
 	phaseFilter
 	phaseFilterChunk
+	phaseForwardWide // convforward.go
 )
 
 // convScratch caches convRuns (with their packed buffers) across calls: a training step runs the
@@ -88,8 +92,8 @@ func putConvRun[T blas.Float](r *convRun[T]) {
 	if !ok {
 		s = any(&convScratch64).(*convScratch[T])
 	}
-	// Drop the references to this call's tensors; keep the packed buffer.
-	*r = convRun[T]{pw: r.pw}
+	// Drop the references to this call's tensors; keep the packed buffer and the wide grid's tables.
+	*r = convRun[T]{pw: r.pw, wide: r.wide.keep()}
 	s.mu.Lock()
 	s.free = append(s.free, r)
 	s.mu.Unlock()
@@ -130,7 +134,7 @@ func convExec[T blas.Float](op *convOp, d convDims, out G.Value, ws []byte, in [
 	}
 	switch op.kind {
 	case convForward:
-		err = r.forward(workers)
+		err = r.forward(workers, ws)
 	case convData:
 		err = r.data(workers)
 	default:
@@ -193,6 +197,8 @@ func (r *convRun[T]) Run(item, worker int) {
 		r.filterPart(item)
 	case phaseFilterChunk:
 		r.filterChunkPart(item)
+	case phaseForwardWide:
+		r.forwardWideItem(item, worker)
 	}
 }
 
@@ -216,9 +222,12 @@ func (r *convRun[T]) channels(part int) (c0, c1 int) {
 
 // ---- forward: y = W·col (+ bias) ----
 
-func (r *convRun[T]) forward(workers int) error {
+func (r *convRun[T]) forward(workers int, ws []byte) error {
 	if err := r.pw.Pack(false, r.O, r.K, r.b, r.K); err != nil {
 		return err
+	}
+	if r.forwardWide(workers, ws) {
+		return nil
 	}
 	units := (r.d.N + r.B - 1) / r.B // chunks, or images times tiles
 	if r.B == 1 {

@@ -253,6 +253,18 @@ func TestConvExecSameBitsAsOld(t *testing.T) {
 		{2, 1, 28, 28, 16, 3, Square(1, 1)}, // one input channel
 		{2, 64, 7, 7, 20, 7, Square(1, 3)},  // 49 taps per channel
 		{1, 9, 40, 41, 3, 2, Square(2, 0)},
+		// The forward's wide grid (convforward.go): smallcnn's block and conv2 (chunked by the
+		// im2col path), kernels 5 and 7, dilation, no padding, three k blocks, one image in
+		// pieces, an xp too large for the least workspace (the im2col path then), odd widths.
+		{2, 16, 28, 28, 16, 3, Square(1, 1)},
+		{3, 16, 14, 14, 16, 3, Square(1, 1)},
+		{2, 3, 17, 23, 5, 5, Square(1, 2)},
+		{1, 4, 15, 13, 3, 7, Square(1, 3)},
+		{2, 5, 19, 21, 7, 3, ConvParams{PadH: 1, PadW: 3, DilationW: 3}},
+		{2, 6, 12, 11, 4, 3, Square(1, 0)},
+		{2, 64, 10, 10, 8, 3, Square(1, 1)},
+		{1, 3, 40, 37, 5, 3, Square(1, 1)},
+		{1, 2, 50, 50, 3, 3, Square(1, 1)},
 	}
 	rng := rand.New(rand.NewSource(5))
 	for gi, g := range geoms {
@@ -303,7 +315,8 @@ func TestConvExecSameBitsAsOld(t *testing.T) {
 }
 
 // BenchmarkConvOldNew times the former and the present convolution on the same inputs, side by
-// side so they share the machine's load: smallcnn's layers (28x28, batch 64: the README's job),
+// side so they share the machine's load (and, for the forward, the present one with its wide grid
+// off, "im2col"): smallcnn's layers (28x28, batch 64: the README's job),
 // ResNet-18's on 32x32 (batch 32) and the 56x56 3x3 of the other benchmarks.
 func BenchmarkConvOldNew(b *testing.B) {
 	type layer struct {
@@ -337,7 +350,11 @@ func BenchmarkConvOldNew(b *testing.B) {
 			{&convOp{kind: convData, p: p, h: l.x[2], w: l.x[3]}, []tensor.Shape{l.w, ys}},
 			{&convOp{kind: convFilter, p: p, kh: l.w[2], kw: l.w[3]}, []tensor.Shape{l.x, ys}},
 		} {
-			for _, impl := range []string{"old", "new"} {
+			impls := []string{"old", "new"}
+			if c.op.kind == convForward {
+				impls = []string{"old", "im2col", "new"} // im2col: the present path, the wide grid off
+			}
+			for _, impl := range impls {
 				b.Run(fmt.Sprintf("%s/%v/%s", l.name, c.op.kind, impl), func(b *testing.B) {
 					rng := rand.New(rand.NewSource(1))
 					var in []G.Value
@@ -356,11 +373,13 @@ func BenchmarkConvOldNew(b *testing.B) {
 					cpu0 := processCPU()
 					for b.Loop() {
 						var err error
+						noWideForward = impl == "im2col"
 						if impl == "old" {
 							err = convExecOld[float32](c.op, d, out, ws, in)
 						} else {
 							err = convExec[float32](c.op, d, out, ws, in)
 						}
+						noWideForward = false
 						if err != nil {
 							b.Fatal(err)
 						}

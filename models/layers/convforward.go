@@ -1,0 +1,214 @@
+package layers
+
+import (
+	"unsafe"
+
+	"github.com/gorgonia-ooc/outofcore/blas"
+	"github.com/gorgonia-ooc/outofcore/internal/workpool"
+)
+
+// The forward convolution at stride 1 without an im2col matrix (the "wide grid").
+//
+// Copy an image into a zero-padded buffer xp of C x Hp x Wp (Hp = H+2·PadH, Wp = W+2·PadW) and
+// number the outputs on a grid as wide as xp: q = oh·Wp + ow. Then the im2col entry of tap
+// k = (c,i,j) at q is xp[off[k] + q] with off[k] = c·Hp·Wp + i·DilH·Wp + j·DilW: every row of the
+// column matrix is a run of xp, and blas.GemmPackedRows packs the GEMM's B straight from xp.
+// Grid columns ow >= OW are computed and dropped. The grid's last column is
+// (OH-1)·Wp + OW - 1, so the reads end exactly at xp's end; an unpadded image is its own xp.
+//
+// Each output element gets the products of the same (weight, pixel) pairs, zeros in the
+// padding included, in the same tap order, cut at the same k blocks, by the same kernel: the
+// bits of the im2col path. The bias is added to the product as the im2col path adds it.
+//
+// It applies where the wasted columns are few and the workspace holds each goroutine's xp and
+// its output staging; elsewhere (strides, small images, a tight workspace) the im2col path runs.
+
+// wideSlack weighs the dropped columns against the im2col they save: the wide grid runs when
+// cols·O <= P·(O + wideSlack), cols its columns and P the outputs. A dropped column costs O
+// multiply-adds per tap where the im2col path copies one element per tap and output, which
+// costs about as much as wideSlack/(its share of the waste) multiply-adds: with O = 16 (smallcnn)
+// nearly any waste pays, with O = 256 on 8x8 images (18% of the columns dropped) it does not.
+// Measured (cpu-ns, interleaved, loaded machine): 7x7 and 8x8 images at O = 64 run 1.4-2x faster
+// on the grid, 4x4 at O = 128 (27% dropped) breaks even, 8x8 at O = 256 runs 5-10% slower.
+const wideSlack = 48
+
+// wideMinCols is the fewest wide columns an image must have: the im2col path chunks smaller
+// images into one GEMM, which amortises the packing and the edge tiles better.
+const wideMinCols = 32
+
+// noWideForward turns the wide grid off, for benchmarks that compare it with the im2col path.
+var noWideForward bool
+
+// wideForward is one call's wide-grid state (convRun.wide). off and held keep their storage
+// across calls (see putConvRun), so a call allocates nothing once warm.
+type wideForward[T blas.Float] struct {
+	hp, wp int   // the padded image's height and width
+	cols   int   // wide columns of one image: (OH-1)·Wp + OW
+	width  int   // wide columns per item (a piece of an image)
+	pieces int   // items per image
+	xpLen  int   // elements of a goroutine's xp (0: unpadded, the image is read in place)
+	region int   // elements of a goroutine's workspace region: xp, then O x width of staging
+	buf    []T   // the workspace, as T
+	off    []int // tap offsets into xp
+	held   []int // the image each goroutine's xp holds (-1: none yet)
+}
+
+// keep is what a cached convRun keeps of it: the storage of off and held.
+func (w *wideForward[T]) keep() wideForward[T] {
+	return wideForward[T]{off: w.off[:0], held: w.held[:0]}
+}
+
+// forwardWide runs the forward on the wide grid when it applies and reports whether it did
+// (the weights are packed in r.pw already); errors go to r.fail.
+func (r *convRun[T]) forwardWide(workers int, ws []byte) bool {
+	var zero T
+	if workers = r.planWide(workers, len(ws)/int(unsafe.Sizeof(zero))); workers == 0 {
+		return false
+	}
+	w := &r.wide
+	c := carver{buf: ws}
+	buf, err := carve[T](&c, workers*w.region)
+	if err != nil {
+		return false // a workspace not aligned for T: the im2col path reports it
+	}
+	w.buf = buf
+	w.offsets(r.d, r.p)
+	w.held = w.held[:0]
+	for i := 0; i < workers; i++ {
+		w.held = append(w.held, -1)
+	}
+	r.phase = phaseForwardWide
+	workpool.Run(workers, r.d.N*w.pieces, r)
+	return true
+}
+
+// planWide sizes the wide grid for a workspace of elems elements and returns the goroutines
+// to run it on, or 0 where it does not apply.
+func (r *convRun[T]) planWide(workers, elems int) int {
+	d, p, w := r.d, r.p, &r.wide
+	if noWideForward || p.StrideH != 1 || p.StrideW != 1 || (r.col == nil && r.B == 1) {
+		return 0 // a stride, or a direct kernel that already runs without im2col
+	}
+	w.hp, w.wp = d.H+2*p.PadH, d.W+2*p.PadW
+	w.cols = (d.OH-1)*w.wp + d.OW
+	if w.cols < wideMinCols || w.cols*d.O > r.P*(d.O+wideSlack) {
+		return 0
+	}
+	w.xpLen = 0
+	if p.PadH > 0 || p.PadW > 0 {
+		w.xpLen = (d.C*w.hp*w.wp + 15) / 16 * 16 // each region on its own cache lines
+	}
+	return w.fit(workers, d.N, d.O, elems)
+}
+
+// fit chooses the goroutines and the columns per item: whole images when there are enough to
+// go round, else pieces of at least minPieceCols; as many goroutines as the workspace holds a
+// region for, each piece narrowed (to a multiple of 32, every kernel's NR) to fit if need be.
+// It returns 0 when not even one goroutine's region fits.
+func (w *wideForward[T]) fit(workers, n, o, elems int) int {
+	w.width = w.cols
+	if want := 4 * workers; n < want {
+		pieces := (want + n - 1) / n
+		w.width = min(w.cols, max(((w.cols+pieces-1)/pieces+31)/32*32, minPieceCols))
+	}
+	for ; workers >= 1; workers-- {
+		cols := (elems/workers - w.xpLen) / o
+		if cols >= w.width {
+			break
+		}
+		if cols >= minPieceCols {
+			w.width = cols / 32 * 32
+			break
+		}
+	}
+	if workers == 0 {
+		return 0
+	}
+	w.pieces = (w.cols + w.width - 1) / w.width
+	w.region = w.xpLen + (o*w.width+15)/16*16
+	return workers
+}
+
+// offsets fills off[k] for the taps k = (c,i,j) in the weights' order.
+func (w *wideForward[T]) offsets(d convDims, p ConvParams) {
+	w.off = w.off[:0]
+	for c := 0; c < d.C; c++ {
+		for i := 0; i < d.KH; i++ {
+			for j := 0; j < d.KW; j++ {
+				w.off = append(w.off, c*w.hp*w.wp+i*p.DilationH*w.wp+j*p.DilationW)
+			}
+		}
+	}
+}
+
+// forwardWideItem computes one piece of wide columns of one image through the goroutine's
+// region: its xp (filled once per image it sees), the product into its staging, the valid
+// columns copied out to y with the bias.
+func (r *convRun[T]) forwardWideItem(item, worker int) {
+	w := &r.wide
+	n, q0 := item/w.pieces, (item%w.pieces)*w.width
+	q1 := min(w.cols, q0+w.width)
+	region := w.buf[worker*w.region : (worker+1)*w.region]
+	xn := r.a[n*r.xSize : (n+1)*r.xSize]
+	src := xn
+	if w.xpLen > 0 {
+		src = region[:r.d.C*w.hp*w.wp]
+		if w.held[worker] != n {
+			padImage(src, xn, r.d, r.p, w.hp, w.wp)
+			w.held[worker] = n
+		}
+	}
+	stage := region[w.xpLen:]
+	cols := q1 - q0
+	if err := blas.GemmPackedRows(r.pw, 0, r.O, cols, 1, src[q0:], w.off, 0, stage, cols); err != nil {
+		r.fail(err)
+		return
+	}
+	r.unwide(r.y[n*r.ySize:(n+1)*r.ySize], stage, q0, q1)
+}
+
+// unwide copies the output columns among wide columns [q0,q1) from the staging (O rows of
+// q1-q0) to y, adding the bias: y = acc + bias, the one rounding the im2col path's y = acc;
+// y += bias gives.
+func (r *convRun[T]) unwide(y, stage []T, q0, q1 int) {
+	wp, OW, P, cols := r.wide.wp, r.d.OW, r.P, q1-q0
+	for oh := q0 / wp; oh*wp < q1; oh++ {
+		a, b := max(q0, oh*wp), min(q1, oh*wp+OW)
+		if a >= b {
+			continue
+		}
+		ow := a - oh*wp
+		for o := 0; o < r.O; o++ {
+			dst := y[o*P+oh*OW+ow : o*P+oh*OW+ow+b-a]
+			s := stage[o*cols+a-q0 : o*cols+b-q0]
+			if r.bias == nil {
+				copy(dst, s)
+				continue
+			}
+			bv := r.bias[o]
+			for i, v := range s {
+				dst[i] = v + bv
+			}
+		}
+	}
+}
+
+// padImage writes image x (C x H x W) into xp (C x hp x wp) with PadH rows and PadW columns of
+// zeros around each channel.
+func padImage[T blas.Float](xp, x []T, d convDims, p ConvParams, hp, wp int) {
+	plane := hp * wp
+	for c := 0; c < d.C; c++ {
+		xc, pc := x[c*d.H*d.W:(c+1)*d.H*d.W], xp[c*plane:(c+1)*plane]
+		clear(pc[:p.PadH*wp+p.PadW])
+		for h := 0; h < d.H; h++ {
+			at := (h+p.PadH)*wp + p.PadW
+			copy(pc[at:at+d.W], xc[h*d.W:(h+1)*d.W])
+			// This row's right padding and the next row's left one are adjacent.
+			end := min(plane, at+d.W+2*p.PadW)
+			for k := at + d.W; k < end; k++ {
+				pc[k] = 0
+			}
+		}
+		clear(pc[(p.PadH+d.H)*wp+p.PadW:])
+	}
+}
