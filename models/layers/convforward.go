@@ -23,13 +23,16 @@ import (
 // It applies where the wasted columns are few and the workspace holds each goroutine's xp and
 // its output staging; elsewhere (strides, small images, a tight workspace) the im2col path runs.
 
-// wideSlack weighs the dropped columns against the im2col they save: the wide grid runs when
-// cols·O <= P·(O + wideSlack), cols its columns and P the outputs. A dropped column costs O
-// multiply-adds per tap where the im2col path copies one element per tap and output, which
-// costs about as much as wideSlack/(its share of the waste) multiply-adds: with O = 16 (smallcnn)
-// nearly any waste pays, with O = 256 on 8x8 images (18% of the columns dropped) it does not.
-// Measured (cpu-ns, interleaved, loaded machine): 7x7 and 8x8 images at O = 64 run 1.4-2x faster
-// on the grid, 4x4 at O = 128 (27% dropped) breaks even, 8x8 at O = 256 runs 5-10% slower.
+// wideSlack weighs what the grid costs against the im2col it saves, in copied elements: it
+// runs when O·K·(cols−P)/wideSlack + O·P <= K·P, cols being its columns, P the outputs and K the
+// taps. The left side is the dropped columns' multiply-adds (wideSlack of them cost about one
+// copied element: the im2col matrix is written, then read again to be packed) and the copy of
+// the outputs out of the staging; the right side is the im2col matrix. So with O = 16 and 144
+// taps (smallcnn's block) nearly any waste pays; one input channel (9 taps for 16 outputs) does
+// not pay the staging; 8x8 images at O = 256 (18% of the columns dropped) do not pay the waste.
+// Measured (cpu-ns, interleaved, loaded machine): 7x7 and 8x8 images at O = 64 ran 1.4-2x
+// faster on the grid, 4x4 at O = 128 (27% dropped) broke even, 8x8 at O = 256 ran 5-10% slower,
+// and smallcnn's conv1 (C = 1) 5% slower.
 const wideSlack = 48
 
 // wideMinCols is the fewest wide columns an image must have: the im2col path chunks smaller
@@ -44,8 +47,9 @@ var noWideForward bool
 type wideForward[T blas.Float] struct {
 	hp, wp int   // the padded image's height and width
 	cols   int   // wide columns of one image: (OH-1)·Wp + OW
-	width  int   // wide columns per item (a piece of an image)
-	pieces int   // items per image
+	width  int   // wide columns per product (a piece of an image: the staging's width)
+	pieces int   // pieces per image
+	split  bool  // an item is one piece, else a whole image (its pieces one after another)
 	xpLen  int   // elements of a goroutine's xp (0: unpadded, the image is read in place)
 	region int   // elements of a goroutine's workspace region: xp, then O x width of staging
 	buf    []T   // the workspace, as T
@@ -78,7 +82,11 @@ func (r *convRun[T]) forwardWide(workers int, ws []byte) bool {
 		w.held = append(w.held, -1)
 	}
 	r.phase = phaseForwardWide
-	workpool.Run(workers, r.d.N*w.pieces, r)
+	items := r.d.N
+	if w.split {
+		items *= w.pieces
+	}
+	workpool.Run(workers, items, r)
 	return true
 }
 
@@ -91,7 +99,8 @@ func (r *convRun[T]) planWide(workers, elems int) int {
 	}
 	w.hp, w.wp = d.H+2*p.PadH, d.W+2*p.PadW
 	w.cols = (d.OH-1)*w.wp + d.OW
-	if w.cols < wideMinCols || w.cols*d.O > r.P*(d.O+wideSlack) {
+	waste, saved := d.O*r.K*(w.cols-r.P)+wideSlack*d.O*r.P, wideSlack*r.K*r.P
+	if w.cols < wideMinCols || waste > saved {
 		return 0
 	}
 	w.xpLen = 0
@@ -101,13 +110,15 @@ func (r *convRun[T]) planWide(workers, elems int) int {
 	return w.fit(workers, d.N, d.O, elems)
 }
 
-// fit chooses the goroutines and the columns per item: whole images when there are enough to
-// go round, else pieces of at least minPieceCols; as many goroutines as the workspace holds a
-// region for, each piece narrowed (to a multiple of 32, every kernel's NR) to fit if need be.
+// fit chooses the goroutines and the items: whole images when there are enough to go round,
+// else pieces of at least minPieceCols; as many goroutines as the workspace holds a region for,
+// the pieces narrowed (to a multiple of 32, every kernel's NR) to fit the staging if need be (an
+// item that is a whole image then runs its pieces one after another, through one xp).
 // It returns 0 when not even one goroutine's region fits.
 func (w *wideForward[T]) fit(workers, n, o, elems int) int {
 	w.width = w.cols
-	if want := 4 * workers; n < want {
+	w.split = n < 4*workers
+	if want := 4 * workers; w.split {
 		pieces := (want + n - 1) / n
 		w.width = min(w.cols, max(((w.cols+pieces-1)/pieces+31)/32*32, minPieceCols))
 	}
@@ -141,13 +152,16 @@ func (w *wideForward[T]) offsets(d convDims, p ConvParams) {
 	}
 }
 
-// forwardWideItem computes one piece of wide columns of one image through the goroutine's
-// region: its xp (filled once per image it sees), the product into its staging, the valid
-// columns copied out to y with the bias.
+// forwardWideItem computes one image, or one piece of wide columns of one, through the
+// goroutine's region: its xp (filled once per image it sees), the product into its staging, the
+// output columns copied out to y with the bias.
 func (r *convRun[T]) forwardWideItem(item, worker int) {
 	w := &r.wide
-	n, q0 := item/w.pieces, (item%w.pieces)*w.width
-	q1 := min(w.cols, q0+w.width)
+	n, p0, p1 := item, 0, w.pieces
+	if w.split {
+		n, p0 = item/w.pieces, item%w.pieces
+		p1 = p0 + 1
+	}
 	region := w.buf[worker*w.region : (worker+1)*w.region]
 	xn := r.a[n*r.xSize : (n+1)*r.xSize]
 	src := xn
@@ -159,12 +173,15 @@ func (r *convRun[T]) forwardWideItem(item, worker int) {
 		}
 	}
 	stage := region[w.xpLen:]
-	cols := q1 - q0
-	if err := blas.GemmPackedRows(r.pw, 0, r.O, cols, 1, src[q0:], w.off, 0, stage, cols); err != nil {
-		r.fail(err)
-		return
+	for piece := p0; piece < p1; piece++ {
+		q0 := piece * w.width
+		q1 := min(w.cols, q0+w.width)
+		if err := blas.GemmPackedRows(r.pw, 0, r.O, q1-q0, 1, src[q0:], w.off, 0, stage, q1-q0); err != nil {
+			r.fail(err)
+			return
+		}
+		r.unwide(r.y[n*r.ySize:(n+1)*r.ySize], stage, q0, q1)
 	}
-	r.unwide(r.y[n*r.ySize:(n+1)*r.ySize], stage, q0, q1)
 }
 
 // unwide copies the output columns among wide columns [q0,q1) from the staging (O rows of

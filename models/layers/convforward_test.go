@@ -16,7 +16,8 @@ import (
 // TestConvExecSameBitsAsOld's business; this says which path those geometries take.
 func TestConvForwardWidePlan(t *testing.T) {
 	type want struct {
-		workers, pieces int // workers 0: the im2col path
+		workers, pieces int  // workers 0: the im2col path
+		split           bool // items are pieces, else whole images
 	}
 	for _, c := range []struct {
 		name    string
@@ -28,21 +29,25 @@ func TestConvForwardWidePlan(t *testing.T) {
 	}{
 		// smallcnn's block: 838 wide columns, 784 outputs; xp 16x30x30 and 16x838 of staging
 		// per goroutine fit the full workspace whole...
-		{"block", sh(64, 16, 28, 28), sh(16, 16, 3, 3), Square(1, 1), false, 2, want{2, 1}},
-		// ...and the least (144x256) in pieces of 224 columns for two goroutines.
-		{"block least", sh(64, 16, 28, 28), sh(16, 16, 3, 3), Square(1, 1), true, 2, want{2, 4}},
-		// One input channel: the whole workspace (9x784) is less than the staging of 16 output
-		// channels (16x838), so pieces of 160 columns.
-		{"conv1", sh(64, 1, 28, 28), sh(16, 1, 3, 3), Square(1, 1), false, 2, want{2, 6}},
+		{"block", sh(64, 16, 28, 28), sh(16, 16, 3, 3), Square(1, 1), false, 2, want{2, 1, false}},
+		// ...and the least (144x256) in pieces of 224 columns for two goroutines, each taking
+		// whole images (one xp fill per image).
+		{"block least", sh(64, 16, 28, 28), sh(16, 16, 3, 3), Square(1, 1), true, 2, want{2, 4, false}},
+		// One input channel: copying 16 channels out of the staging costs more than an im2col
+		// matrix of 9 rows.
+		{"conv1", sh(64, 1, 28, 28), sh(16, 1, 3, 3), Square(1, 1), false, 2, want{}},
+		// Three input channels (27 rows) for 16 outputs: the grid, in pieces (the whole
+		// workspace, 27x784, is less than two goroutines' xp and 16x838 of staging).
+		{"3 channels", sh(64, 3, 28, 28), sh(16, 3, 3, 3), Square(1, 1), false, 2, want{2, 2, false}},
 		// 14x14 images, chunked two to a GEMM by the im2col path, run one by one on the grid.
-		{"conv2", sh(64, 16, 14, 14), sh(16, 16, 3, 3), Square(1, 1), false, 2, want{2, 1}},
+		{"conv2", sh(64, 16, 14, 14), sh(16, 16, 3, 3), Square(1, 1), false, 2, want{2, 1, false}},
 		// One image, two goroutines: pieces so that both have work (at least 4 items each).
-		{"one image", sh(1, 16, 28, 28), sh(16, 16, 3, 3), Square(1, 1), false, 2, want{2, 7}},
+		{"one image", sh(1, 16, 28, 28), sh(16, 16, 3, 3), Square(1, 1), false, 2, want{2, 7, true}},
 		// Four images for two goroutines: halves, so that each has four items.
-		{"unpadded", sh(4, 8, 20, 20), sh(8, 8, 3, 3), Square(1, 0), false, 2, want{2, 2}},
-		{"dilated", sh(4, 8, 20, 20), sh(8, 8, 3, 3), ConvParams{PadH: 2, PadW: 2, DilationH: 2, DilationW: 2}, false, 2, want{2, 2}},
+		{"unpadded", sh(4, 8, 20, 20), sh(8, 8, 3, 3), Square(1, 0), false, 2, want{2, 2, true}},
+		{"dilated", sh(4, 8, 20, 20), sh(8, 8, 3, 3), ConvParams{PadH: 2, PadW: 2, DilationH: 2, DilationW: 2}, false, 2, want{2, 2, true}},
 		// ResNet-18's layer1 on 32x32: 8x8 images, 78 wide columns for 64 outputs at O = 64.
-		{"resnet18 layer1", sh(32, 64, 8, 8), sh(64, 64, 3, 3), Square(1, 1), false, 2, want{2, 1}},
+		{"resnet18 layer1", sh(32, 64, 8, 8), sh(64, 64, 3, 3), Square(1, 1), false, 2, want{2, 1, false}},
 		// The same images at O = 256: the dropped columns cost more than im2col.
 		{"8x8 O=256", sh(32, 256, 8, 8), sh(256, 256, 3, 3), Square(1, 1), false, 2, want{}},
 		// 4x4 at O = 512 (ResNet-18's layer4 on 128x128): 27% of the columns dropped.
@@ -55,7 +60,7 @@ func TestConvForwardWidePlan(t *testing.T) {
 		{"tiny", sh(64, 32, 2, 2), sh(32, 32, 1, 1), Square(1, 0), false, 2, want{}},
 		// 50x50 with two channels: xp (2x52x52) alone is more than the least workspace (18x256).
 		{"xp over the least", sh(1, 2, 50, 50), sh(3, 2, 3, 3), Square(1, 1), true, 2, want{}},
-		{"xp within the full", sh(1, 2, 50, 50), sh(3, 2, 3, 3), Square(1, 1), false, 2, want{2, 8}},
+		{"xp within the full", sh(1, 2, 50, 50), sh(3, 2, 3, 3), Square(1, 1), false, 2, want{2, 8, true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			op := &convOp{kind: convForward, p: c.p.norm()}
@@ -71,7 +76,7 @@ func TestConvForwardWidePlan(t *testing.T) {
 			workers := r.planWide(c.workers, int(n/4))
 			got := want{workers: workers}
 			if workers > 0 {
-				got.pieces = r.wide.pieces
+				got.pieces, got.split = r.wide.pieces, r.wide.split
 				// Each goroutine's region within the workspace, its staging within the region.
 				require.LessOrEqual(t, int64(workers*r.wide.region*4), n)
 				require.LessOrEqual(t, r.wide.xpLen+d.O*r.wide.width, r.wide.region)
