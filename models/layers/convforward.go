@@ -9,12 +9,15 @@ import (
 
 // The forward convolution at stride 1 without an im2col matrix (the "wide grid").
 //
-// Copy an image into a zero-padded buffer xp of C x Hp x Wp (Hp = H+2·PadH, Wp = W+2·PadW) and
-// number the outputs on a grid as wide as xp: q = oh·Wp + ow. Then the im2col entry of tap
-// k = (c,i,j) at q is xp[off[k] + q] with off[k] = c·Hp·Wp + i·DilH·Wp + j·DilW: every row of the
-// column matrix is a run of xp, and blas.GemmPackedRows packs the GEMM's B straight from xp.
-// Grid columns ow >= OW are computed and dropped. The grid's last column is
-// (OH-1)·Wp + OW - 1, so the reads end exactly at xp's end; an unpadded image is its own xp.
+// Copy an image into a zero-padded buffer xp of C planes of Hp rows of Wp (Hp = H+2·PadH,
+// Wp = W+PadW: a row's right padding is the next row's left one, both zeros) and number the
+// outputs on a grid as wide as xp: q = oh·Wp + ow. Then the im2col entry of tap k = (c,i,j) at q
+// is xp[off[k] + q] with off[k] = c·Hp·Wp + i·DilH·Wp + j·DilW: every row of the column matrix is
+// a run of xp, and blas.GemmPackedRows packs the GEMM's B straight from xp. A tap past a row's
+// end reads the next row's left padding (at most PadW of it), so it sees the zero the im2col
+// matrix holds there. Grid columns ow >= OW are computed and dropped (Wp is widened to OW where
+// the padding exceeds the kernel's reach). The grid's last column is (OH-1)·Wp + OW - 1, so the
+// reads end PadW past the last plane, which xp has; an unpadded image is its own xp.
 //
 // Each output element gets the products of the same (weight, pixel) pairs, zeros in the
 // padding included, in the same tap order, cut at the same k blocks, by the same kernel: the
@@ -29,10 +32,10 @@ import (
 // copied element: the im2col matrix is written, then read again to be packed) and the copy of
 // the outputs out of the staging; the right side is the im2col matrix. So with O = 16 and 144
 // taps (smallcnn's block) nearly any waste pays; one input channel (9 taps for 16 outputs) does
-// not pay the staging; 8x8 images at O = 256 (18% of the columns dropped) do not pay the waste.
-// Measured (cpu-ns, interleaved, loaded machine): 7x7 and 8x8 images at O = 64 ran 1.4-2x
-// faster on the grid, 4x4 at O = 128 (27% dropped) broke even, 8x8 at O = 256 ran 5-10% slower,
-// and smallcnn's conv1 (C = 1) 5% slower.
+// not pay the staging; 4x4 images at O = 512 (16 outputs in 19 columns) do not pay the waste.
+// Measured (cpu-ns, interleaved, median of 4-8, load 7): on the grid 7x7 and 8x8 images at
+// O = 64 ran 1.4-2x faster, 8x8 at O = 256 1.14x, 4x4 at O = 128 (19 columns for 16) broke
+// even; smallcnn's conv1 (C = 1) ran 5% slower, and three input channels 1.45x faster.
 const wideSlack = 48
 
 // wideMinCols is the fewest wide columns an image must have: the im2col path chunks smaller
@@ -45,7 +48,7 @@ var noWideForward bool
 // wideForward is one call's wide-grid state (convRun.wide). off and held keep their storage
 // across calls (see putConvRun), so a call allocates nothing once warm.
 type wideForward[T blas.Float] struct {
-	hp, wp int   // the padded image's height and width
+	hp, wp int   // the padded image's rows and row pitch
 	cols   int   // wide columns of one image: (OH-1)·Wp + OW
 	width  int   // wide columns per product (a piece of an image: the staging's width)
 	pieces int   // pieces per image
@@ -97,7 +100,7 @@ func (r *convRun[T]) planWide(workers, elems int) int {
 	if noWideForward || p.StrideH != 1 || p.StrideW != 1 || (r.col == nil && r.B == 1) {
 		return 0 // a stride, or a direct kernel that already runs without im2col
 	}
-	w.hp, w.wp = d.H+2*p.PadH, d.W+2*p.PadW
+	w.hp, w.wp = d.H+2*p.PadH, max(d.W+p.PadW, d.OW)
 	w.cols = (d.OH-1)*w.wp + d.OW
 	waste, saved := d.O*r.K*(w.cols-r.P)+wideSlack*d.O*r.P, wideSlack*r.K*r.P
 	if w.cols < wideMinCols || waste > saved {
@@ -105,7 +108,7 @@ func (r *convRun[T]) planWide(workers, elems int) int {
 	}
 	w.xpLen = 0
 	if p.PadH > 0 || p.PadW > 0 {
-		w.xpLen = (d.C*w.hp*w.wp + 15) / 16 * 16 // each region on its own cache lines
+		w.xpLen = (d.C*w.hp*w.wp + p.PadW + 15) / 16 * 16 // each region on its own cache lines
 	}
 	return w.fit(workers, d.N, d.O, elems)
 }
@@ -166,7 +169,7 @@ func (r *convRun[T]) forwardWideItem(item, worker int) {
 	xn := r.a[n*r.xSize : (n+1)*r.xSize]
 	src := xn
 	if w.xpLen > 0 {
-		src = region[:r.d.C*w.hp*w.wp]
+		src = region[:r.d.C*w.hp*w.wp+r.p.PadW]
 		if w.held[worker] != n {
 			padImage(src, xn, r.d, r.p, w.hp, w.wp)
 			w.held[worker] = n
@@ -210,22 +213,28 @@ func (r *convRun[T]) unwide(y, stage []T, q0, q1 int) {
 	}
 }
 
-// padImage writes image x (C x H x W) into xp (C x hp x wp) with PadH rows and PadW columns of
-// zeros around each channel.
+// padImage writes image x (C x H x W) into xp (C planes of hp rows of wp, then PadW): row h of
+// channel c at c·hp·wp + (h+PadH)·wp + PadW, zeros everywhere else.
 func padImage[T blas.Float](xp, x []T, d convDims, p ConvParams, hp, wp int) {
-	plane := hp * wp
+	at := 0 // xp before at is written
 	for c := 0; c < d.C; c++ {
-		xc, pc := x[c*d.H*d.W:(c+1)*d.H*d.W], xp[c*plane:(c+1)*plane]
-		clear(pc[:p.PadH*wp+p.PadW])
 		for h := 0; h < d.H; h++ {
-			at := (h+p.PadH)*wp + p.PadW
-			copy(pc[at:at+d.W], xc[h*d.W:(h+1)*d.W])
-			// This row's right padding and the next row's left one are adjacent.
-			end := min(plane, at+d.W+2*p.PadW)
-			for k := at + d.W; k < end; k++ {
-				pc[k] = 0
-			}
+			start := (c*hp+h+p.PadH)*wp + p.PadW
+			zero(xp[at:start])
+			copy(xp[start:start+d.W], x[(c*d.H+h)*d.W:])
+			at = start + d.W
 		}
-		clear(pc[(p.PadH+d.H)*wp+p.PadW:])
+	}
+	zero(xp[at:])
+}
+
+// zero clears s: a loop for the padding between two rows (a value or two), memclr for more.
+func zero[T blas.Float](s []T) {
+	if len(s) > 16 {
+		clear(s)
+		return
+	}
+	for i := range s {
+		s[i] = 0
 	}
 }

@@ -265,6 +265,10 @@ func TestConvExecSameBitsAsOld(t *testing.T) {
 		{2, 64, 10, 10, 8, 3, Square(1, 1)},
 		{1, 3, 40, 37, 5, 3, Square(1, 1)},
 		{1, 2, 50, 50, 3, 3, Square(1, 1)},
+		// Padding past the kernel's reach (the grid's pitch is then OW) and on one side only.
+		{2, 3, 12, 13, 2, 1, Square(1, 1)},
+		{2, 4, 11, 9, 3, 3, ConvParams{PadW: 2}},
+		{2, 4, 11, 9, 3, 3, ConvParams{PadH: 2}},
 	}
 	rng := rand.New(rand.NewSource(5))
 	for gi, g := range geoms {
