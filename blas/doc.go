@@ -33,7 +33,10 @@
 //
 // PackedA packs op(A) once for several products (a convolution's weights over a batch's images)
 // and GemmPacked multiplies with it on the calling goroutine, rows [i0, i1) of C only: same
-// panels, same kernel, so the same bits as Gemm. Add is dst += src with vector adds (one rounded
+// panels, same kernel, so the same bits as Gemm. GemmPackedRows is GemmPacked with op(B) given
+// as rows that are runs of one slice at offsets (a stride-1 convolution's column matrix, read
+// from the padded image instead of being copied out), packed with vector moves through the
+// offset table: the same bits as GemmPacked on the materialised matrix. Add is dst += src with vector adds (one rounded
 // add per element, as the loop). The fork-join under Gemm runs on internal/workpool's long-lived
 // goroutines, so a call allocates nothing once they exist.
 //

@@ -23,7 +23,8 @@ import (
 //     region of the workspace (columns of col for the forward, rows for the data gradient);
 //   - the weight gradient sums the images in order, so it forks per image (tile, chunk) over
 //     groups of input channels (its columns), with that image's dy packed once;
-//   - nothing is allocated per call once the scratch below exists.
+//   - nothing is allocated per call once the scratch below exists;
+//   - at stride 1 the forward runs without im2col where that pays (convforward.go).
 
 // convRun is one call's state, shared by its goroutines; they write disjoint parts of it.
 type convRun[T blas.Float] struct {

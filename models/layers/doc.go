@@ -63,9 +63,11 @@
 // taken in an order fixed by the shapes alone, and the convolution weight gradient adds images
 // (or chunks of small images) one after another. A convolution packs its weights for the GEMM once
 // per call and hands its images to internal/workpool's goroutines, each running serial GEMMs
-// (blas.GemmPacked), im2col and col2im in its own region of the workspace (convexec.go): the
-// layout changed for speed (issue 28), never a sum, and TestConvExecSameBitsAsOld holds the former
-// code as the reference.
+// (blas.GemmPacked), im2col and col2im in its own region of the workspace (convexec.go). At
+// stride 1 the forward makes no im2col matrix where that pays: it zero-pads each image in the
+// workspace and blas.GemmPackedRows reads the matrix's rows straight from it (convforward.go).
+// The layout changed for speed (issue 28), never a sum, and TestConvExecSameBitsAsOld holds the
+// former code as the reference.
 // Reductions over activations (BN statistics, channel sums, plane means) accumulate in float64.
 // Batch norm's float32 loops (lane sums, normalisation, dx) and ReLU's have AVX2 versions
 // (simd_amd64.s) that round every operation as the Go loops do, with no fused multiply-add, so
