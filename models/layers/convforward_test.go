@@ -27,11 +27,10 @@ func TestConvForwardWidePlan(t *testing.T) {
 		workers int
 		want    want
 	}{
-		// smallcnn's block: 811 wide columns, 784 outputs; xp 16x30x29 and 16x811 of staging
-		// per goroutine fit the full workspace whole...
-		{"block", sh(64, 16, 28, 28), sh(16, 16, 3, 3), Square(1, 1), false, 2, want{2, 1, false}},
-		// ...and the least (144x256) in pieces of 224 columns for two goroutines, each taking
-		// whole images (one xp fill per image).
+		// smallcnn's block: 811 wide columns, 784 outputs, in two pieces of at most 512 (16x512
+		// is wideStageElems), each goroutine taking whole images...
+		{"block", sh(64, 16, 28, 28), sh(16, 16, 3, 3), Square(1, 1), false, 2, want{2, 2, false}},
+		// ...and in the least workspace (144x256), after xp (16x30x29) pieces of 256 columns.
 		{"block least", sh(64, 16, 28, 28), sh(16, 16, 3, 3), Square(1, 1), true, 2, want{2, 4, false}},
 		// One input channel: copying 16 channels out of the staging costs more than an im2col
 		// matrix of 9 rows (measured 5% slower).
