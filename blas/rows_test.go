@@ -88,6 +88,43 @@ func rowsCase[T Float](t *testing.T, name string, m, n, k int, alpha, beta float
 	}
 }
 
+// TestCopyRows: the vector packer copies every group width it is given (32, 64 and 128 bytes,
+// the AVX2 and AVX-512 kernels' slivers in both dtypes) as the plain loop does, whichever
+// kernel this CPU runs.
+func TestCopyRows(t *testing.T) {
+	if !hasAVX {
+		t.Skip("no AVX here (or the purego build): packRows copies with the plain loop, which TestGemmPackedRowsIsGemmPacked covers")
+	}
+	copyRowsCase[float32](t)
+	copyRowsCase[float64](t)
+}
+
+func copyRowsCase[T Float](t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	src := randSlice[T](r, 500)
+	for _, nr := range []int{4, 8, 16, 32} {
+		for _, kc := range []int{1, 3, 17} {
+			offs := make([]int, kc)
+			for i := range offs {
+				offs[i] = r.IntN(len(src) - nr + 1)
+			}
+			want := make([]T, kc*nr)
+			for p, o := range offs {
+				copy(want[p*nr:(p+1)*nr], src[o:o+nr])
+			}
+			got := make([]T, kc*nr)
+			if !copyRows(got, src, offs, nr) {
+				continue // a width the vector packer does not take: packRows loops
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%T nr=%d kc=%d: element %d is %v, want %v", got[0], nr, kc, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
 func TestGemmPackedRowsErrors(t *testing.T) {
 	var empty PackedA[float32]
 	if err := GemmPackedRows(&empty, 0, 0, 1, 1, nil, nil, 0, nil, 1); err == nil {
