@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"testing"
+	"time"
 
 	"github.com/gorgonia-ooc/outofcore/blas"
 	"github.com/stretchr/testify/require"
@@ -153,5 +154,73 @@ func TestConvForwardWideErrors(t *testing.T) {
 	} {
 		err := op.exec(tensor.Float32, newDense(tensor.Float32, os), c.ws, in)
 		require.ErrorContains(t, err, c.msg, fmt.Sprintf("%s workspace", c.name))
+	}
+}
+
+// BenchmarkConvForwardWide times the forward with the wide grid off (im2col) and on, alternating
+// in blocks of a few calls so that both see the same load, and reports each side's wall and
+// process CPU time per call and the ratio of the CPU times. smallcnn's conv1 (one input channel)
+// takes the im2col path either way: its ratio is the measurement's noise.
+func BenchmarkConvForwardWide(b *testing.B) {
+	for _, l := range []struct {
+		name string
+		x, w tensor.Shape
+		p    ConvParams
+	}{
+		{"smallcnn-conv1", sh(64, 1, 28, 28), sh(16, 1, 3, 3), Square(1, 1)},
+		{"smallcnn-block", sh(64, 16, 28, 28), sh(16, 16, 3, 3), Square(1, 1)},
+		{"smallcnn-conv2", sh(64, 16, 14, 14), sh(16, 16, 3, 3), Square(1, 1)},
+		{"resnet18-layer1", sh(32, 64, 8, 8), sh(64, 64, 3, 3), Square(1, 1)},
+		{"56x56-3x3", benchX, benchW, Square(1, 1)},
+	} {
+		for _, least := range []bool{false, true} {
+			name := l.name
+			if least {
+				name += "-least"
+			}
+			b.Run(name, func(b *testing.B) {
+				op := &convOp{kind: convForward, p: l.p.norm()}
+				shapes := []tensor.Shape{l.x, l.w}
+				rng := rand.New(rand.NewSource(1))
+				var in []G.Value
+				for _, s := range shapes {
+					in = append(in, denseAs(tensor.Float32, s, randData(rng, s.TotalSize())))
+				}
+				os, err := op.outShape(shapes)
+				require.NoError(b, err)
+				out := newDense(tensor.Float32, os)
+				n := op.wsBytes(tensor.Float32, shapes)
+				if least {
+					n = op.MinWorkspaceBytes(tensor.Float32, shapes)
+				}
+				ws := alignedNaNBytes(n)
+				d, err := op.dims(shapes)
+				require.NoError(b, err)
+				// A helper thread's CPU time reaches the process's account late (at its next
+				// switch or tick): blocks of calls, not single ones, keep it on its own side.
+				const block = 5
+				var cpu, wall [2]int64 // im2col, wide
+				for b.Loop() {
+					for side := range cpu {
+						noWideForward = side == 0
+						c0, t0 := processCPU(), time.Now()
+						for i := 0; i < block; i++ {
+							if err := convExec[float32](op, d, out, ws, in); err != nil {
+								b.Fatal(err)
+							}
+						}
+						cpu[side] += processCPU() - c0
+						wall[side] += int64(time.Since(t0))
+						noWideForward = false
+					}
+				}
+				calls := float64(block * b.N)
+				b.ReportMetric(float64(cpu[0])/calls/1e6, "im2col-cpu-ms")
+				b.ReportMetric(float64(cpu[1])/calls/1e6, "wide-cpu-ms")
+				b.ReportMetric(float64(wall[0])/calls/1e6, "im2col-wall-ms")
+				b.ReportMetric(float64(wall[1])/calls/1e6, "wide-wall-ms")
+				b.ReportMetric(float64(cpu[0])/float64(max(cpu[1], 1)), "cpu-im2col/wide")
+			})
+		}
 	}
 }
