@@ -40,6 +40,10 @@
 // SliverSources that pack themselves a sliver at a time (Stored for a matrix in memory), so an
 // operand that is computed rather than stored (an im2col matrix read from the image) is packed
 // in one pass: also Gemm's bits, and its k blocks may be computed apart and added in order.
+// GemmPackedRows is GemmPacked with op(B) given as rows that are runs of one slice at offsets (a
+// stride-1 convolution's column matrix, read from the padded image instead of being copied out),
+// packed with vector moves through the offset table: the same bits as GemmPacked on the
+// materialised matrix.
 // Add is dst += src with vector adds (one rounded add per element, as the loop). The fork-join
 // under Gemm runs on internal/workpool's long-lived goroutines, so a call allocates nothing once
 // they exist.

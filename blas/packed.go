@@ -17,6 +17,9 @@ type PackedA[T Float] struct {
 	cfg  *config[T]
 	m, k int
 	data []T // for each k block from pc: roundUp(m, mr) rows as slivers of mr, at offset roundUp(m, mr)*pc
+	// job is the packing's workpool.Job, kept here: a local one escapes to the heap through the
+	// Job interface, an allocation per Pack (a convolution's weight gradient packs per image).
+	job packAJob[T]
 }
 
 // Rows and K are op(A)'s size as packed.
@@ -64,10 +67,11 @@ func (p *PackedA[T]) pack(workers int, tA bool, m, k int, a []T, lda int) error 
 		p.data = make([]T, mp*k)
 	}
 	*p = PackedA[T]{cfg: cfg, m: m, k: k, data: p.data[:mp*k]}
-	j := packAJob[T]{p: p, tA: tA, a: a, lda: lda, slivers: mp / cfg.mr}
-	j.groups = (j.slivers + packGrain - 1) / packGrain
-	items := j.groups * ((k + cfg.kc - 1) / cfg.kc)
-	workpool.Run(workers, items, &j)
+	p.job = packAJob[T]{p: p, tA: tA, a: a, lda: lda, slivers: mp / cfg.mr}
+	p.job.groups = (p.job.slivers + packGrain - 1) / packGrain
+	items := p.job.groups * ((k + cfg.kc - 1) / cfg.kc)
+	workpool.Run(workers, items, &p.job)
+	p.job.a = nil // A is the caller's: do not keep it alive
 	return nil
 }
 

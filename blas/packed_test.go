@@ -55,6 +55,19 @@ func packedCase[T Float](t *testing.T, g gemmCase) {
 	}
 }
 
+// TestPackNoAllocs: repacking a PackedA of the same size allocates nothing (on one goroutine:
+// workpool may start a helper when none is idle).
+func TestPackNoAllocs(t *testing.T) {
+	a := make([]float32, 16*144)
+	var p PackedA[float32]
+	if err := p.PackSerial(false, 16, 144, a, 144); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(10, func() { _ = p.PackSerial(false, 16, 144, a, 144) }); n != 0 {
+		t.Errorf("PackSerial allocates %v times per call once warm", n)
+	}
+}
+
 func TestGemmPackedErrors(t *testing.T) {
 	var empty PackedA[float32]
 	if err := GemmPacked(&empty, 0, 0, false, 1, 1, nil, 1, 0, nil, 1); err == nil {

@@ -27,6 +27,7 @@ import (
 //   - the data gradient of a stride-1 convolution runs on the padded ("wide") grid where its
 //     regions fit the workspace (convdata.go): each tap's row of the product is one vector add,
 //     not one per output row, in col2im's order;
+//   - at stride 1 the forward runs without im2col where that pays (convforward.go);
 //   - nothing is allocated per call once the scratch below exists.
 
 // convRun is one call's state, shared by its goroutines; they write disjoint parts of it.
@@ -57,6 +58,9 @@ type convRun[T blas.Float] struct {
 
 	// The weight gradient by k blocks (convfilter.go).
 	fb filterBlocks[T]
+
+	// The forward on the wide grid, without im2col (convforward.go).
+	fw wideForward[T]
 }
 
 type convPhase uint8
@@ -70,6 +74,7 @@ const (
 	phaseFilterChunk
 	phaseFilterBlock
 	phaseFilterSum
+	phaseForwardWide // convforward.go
 )
 
 // convScratch caches convRuns (with their packed buffers) across calls: a training step runs the
@@ -105,8 +110,8 @@ func putConvRun[T blas.Float](r *convRun[T]) {
 		s = any(&convScratch64).(*convScratch[T])
 	}
 	// Drop the references to this call's tensors; keep the packed buffer and the per-worker
-	// operands' storage.
-	*r = convRun[T]{pw: r.pw, fb: r.fb.keep()}
+	// operands' storage and the forward's wide-grid tables.
+	*r = convRun[T]{pw: r.pw, fb: r.fb.keep(), fw: r.fw.keep()}
 	s.mu.Lock()
 	s.free = append(s.free, r)
 	s.mu.Unlock()
@@ -147,7 +152,7 @@ func convExec[T blas.Float](op *convOp, d convDims, out G.Value, ws []byte, in [
 	}
 	switch op.kind {
 	case convForward:
-		err = r.forward(workers)
+		err = r.forward(workers, ws)
 	case convData:
 		err = r.data(workers)
 	default:
@@ -219,6 +224,8 @@ func (r *convRun[T]) Run(item, worker int) {
 		r.filterBlockItem(item, worker)
 	case phaseFilterSum:
 		r.filterSumItem(item)
+	case phaseForwardWide:
+		r.forwardWideItem(item, worker)
 	}
 }
 
@@ -242,9 +249,12 @@ func (r *convRun[T]) channels(part int) (c0, c1 int) {
 
 // ---- forward: y = W·col (+ bias) ----
 
-func (r *convRun[T]) forward(workers int) error {
+func (r *convRun[T]) forward(workers int, ws []byte) error {
 	if err := r.pw.Pack(false, r.O, r.K, r.b, r.K); err != nil {
 		return err
+	}
+	if r.forwardWide(workers, ws) {
+		return nil
 	}
 	units := (r.d.N + r.B - 1) / r.B // chunks, or images times tiles
 	if r.B == 1 {

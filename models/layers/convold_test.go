@@ -269,6 +269,20 @@ func TestConvExecSameBitsAsOld(t *testing.T) {
 		{2, 5, 20, 20, 7, 3, Square(1, 1)},  // K=45, O=7: slivers and micro-tiles short of their width
 		{2, 2, 40, 40, 40, 3, Square(1, 1)}, // 14 blocks in 3 rounds in the least workspace
 		{2, 64, 1, 1, 64, 3, Square(1, 1)},  // dw larger than the workspace: the channel-grouped path
+		// The forward's wide grid (convforward.go): smallcnn's block and conv2 (chunked by the
+		// im2col path), kernels 5 and 7, dilation, no padding, three k blocks, one image in
+		// pieces, an xp too large for the least workspace (the im2col path then), odd widths.
+		{2, 3, 17, 23, 5, 5, Square(1, 2)},
+		{1, 4, 15, 13, 3, 7, Square(1, 3)},
+		{2, 5, 19, 21, 7, 3, ConvParams{PadH: 1, PadW: 3, DilationW: 3}},
+		{2, 6, 12, 11, 4, 3, Square(1, 0)},
+		{2, 64, 10, 10, 8, 3, Square(1, 1)},
+		{1, 3, 40, 37, 5, 3, Square(1, 1)},
+		{1, 2, 50, 50, 3, 3, Square(1, 1)},
+		// Padding past the kernel's reach (the grid's pitch is then OW) and on one side only.
+		{2, 3, 12, 13, 2, 1, Square(1, 1)},
+		{2, 4, 11, 9, 3, 3, ConvParams{PadW: 2}},
+		{2, 4, 11, 9, 3, 3, ConvParams{PadH: 2}},
 	}
 	rng := rand.New(rand.NewSource(5))
 	for gi, g := range geoms {
@@ -319,7 +333,8 @@ func TestConvExecSameBitsAsOld(t *testing.T) {
 }
 
 // BenchmarkConvOldNew times the former and the present convolution on the same inputs, side by
-// side so they share the machine's load: smallcnn's layers (28x28, batch 64: the README's job),
+// side so they share the machine's load (and, for the forward, the present one with its wide grid
+// off, "im2col"): smallcnn's layers (28x28, batch 64: the README's job),
 // ResNet-18's on 32x32 (batch 32) and the 56x56 3x3 of the other benchmarks.
 func BenchmarkConvOldNew(b *testing.B) {
 	type layer struct {
@@ -354,8 +369,11 @@ func BenchmarkConvOldNew(b *testing.B) {
 			{&convOp{kind: convFilter, p: p, kh: l.w[2], kw: l.w[3]}, []tensor.Shape{l.x, ys}},
 		} {
 			impls := []string{"old", "new"}
-			if c.op.kind == convFilter {
+			switch c.op.kind {
+			case convFilter:
 				impls = []string{"old", "grouped", "new"} // grouped: the path before convfilter.go
+			case convForward:
+				impls = []string{"old", "im2col", "new"} // im2col: the present path, the wide grid off
 			}
 			for _, impl := range impls {
 				b.Run(fmt.Sprintf("%s/%v/%s", l.name, c.op.kind, impl), func(b *testing.B) {
@@ -373,16 +391,20 @@ func BenchmarkConvOldNew(b *testing.B) {
 					ws := alignedNaNBytes(n)
 					d, _ := c.op.dims(c.shapes)
 					b.ReportAllocs()
+					// The previous side's garbage is collected now, not on this side's CPU time.
+					runtime.GC()
 					cpu0 := processCPU()
 					for b.Loop() {
 						var err error
 						filterByBlocks = impl != "grouped"
+						noWideForward = impl == "im2col"
 						if impl == "old" {
 							err = convExecOld[float32](c.op, d, out, ws, in)
 						} else {
 							err = convExec[float32](c.op, d, out, ws, in)
 						}
 						filterByBlocks = true
+						noWideForward = false
 						if err != nil {
 							b.Fatal(err)
 						}

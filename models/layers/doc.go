@@ -65,7 +65,9 @@
 // per call and hands its images to internal/workpool's goroutines, each running serial GEMMs
 // (blas.GemmPacked), im2col and col2im in its own region of the workspace (convexec.go); the data
 // gradient of a stride-1 convolution adds each tap's products as one vector on a padded grid
-// instead of col2im's row-by-row adds, in the same order (convdata.go). The layout changed for
+// instead of col2im's row-by-row adds, in the same order (convdata.go). At stride 1 the forward makes no im2col matrix where that pays: it zero-pads each
+// image in the workspace and blas.GemmPackedRows reads the matrix's rows straight from it
+// (convforward.go). The layout changed for
 // speed (issue 28), never a sum, and TestConvExecSameBitsAsOld holds the former code as the
 // reference.
 // The weight gradient computes its k blocks (256 pixels of an image or chunk) in parallel into
