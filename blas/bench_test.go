@@ -54,3 +54,50 @@ func BenchmarkDgemm(b *testing.B) {
 		gonum.Implementation{}.Dgemm(gblas.NoTrans, gblas.NoTrans, n, n, n, 1, x, n, y, n, 0, z, n)
 	})
 }
+
+// BenchmarkGemmEdgeTiles compares partial tiles through the edge kernels with the padded copy
+// through the full kernel, on one goroutine, for smallcnn's products (16 output channels: 16 rows
+// are slivers of 6, 6 and 4): the forward product (weights 16 x 144 times the column matrix,
+// 784 or 196 pixels), the filter gradient (dy times the column matrix transposed) and the data
+// gradient at 14x14 (144 x 196 from 16 channels: partial columns). Run it as separate processes,
+// alternating, to compare the two under a changing load:
+//
+//	go test -c -o /tmp/blas.test ./blas
+//	for i in 1 2 3; do /tmp/blas.test -test.run XXX -test.bench GemmEdgeTiles; done
+func BenchmarkGemmEdgeTiles(b *testing.B) {
+	defer SetWorkers(SetWorkers(1))
+	for _, c := range []struct {
+		name    string
+		tA, tB  bool
+		m, n, k int
+	}{
+		{"forward-16x784x144", false, false, 16, 784, 144},
+		{"forward-16x196x144", false, false, 16, 196, 144},
+		{"filter-16x144x784", false, true, 16, 144, 784},
+		{"data-144x196x16", true, false, 144, 196, 16},
+	} {
+		r := rand.New(rand.NewPCG(1, 2))
+		x, y, z := randSlice[float32](r, c.m*c.k), randSlice[float32](r, c.k*c.n), make([]float32, c.m*c.n)
+		lda, ldb := c.k, c.n
+		if c.tA {
+			lda = c.m
+		}
+		if c.tB {
+			ldb = c.k
+		}
+		for _, edge := range []bool{false, true} {
+			name := "copy"
+			if edge {
+				name = "edge"
+			}
+			b.Run(c.name+"/"+name, func(b *testing.B) {
+				defer func() { edgeKernels = true }()
+				edgeKernels = edge
+				for b.Loop() {
+					Gemm(c.tA, c.tB, c.m, c.n, c.k, 1, x, lda, y, ldb, 0, z, c.n)
+				}
+				b.ReportMetric(2*float64(c.m*c.n*c.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
