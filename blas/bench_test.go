@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	gblas "gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
@@ -59,13 +60,12 @@ func BenchmarkDgemm(b *testing.B) {
 // through the full kernel, on one goroutine, for smallcnn's products (16 output channels: 16 rows
 // are slivers of 6, 6 and 4): the forward product (weights 16 x 144 times the column matrix,
 // 784 or 196 pixels), the filter gradient (dy times the column matrix transposed) and the data
-// gradient at 14x14 (144 x 196 from 16 channels: partial columns). Run it as separate processes,
-// alternating, to compare the two under a changing load:
-//
-//	go test -c -o /tmp/blas.test ./blas
-//	for i in 1 2 3; do /tmp/blas.test -test.run XXX -test.bench GemmEdgeTiles; done
+// gradient at 14x14 (144 x 196 from 16 channels: partial columns). Each iteration runs both,
+// alternating which goes first, so that they share the machine's load; it reports each one's
+// time per product and their ratio.
 func BenchmarkGemmEdgeTiles(b *testing.B) {
 	defer SetWorkers(SetWorkers(1))
+	defer func() { edgeKernels = true }()
 	for _, c := range []struct {
 		name    string
 		tA, tB  bool
@@ -85,19 +85,21 @@ func BenchmarkGemmEdgeTiles(b *testing.B) {
 		if c.tB {
 			ldb = c.k
 		}
-		for _, edge := range []bool{false, true} {
-			name := "copy"
-			if edge {
-				name = "edge"
-			}
-			b.Run(c.name+"/"+name, func(b *testing.B) {
-				defer func() { edgeKernels = true }()
-				edgeKernels = edge
-				for b.Loop() {
+		b.Run(c.name, func(b *testing.B) {
+			var spent [2]time.Duration // copy, edge
+			i := 0
+			for b.Loop() {
+				for _, e := range [2]int{i % 2, 1 - i%2} {
+					edgeKernels = e == 1
+					t0 := time.Now()
 					Gemm(c.tA, c.tB, c.m, c.n, c.k, 1, x, lda, y, ldb, 0, z, c.n)
+					spent[e] += time.Since(t0)
 				}
-				b.ReportMetric(2*float64(c.m*c.n*c.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-			})
-		}
+				i++
+			}
+			b.ReportMetric(float64(spent[0].Nanoseconds())/float64(b.N), "copy-ns/op")
+			b.ReportMetric(float64(spent[1].Nanoseconds())/float64(b.N), "edge-ns/op")
+			b.ReportMetric(float64(spent[1])/float64(spent[0]), "edge/copy")
+		})
 	}
 }

@@ -11,7 +11,8 @@
 // the same lane of the same instruction); then acc*alpha; then C = acc when beta is ±0 (C not
 // read) or C = fma(beta, C, acc). Only which accumulators are kept and how they are stored
 // differ: at most 2 or 4 rows run a loop of 4 or 8 accumulators (A's packed steps stay 6 values
-// apart, the padding rows simply not read), and a row of fewer columns than the kernel's is
+// apart, the padding rows simply not read), at most half the columns (8 float32, 4 float64) a
+// loop on the low half of B's steps only, and a row of fewer columns than the kernel's is
 // stored through the frame, a vector at a time then one value at a time (a scalar FMA rounds
 // as a lane of the vector one does). No masked stores: AMD's are microcoded and slow.
 // rows >= 1 and cols >= 1 (the caller's tiles are never empty).
@@ -41,10 +42,19 @@ TEXT ·sgemmKernEdgeAVX2(SB), 0, $384-64
 	VXORPS Y15, Y15, Y15
 	TESTQ CX, CX
 	JEQ   setail
+	CMPQ  R10, $8
+	JLE   sehalf
 	CMPQ  R9, $2
 	JLE   seloop2
 	CMPQ  R9, $4
 	JLE   seloop4
+	JMP   seloop6
+sehalf:
+	CMPQ  R9, $2
+	JLE   seloop2h
+	CMPQ  R9, $4
+	JLE   seloop4h
+	JMP   seloop6h
 
 seloop6:
 	VMOVUPS      (DI), Y0
@@ -107,6 +117,54 @@ seloop2:
 	ADDQ         $64, DI
 	DECQ         CX
 	JNZ          seloop2
+	JMP          setail
+
+seloop6h:
+	VMOVUPS      (DI), Y0
+	VBROADCASTSS 0(SI), Y2
+	VBROADCASTSS 4(SI), Y3
+	VFMADD231PS  Y0, Y2, Y4
+	VFMADD231PS  Y0, Y3, Y6
+	VBROADCASTSS 8(SI), Y2
+	VBROADCASTSS 12(SI), Y3
+	VFMADD231PS  Y0, Y2, Y8
+	VFMADD231PS  Y0, Y3, Y10
+	VBROADCASTSS 16(SI), Y2
+	VBROADCASTSS 20(SI), Y3
+	VFMADD231PS  Y0, Y2, Y12
+	VFMADD231PS  Y0, Y3, Y14
+	ADDQ         $24, SI
+	ADDQ         $64, DI
+	DECQ         CX
+	JNZ          seloop6h
+	JMP          setail
+
+seloop4h:
+	VMOVUPS      (DI), Y0
+	VBROADCASTSS 0(SI), Y2
+	VBROADCASTSS 4(SI), Y3
+	VFMADD231PS  Y0, Y2, Y4
+	VFMADD231PS  Y0, Y3, Y6
+	VBROADCASTSS 8(SI), Y2
+	VBROADCASTSS 12(SI), Y3
+	VFMADD231PS  Y0, Y2, Y8
+	VFMADD231PS  Y0, Y3, Y10
+	ADDQ         $24, SI
+	ADDQ         $64, DI
+	DECQ         CX
+	JNZ          seloop4h
+	JMP          setail
+
+seloop2h:
+	VMOVUPS      (DI), Y0
+	VBROADCASTSS 0(SI), Y2
+	VBROADCASTSS 4(SI), Y3
+	VFMADD231PS  Y0, Y2, Y4
+	VFMADD231PS  Y0, Y3, Y6
+	ADDQ         $24, SI
+	ADDQ         $64, DI
+	DECQ         CX
+	JNZ          seloop2h
 
 setail:
 	VBROADCASTSS alpha+40(FP), Y0
@@ -276,10 +334,19 @@ TEXT ·dgemmKernEdgeAVX2(SB), 0, $384-72
 	VXORPD Y15, Y15, Y15
 	TESTQ CX, CX
 	JEQ   detail
+	CMPQ  R10, $4
+	JLE   dehalf
 	CMPQ  R9, $2
 	JLE   deloop2
 	CMPQ  R9, $4
 	JLE   deloop4
+	JMP   deloop6
+dehalf:
+	CMPQ  R9, $2
+	JLE   deloop2h
+	CMPQ  R9, $4
+	JLE   deloop4h
+	JMP   deloop6h
 
 deloop6:
 	VMOVUPD      (DI), Y0
@@ -342,6 +409,54 @@ deloop2:
 	ADDQ         $64, DI
 	DECQ         CX
 	JNZ          deloop2
+	JMP          detail
+
+deloop6h:
+	VMOVUPD      (DI), Y0
+	VBROADCASTSD 0(SI), Y2
+	VBROADCASTSD 8(SI), Y3
+	VFMADD231PD  Y0, Y2, Y4
+	VFMADD231PD  Y0, Y3, Y6
+	VBROADCASTSD 16(SI), Y2
+	VBROADCASTSD 24(SI), Y3
+	VFMADD231PD  Y0, Y2, Y8
+	VFMADD231PD  Y0, Y3, Y10
+	VBROADCASTSD 32(SI), Y2
+	VBROADCASTSD 40(SI), Y3
+	VFMADD231PD  Y0, Y2, Y12
+	VFMADD231PD  Y0, Y3, Y14
+	ADDQ         $48, SI
+	ADDQ         $64, DI
+	DECQ         CX
+	JNZ          deloop6h
+	JMP          detail
+
+deloop4h:
+	VMOVUPD      (DI), Y0
+	VBROADCASTSD 0(SI), Y2
+	VBROADCASTSD 8(SI), Y3
+	VFMADD231PD  Y0, Y2, Y4
+	VFMADD231PD  Y0, Y3, Y6
+	VBROADCASTSD 16(SI), Y2
+	VBROADCASTSD 24(SI), Y3
+	VFMADD231PD  Y0, Y2, Y8
+	VFMADD231PD  Y0, Y3, Y10
+	ADDQ         $48, SI
+	ADDQ         $64, DI
+	DECQ         CX
+	JNZ          deloop4h
+	JMP          detail
+
+deloop2h:
+	VMOVUPD      (DI), Y0
+	VBROADCASTSD 0(SI), Y2
+	VBROADCASTSD 8(SI), Y3
+	VFMADD231PD  Y0, Y2, Y4
+	VFMADD231PD  Y0, Y3, Y6
+	ADDQ         $48, SI
+	ADDQ         $64, DI
+	DECQ         CX
+	JNZ          deloop2h
 
 detail:
 	VBROADCASTSD alpha+40(FP), Y0
