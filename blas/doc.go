@@ -28,8 +28,11 @@
 //
 // Every element of C is the sum of its k products taken in order within blocks of KBlock (256),
 // the blocks added to C one after another. Threads split the packing and
-// the micro-tiles of C, never a sum, so results are the same bits for any GOMAXPROCS; partial
-// tiles at the edges go through a zero-padded copy so they too get the full kernel's arithmetic.
+// the micro-tiles of C, never a sum, so results are the same bits for any GOMAXPROCS. Partial
+// tiles at the edges (m not a multiple of MR, n of NR) get the full kernel's arithmetic too: with
+// AVX2, edge kernels (kernel_edge_amd64.s) do the full kernel's FMAs for the tile's rows and
+// write its rows and columns of C in place; elsewhere (the portable and AVX-512 kernels) the
+// tile goes through a zero-padded copy to the full kernel.
 // Different kernels (avx2 vs go) differ in the last bits.
 //
 // # Packed operands and helpers for callers that split work themselves

@@ -18,6 +18,11 @@ type float = Float
 // kernFunc computes an MR x NR block of C from kc packed steps (see kernel_amd64.s).
 type kernFunc[T float] func(kc int, a, b, c *T, ldc int, alpha, beta T)
 
+// edgeFunc is a kernel for a partial tile, rows x cols of C (1 <= rows <= MR, 1 <= cols <= NR),
+// from the same packed slivers (zero past their rows and columns), with the arithmetic kernFunc
+// gives those elements, C written in place.
+type edgeFunc[T float] func(kc int, a, b, c *T, ldc int, alpha, beta T, rows, cols int)
+
 // KBlock is where every kernel cuts a k sum: each element of C gets the products of each block of
 // KBlock consecutive k in order, the blocks added to C one after another. A product over k split
 // into calls whose k are multiples of KBlock (all but the last), the later ones with beta = 1,
@@ -25,11 +30,17 @@ type kernFunc[T float] func(kc int, a, b, c *T, ldc int, alpha, beta T)
 const KBlock = 256
 
 // config is one kernel with its blocking. kc fixes where the k sum is cut (and so the rounding);
-// mc and nc only size the packed panels. None of them depends on the thread count.
+// mc and nc only size the packed panels. None of them depends on the thread count. edge, where
+// there is one, does partial tiles; without it they go through a zero-padded copy to kern.
 type config[T float] struct {
 	mr, nr, kc, mc, nc int
 	kern               kernFunc[T]
+	edge               edgeFunc[T]
 }
+
+// edgeKernels says whether partial tiles use a config's edge kernel (a variable so that tests
+// and benchmarks can compare with the copy through the full kernel).
+var edgeKernels = true
 
 type kernelSet struct {
 	name string
@@ -266,8 +277,12 @@ func (j *panelJob[T]) compute(it, w int) {
 				j.cfg.kern(kc, as, bs, &c[off], ldc, j.alpha, j.beta)
 				continue
 			}
-			// A partial tile goes through a full-size copy so the kernel does the same
-			// arithmetic as on a full one.
+			if j.cfg.edge != nil && edgeKernels {
+				j.cfg.edge(kc, as, bs, &c[off], ldc, j.alpha, j.beta, mrr, nrr)
+				continue
+			}
+			// Without an edge kernel a partial tile goes through a full-size copy so the
+			// kernel does the same arithmetic as on a full one.
 			clear(tile)
 			if j.beta != 0 {
 				for r := 0; r < mrr; r++ {
