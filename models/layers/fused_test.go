@@ -141,7 +141,11 @@ func TestMaxPoolSameBitsAsBefore(t *testing.T) {
 		{sh(2, 3, 8, 8), poolGeom{2, 2, 2, 2, 0, 0}},
 		{sh(3, 2, 7, 9), poolGeom{2, 2, 2, 2, 0, 0}}, // odd rows and columns outside every window
 		{sh(64, 16, 28, 28), poolGeom{2, 2, 2, 2, 0, 0}},
-		{sh(2, 3, 9, 9), poolGeom{3, 3, 2, 2, 1, 1}}, // ResNet's stem pool
+		{sh(64, 32, 14, 14), poolGeom{2, 2, 2, 2, 0, 0}}, // 7 windows a row: all in the padded tail
+		{sh(2, 3, 6, 35), poolGeom{2, 2, 2, 2, 0, 0}},    // 16 windows a row, then 1, then an odd column
+		{sh(1, 2, 4, 16), poolGeom{2, 2, 2, 2, 0, 0}},    // one whole vector a row
+		{sh(3, 1, 5, 2), poolGeom{2, 2, 2, 2, 0, 0}},     // one window a row
+		{sh(2, 3, 9, 9), poolGeom{3, 3, 2, 2, 1, 1}},     // ResNet's stem pool
 		{sh(1, 2, 6, 5), poolGeom{2, 3, 1, 2, 1, 1}},
 	} {
 		t.Run(fmt.Sprintf("%v_%v", c.xs, c.g), func(t *testing.T) {
@@ -174,6 +178,42 @@ func testMaxPoolBits[T float](t *testing.T, xs tensor.Shape, g poolGeom, dt tens
 	}
 	sameBits(t, "forward", y.Data().([]T), prevMaxPool(g, x, nil, xs, ys))
 	sameBits(t, "backward", dx.Data().([]T), prevMaxPool(g, x, dy, xs, ys))
+}
+
+// Every ordering of special values in a 2x2 window, each position of a vector and of the
+// padded tail: the AVX2 pool's compares and blends pick what takes picks.
+func TestMaxPool2x2SpecialsSameBits(t *testing.T) {
+	special := []float32{float32(math.NaN()), -float32(math.NaN()), float32(math.Copysign(0, -1)), 0, 1, -1,
+		float32(math.Inf(1)), float32(math.Inf(-1))}
+	k := len(special)
+	windows := k * k * k * k
+	ow := windows + 5 // a tail of 5 windows after the whole vectors
+	W := 2*ow + 1     // and an odd column
+	x := make([]float32, 2*W)
+	dy := make([]float32, ow)
+	for j := 0; j < ow; j++ {
+		c := j % windows
+		x[2*j], x[2*j+1] = special[c%k], special[c/k%k]
+		x[W+2*j], x[W+2*j+1] = special[c/(k*k)%k], special[c/(k*k*k)]
+		dy[j] = special[(j/3)%k]
+	}
+	xs, g := sh(1, 1, 2, W), poolGeom{2, 2, 2, 2, 0, 0}
+	ys, err := g.out(xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(ys...))
+	dx := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(xs...))
+	fill(dx.Data().([]float32), 7)
+	xv := tensor.New(tensor.WithShape(xs...), tensor.WithBacking(x))
+	if err := (&maxPoolOp{g: g}).DoWorkspace(y, nil, xv); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&maxPoolGradOp{g: g}).DoWorkspace(dx, nil, xv, tensor.New(tensor.WithShape(ys...), tensor.WithBacking(dy))); err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "forward", y.Data().([]float32), prevMaxPool(g, x, nil, xs, ys))
+	sameBits(t, "backward", dx.Data().([]float32), prevMaxPool(g, x, dy, xs, ys))
 }
 
 func fill[T float](v []T, x T) {

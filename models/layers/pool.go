@@ -242,17 +242,28 @@ func maxPoolPlane[T float](g poolGeom, xp, yp, dyp []T, H, W, OH, OW int) {
 // in maxPoolPlane's order. Its windows do not overlap, so in the backward each window's
 // elements are zeroed and its argmax gets += dy, the same additions as maxPoolPlane's (+0 + dy,
 // which is +0 for dy = -0), without a separate pass clearing the plane. A last odd row or
-// column belongs to no window and gets zeros.
+// column belongs to no window and gets zeros. float32 rows go through AVX2 where the machine
+// has it (maxPool2x2F32Fast: the same selections and additions, without the branches that
+// mispredict on every other window).
 func maxPool2x2Plane[T float](xp, yp, dyp []T, W, OH, OW int) {
 	for oh := 0; oh < OH; oh++ {
 		r0 := xp[2*oh*W : 2*oh*W+W]
 		r1 := xp[(2*oh+1)*W : (2*oh+1)*W+W]
-		var d0, d1 []T
+		var d0, d1, dyr []T
 		if dyp != nil {
 			d0 = yp[2*oh*W : 2*oh*W+W]
 			d1 = yp[(2*oh+1)*W : (2*oh+1)*W+W]
+			dyr = dyp[oh*OW : oh*OW+OW]
 		}
-		for ow := 0; ow < OW; ow++ {
+		done := 0
+		if r32, ok := any(r0).([]float32); ok {
+			var y32 []float32
+			if dyp == nil {
+				y32 = any(yp[oh*OW : oh*OW+OW]).([]float32)
+			}
+			done = maxPool2x2F32Fast(y32, r32, any(r1).([]float32), any(dyr).([]float32), any(d0).([]float32), any(d1).([]float32), OW)
+		}
+		for ow := done; ow < OW; ow++ {
 			w := 2 * ow
 			a, b, c, d := r0[w], r0[w+1], r1[w], r1[w+1]
 			best, k := a, 0
@@ -270,7 +281,7 @@ func maxPool2x2Plane[T float](xp, yp, dyp []T, W, OH, OW int) {
 				continue
 			}
 			d0[w], d0[w+1], d1[w], d1[w+1] = 0, 0, 0, 0
-			g := dyp[oh*OW+ow]
+			g := dyr[ow]
 			switch k {
 			case 0:
 				d0[w] += g

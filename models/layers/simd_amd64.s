@@ -215,3 +215,108 @@ fold_loop:
 fold_done:
 	VZEROUPPER
 	RET
+
+// The argmax rule of maxPool2x2Plane (takes): v replaces best where v > best or v is the first
+// NaN, which is !(v <= best) (true also where either is NaN) and best is not NaN; then
+// best = mask ? v : best. t1 is scratch.
+#define TAKE(v, best, mask, t1) \
+	VCMPPS    $0x16, best, v, mask; \
+	VCMPPS    $0x07, best, best, t1; \
+	VANDPS    t1, mask, mask; \
+	VBLENDVPS mask, v, best, best
+
+// LOADWIN loads 8 windows of 2x2 from rows r0 (SI) and r1 (DX): a, b the left and right
+// elements of r0, c, d of r1, each in the window order 0 1 4 5 | 2 3 6 7 that VSHUFPS leaves
+// (VPERMPD $0xd8 puts it in order; VUNPCK[LH]PS puts it back in row order).
+#define LOADWIN(a, b, c, d, t1, t2) \
+	VMOVUPS (SI), t1; \
+	VMOVUPS 32(SI), t2; \
+	VSHUFPS $0x88, t2, t1, a; \
+	VSHUFPS $0xdd, t2, t1, b; \
+	VMOVUPS (DX), t1; \
+	VMOVUPS 32(DX), t2; \
+	VSHUFPS $0x88, t2, t1, c; \
+	VSHUFPS $0xdd, t2, t1, d
+
+// func maxPool2F32(n int, y, r0, r1 *float32)
+// y[j] = the max of window j (r0[2j], r0[2j+1], r1[2j], r1[2j+1]) by takes, in that order.
+TEXT ·maxPool2F32(SB), NOSPLIT, $0-32
+	MOVQ n+0(FP), CX
+	MOVQ y+8(FP), DI
+	MOVQ r0+16(FP), SI
+	MOVQ r1+24(FP), DX
+	SHRQ $3, CX
+	JEQ  mp_done
+
+mp_loop:
+	LOADWIN(Y0, Y1, Y2, Y3, Y8, Y9)
+	TAKE(Y1, Y0, Y10, Y11)
+	TAKE(Y2, Y0, Y10, Y11)
+	TAKE(Y3, Y0, Y10, Y11)
+	VPERMPD $0xd8, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DX
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     mp_loop
+
+mp_done:
+	VZEROUPPER
+	RET
+
+// func maxPool2GradF32(n int, d0, d1, r0, r1, dy *float32)
+// For window j: its argmax by takes gets +0 + dy[j], its other three elements +0, in rows d0 and
+// d1 (r0's and r1's places).
+TEXT ·maxPool2GradF32(SB), NOSPLIT, $0-48
+	MOVQ   n+0(FP), CX
+	MOVQ   d0+8(FP), DI
+	MOVQ   d1+16(FP), R8
+	MOVQ   r0+24(FP), SI
+	MOVQ   r1+32(FP), DX
+	MOVQ   dy+40(FP), R9
+	VXORPS Y15, Y15, Y15 // +0
+	SHRQ   $3, CX
+	JEQ    mpg_done
+
+mpg_loop:
+	LOADWIN(Y0, Y1, Y2, Y3, Y8, Y9)
+	// Y4..Y7: the element a, b, c or d is the argmax so far.
+	VPCMPEQD Y4, Y4, Y4
+	TAKE(Y1, Y0, Y10, Y11)
+	VANDNPS  Y4, Y10, Y4  // a loses where b takes
+	VMOVAPS  Y10, Y5
+	TAKE(Y2, Y0, Y10, Y11)
+	VANDNPS  Y4, Y10, Y4
+	VANDNPS  Y5, Y10, Y5
+	VMOVAPS  Y10, Y6
+	TAKE(Y3, Y0, Y10, Y11)
+	VANDNPS  Y4, Y10, Y4
+	VANDNPS  Y5, Y10, Y5
+	VANDNPS  Y6, Y10, Y6
+	VMOVAPS  Y10, Y7
+	VPERMPD  $0xd8, (R9), Y12 // dy in the windows' order
+	VADDPS   Y12, Y15, Y12    // +0 + dy
+	VANDPS   Y12, Y4, Y4
+	VANDPS   Y12, Y5, Y5
+	VANDPS   Y12, Y6, Y6
+	VANDPS   Y12, Y7, Y7
+	VUNPCKLPS Y5, Y4, Y8
+	VUNPCKHPS Y5, Y4, Y9
+	VMOVUPS  Y8, (DI)
+	VMOVUPS  Y9, 32(DI)
+	VUNPCKLPS Y7, Y6, Y8
+	VUNPCKHPS Y7, Y6, Y9
+	VMOVUPS  Y8, (R8)
+	VMOVUPS  Y9, 32(R8)
+	ADDQ     $64, SI
+	ADDQ     $64, DX
+	ADDQ     $64, DI
+	ADDQ     $64, R8
+	ADDQ     $32, R9
+	DECQ     CX
+	JNZ      mpg_loop
+
+mpg_done:
+	VZEROUPPER
+	RET
