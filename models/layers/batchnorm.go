@@ -5,6 +5,7 @@ import (
 	"hash"
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -18,9 +19,12 @@ import (
 // gradient tensors in the backward.
 //
 // In training mode (the default) the batch statistics are computed in the forward and computed
-// again in the backward from x, never saved between calls: the result of every call depends on its
-// operands only, so a VM may recompute the forward or interleave batches freely. Sums run in
-// float64, channel by channel in a fixed order, so results are reproducible bit for bit.
+// again in the backward from x, never saved from the forward: the result of every call depends on
+// its operands only, so a VM may recompute the forward or interleave batches freely. The two
+// gradient ops (dx and dgamma) need the same statistics and sums from the same x and dy, so the
+// first of a step hands them to the second when that one reads the very same memory (bnSums),
+// which then gets the bits it would have computed. Sums run in float64, channel by channel in a
+// fixed order, so results are reproducible bit for bit.
 //
 // Running statistics for inference live in the op and are updated by each training-mode forward, as
 // PyTorch: running = (1-momentum)*running + momentum*batch, with the unbiased batch variance, and
@@ -40,6 +44,10 @@ type BatchNormOp struct {
 	training bool
 	runMean  []float64
 	runVar   []float64
+	// handoff is what the first of this op's two gradient ops of a step computed, for the
+	// second (see bnSums); spare is a used one kept for the next step, so a step allocates
+	// nothing.
+	handoff, spare *bnSums
 }
 
 // NewBatchNormOp makes a batch-norm op for inputs of the given rank (4 for NCHW) and channel count.
@@ -62,6 +70,7 @@ func NewBatchNormOp(dims, channels int, momentum, eps float64) (*BatchNormOp, er
 func (op *BatchNormOp) SetTraining(training bool) error {
 	op.mu.Lock()
 	op.training = training
+	op.dropHandoffLocked()
 	op.mu.Unlock()
 	return nil
 }
@@ -89,6 +98,7 @@ func (op *BatchNormOp) SetRunningStats(mean, variance []float64) error {
 	}
 	copy(op.runMean, mean)
 	copy(op.runVar, variance)
+	op.dropHandoffLocked()
 	return nil
 }
 
@@ -379,6 +389,8 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) e
 	if err != nil {
 		return err
 	}
+	// A forward starts a new step: no gradient sums of an earlier one may be used again.
+	op.dropHandoff()
 	cv := carver{buf: ws}
 	mean, err := carve[float64](&cv, C)
 	if err != nil {
@@ -430,7 +442,8 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) e
 }
 
 // bnGradOp is BN's backward: (x, gamma, dy) -> dx, or with wrtGamma (x, dy) -> dgamma. Both
-// recompute the statistics from x. They read the parent op only for its mode and constants.
+// recompute the statistics from x, or the second of a step takes them from the first (bnSums).
+// They read the parent op for its mode and constants, and for that handoff.
 type bnGradOp struct {
 	pure
 	noDiff
@@ -565,59 +578,156 @@ func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) err
 	}
 	training, rm, rv := op.bn.mode()
 	cnt := float64(N * plane)
+	// In training the sibling gradient op may have left this step's sums (bnSums).
+	var sums *bnSums
+	have := false
+	key := bnKey{x: unsafe.Pointer(&x[0]), dy: unsafe.Pointer(&dy[0]), bytes: len(x) * int(unsafe.Sizeof(x[0])), N: N, C: C, plane: plane}
+	if training {
+		sums, have = op.bn.takeSums(op.wrtGamma, key)
+	}
 	// Each channel's statistics, gradient sums and dx in one visit, while it is in cache.
 	parallelFor(C, int64(len(x)), func(c0, c1 int) {
 		var a, b lanes
 		for c := c0; c < c1; c++ {
-			m, is, _ := channelMoments(&a, training, rm, rv, op.bn.eps, x, N, C, plane, c)
-			mean[c], invStd[c] = m, is
-			// sdy = Σdy, sdxh = Σdy·x̂ with x̂ = (x-mean)/std.
-			var sdy, sdxh float64
-			if training || op.wrtGamma {
-				M := N * plane
-				a.reset(M)
-				b.reset(M)
-				l := 0
-				for n := 0; n < N; n++ {
-					o := (n*C + c) * plane
-					l = laneGradSums(&a, &b, l, dy[o:o+plane], x[o:o+plane], m)
+			var m, is, sdy, sdxh float64
+			if have {
+				m, is, sdy, sdxh = sums.mean[c], sums.invStd[c], sums.sdy[c], sums.sdxh[c]
+			} else {
+				m, is, _ = channelMoments(&a, training, rm, rv, op.bn.eps, x, N, C, plane, c)
+				// sdy = Σdy, sdxh = Σdy·x̂ with x̂ = (x-mean)/std.
+				if training || op.wrtGamma {
+					M := N * plane
+					a.reset(M)
+					b.reset(M)
+					l := 0
+					for n := 0; n < N; n++ {
+						o := (n*C + c) * plane
+						l = laneGradSums(&a, &b, l, dy[o:o+plane], x[o:o+plane], m)
+					}
+					sdy, sdxh = a.totalN(M), b.totalN(M)*is
 				}
-				sdy, sdxh = a.totalN(M), b.totalN(M)*is
+				if sums != nil {
+					sums.mean[c], sums.invStd[c], sums.sdy[c], sums.sdxh[c] = m, is, sdy, sdxh
+				}
 			}
+			mean[c], invStd[c] = m, is
 			if op.wrtGamma {
 				res[c] = T(sdxh)
 				continue
 			}
-			a := float64(gamma[c]) * is
-			if !training {
-				// With fixed statistics BN is affine in x: dx = gamma/std · dy.
-				at := T(a)
-				for n := 0; n < N; n++ {
-					o := (n*C + c) * plane
-					dr, rr := dy[o:o+plane], res[o:o+plane]
-					for i, g := range dr {
-						rr[i] = g * at
-					}
-				}
-				continue
-			}
-			// dx = gamma/std · (dy - Σdy/M - x̂·Σ(dy·x̂)/M)
-			mdy, k := T(sdy/cnt), T(sdxh/cnt*is)
-			mt, at := T(m), T(a)
-			for n := 0; n < N; n++ {
-				o := (n*C + c) * plane
-				xr, dr, rr := x[o:o+plane], dy[o:o+plane], res[o:o+plane]
-				if d32, ok := any(dr).([]float32); ok {
-					done := bnDxF32Fast(any(rr).([]float32), any(xr).([]float32), d32, float32(mdy), float32(mt), float32(k), float32(at))
-					xr, dr, rr = xr[done:], dr[done:], rr[done:]
-				}
-				for i, g := range dr {
-					rr[i] = at * (g - mdy - (xr[i]-mt)*k)
-				}
-			}
+			bnDxChannel(res, x, dy, gamma[c], training, m, is, sdy, sdxh, cnt, N, C, plane, c)
 		}
 	})
+	if sums != nil {
+		// dx written over x or dy leaves nothing for the sibling to read its sums from.
+		r := unsafe.Pointer(&res[0])
+		op.bn.settleSums(sums, have || r == key.x || r == key.dy, op.wrtGamma, key)
+	}
 	return nil
+}
+
+// bnDxChannel writes channel c of dx from the channel's statistics and gradient sums.
+func bnDxChannel[T float](res, x, dy []T, gamma T, training bool, m, is, sdy, sdxh, cnt float64, N, C, plane, c int) {
+	a := float64(gamma) * is
+	if !training {
+		// With fixed statistics BN is affine in x: dx = gamma/std · dy.
+		at := T(a)
+		for n := 0; n < N; n++ {
+			o := (n*C + c) * plane
+			dr, rr := dy[o:o+plane], res[o:o+plane]
+			for i, g := range dr {
+				rr[i] = g * at
+			}
+		}
+		return
+	}
+	// dx = gamma/std · (dy - Σdy/M - x̂·Σ(dy·x̂)/M)
+	mdy, k := T(sdy/cnt), T(sdxh/cnt*is)
+	mt, at := T(m), T(a)
+	for n := 0; n < N; n++ {
+		o := (n*C + c) * plane
+		xr, dr, rr := x[o:o+plane], dy[o:o+plane], res[o:o+plane]
+		if d32, ok := any(dr).([]float32); ok {
+			done := bnDxF32Fast(any(rr).([]float32), any(xr).([]float32), d32, float32(mdy), float32(mt), float32(k), float32(at))
+			xr, dr, rr = xr[done:], dr[done:], rr[done:]
+		}
+		for i, g := range dr {
+			rr[i] = at * (g - mdy - (xr[i]-mt)*k)
+		}
+	}
+}
+
+// bnSums is one training step's per-channel statistics and gradient sums of a batch norm: the
+// mean, 1/std, Σdy and Σdy·x̂, from x and dy. Both gradient ops (dgamma and dx) need them, from
+// the same x and dy: the first to run hands them to the second, which then only makes its
+// output, bit for bit what it would have computed (the same function of the same operands), in
+// one pass instead of four (two for the statistics, one for the sums).
+//
+// The second takes them only when its operands are the same memory, of the same size and shape,
+// as the first's, and no forward of the op (which starts a step) has run since. That rests on
+// what a VM guarantees anyway: an operand is not written while a later op still reads it, so
+// between the two gradient ops, which both read x and dy, x and dy keep their values (one
+// swapped out and back in, or recomputed, is the same value). A caller of the ops' Do that
+// rewrites x or dy in place between the two calls, with no forward between, would get the
+// first's sums.
+type bnSums struct {
+	key                     bnKey
+	fromGamma               bool // which op computed them: the other one takes them
+	mean, invStd, sdy, sdxh []float64
+}
+
+// bnKey is the operands a bnSums was computed from: their data (kept alive while handed over,
+// so the memory is not reused under the key) and size.
+type bnKey struct {
+	x, dy              unsafe.Pointer
+	bytes, N, C, plane int
+}
+
+// takeSums returns the sums the sibling of a gradient op (wrtGamma says which) left for these
+// operands, with have; or, with have false, a bnSums to fill (the spare one when there is one).
+func (op *BatchNormOp) takeSums(wrtGamma bool, k bnKey) (s *bnSums, have bool) {
+	op.mu.Lock()
+	if h := op.handoff; h != nil && h.fromGamma != wrtGamma && h.key == k {
+		op.handoff = nil
+		op.mu.Unlock()
+		return h, true
+	}
+	s, op.spare = op.spare, nil
+	op.mu.Unlock()
+	if s == nil || len(s.mean) != k.C {
+		v := make([]float64, 4*k.C)
+		s = &bnSums{mean: v[:k.C:k.C], invStd: v[k.C : 2*k.C : 2*k.C], sdy: v[2*k.C : 3*k.C : 3*k.C], sdxh: v[3*k.C:]}
+	}
+	return s, false
+}
+
+// settleSums hands s, just computed by a gradient op from operands k, to its sibling; or, when
+// done (taken from the sibling, or its operands overwritten), keeps it as the spare.
+func (op *BatchNormOp) settleSums(s *bnSums, done, wrtGamma bool, k bnKey) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if done {
+		s.key = bnKey{}
+		op.spare = s
+		return
+	}
+	op.dropHandoffLocked()
+	s.key, s.fromGamma = k, wrtGamma
+	op.handoff = s
+}
+
+// dropHandoff forgets the sums handed over, if any (a forward, a new mode or new statistics).
+func (op *BatchNormOp) dropHandoff() {
+	op.mu.Lock()
+	op.dropHandoffLocked()
+	op.mu.Unlock()
+}
+
+func (op *BatchNormOp) dropHandoffLocked() {
+	if h := op.handoff; h != nil {
+		h.key = bnKey{}
+		op.handoff, op.spare = nil, h
+	}
 }
 
 // InPlaceSafe tells the out-of-core VM that dx may be written over x or dy:
