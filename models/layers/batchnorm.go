@@ -18,13 +18,14 @@ import (
 // multiplies and adds: four more activation-sized tensors per layer than this op, and as many
 // gradient tensors in the backward.
 //
-// In training mode (the default) the batch statistics are computed in the forward and computed
-// again in the backward from x, never saved from the forward: the result of every call depends on
-// its operands only, so a VM may recompute the forward or interleave batches freely. The two
-// gradient ops (dx and dgamma) need the same statistics and sums from the same x and dy, so the
-// first of a step hands them to the second when that one reads the very same memory (bnSums),
-// which then gets the bits it would have computed. Sums run in float64, channel by channel in a
-// fixed order, so results are reproducible bit for bit.
+// In training mode (the default) the batch statistics are computed in the forward, and the
+// backward computes them from x too unless it reads x at the very memory the last forward read
+// it from: then it takes the forward's, the same bits. The two gradient ops (dx and dgamma) need
+// the same statistics and gradient sums from the same x and dy, and the first of a step hands
+// them to the second likewise (bnSums). So the result of every call depends on its operands
+// only, and a VM may recompute the forward or interleave batches freely (other memory is
+// computed afresh). Sums run in float64, channel by channel in a fixed order, so results are
+// reproducible bit for bit.
 //
 // Running statistics for inference live in the op and are updated by each training-mode forward, as
 // PyTorch: running = (1-momentum)*running + momentum*batch, with the unbiased batch variance, and
@@ -46,8 +47,9 @@ type BatchNormOp struct {
 	runVar   []float64
 	// handoff is what the first of this op's two gradient ops of a step computed, for the
 	// second (see bnSums); spare is a used one kept for the next step, so a step allocates
-	// nothing.
-	handoff, spare *bnSums
+	// nothing. fwd is the last training forward's mean and 1/std (its key that forward's x),
+	// for the first gradient op.
+	handoff, spare, fwd *bnSums
 }
 
 // NewBatchNormOp makes a batch-norm op for inputs of the given rank (4 for NCHW) and channel count.
@@ -389,8 +391,9 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) e
 	if err != nil {
 		return err
 	}
-	// A forward starts a new step: no gradient sums of an earlier one may be used again.
-	op.dropHandoff()
+	// A forward starts a new step: no statistics or gradient sums of an earlier one may be used
+	// again.
+	fwd := op.takeForwardStats()
 	cv := carver{buf: ws}
 	mean, err := carve[float64](&cv, C)
 	if err != nil {
@@ -408,6 +411,7 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) e
 		var s lanes
 		for c := c0; c < c1; c++ {
 			mc, is, v := channelMoments(&s, training, rm, rv, op.eps, x, N, C, plane, c)
+			fwd.mean[c], fwd.invStd[c] = mc, is
 			m, a, b := T(mc), T(float64(gamma[c])*is), beta[c]
 			for n := 0; n < N; n++ {
 				o := (n*C + c) * plane
@@ -423,6 +427,13 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) e
 			mean[c], invStd[c] = mc, v
 		}
 	})
+	// Only a training forward's statistics are the backward's; y written over x leaves no x to
+	// match them to.
+	var k bnKey
+	if training && unsafe.Pointer(&y[0]) != unsafe.Pointer(&x[0]) {
+		k = bnKey{x: unsafe.Pointer(&x[0]), bytes: len(x) * int(unsafe.Sizeof(x[0])), N: N, C: C, plane: plane}
+	}
+	op.putForwardStats(fwd, k)
 	if training {
 		batchVar := invStd
 		cnt := float64(N * plane)
@@ -442,8 +453,8 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) e
 }
 
 // bnGradOp is BN's backward: (x, gamma, dy) -> dx, or with wrtGamma (x, dy) -> dgamma. Both
-// recompute the statistics from x, or the second of a step takes them from the first (bnSums).
-// They read the parent op for its mode and constants, and for that handoff.
+// recompute the statistics from x, or take them from the forward or the first of the two
+// (bnSums). They read the parent op for its mode and constants, and for those handoffs.
 type bnGradOp struct {
 	pure
 	noDiff
@@ -582,8 +593,10 @@ func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) err
 	var sums *bnSums
 	have := false
 	key := bnKey{x: unsafe.Pointer(&x[0]), dy: unsafe.Pointer(&dy[0]), bytes: len(x) * int(unsafe.Sizeof(x[0])), N: N, C: C, plane: plane}
+	haveStats := false
 	if training {
 		sums, have = op.bn.takeSums(op.wrtGamma, key)
+		haveStats = !have && op.bn.forwardStats(key, sums)
 	}
 	// Each channel's statistics, gradient sums and dx in one visit, while it is in cache.
 	parallelFor(C, int64(len(x)), func(c0, c1 int) {
@@ -593,7 +606,11 @@ func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) err
 			if have {
 				m, is, sdy, sdxh = sums.mean[c], sums.invStd[c], sums.sdy[c], sums.sdxh[c]
 			} else {
-				m, is, _ = channelMoments(&a, training, rm, rv, op.bn.eps, x, N, C, plane, c)
+				if haveStats {
+					m, is = sums.mean[c], sums.invStd[c]
+				} else {
+					m, is, _ = channelMoments(&a, training, rm, rv, op.bn.eps, x, N, C, plane, c)
+				}
 				// sdy = Σdy, sdxh = Σdy·x̂ with x̂ = (x-mean)/std.
 				if training || op.wrtGamma {
 					M := N * plane
@@ -661,15 +678,17 @@ func bnDxChannel[T float](res, x, dy []T, gamma T, training bool, m, is, sdy, sd
 // mean, 1/std, Σdy and Σdy·x̂, from x and dy. Both gradient ops (dgamma and dx) need them, from
 // the same x and dy: the first to run hands them to the second, which then only makes its
 // output, bit for bit what it would have computed (the same function of the same operands), in
-// one pass instead of four (two for the statistics, one for the sums).
+// one pass instead of four (two for the statistics, one for the sums). The forward leaves its
+// mean and 1/std of x in one too (BatchNormOp.fwd), which spares the first its two statistics
+// passes the same way.
 //
-// The second takes them only when its operands are the same memory, of the same size and shape,
-// as the first's, and no forward of the op (which starts a step) has run since. That rests on
-// what a VM guarantees anyway: an operand is not written while a later op still reads it, so
-// between the two gradient ops, which both read x and dy, x and dy keep their values (one
-// swapped out and back in, or recomputed, is the same value). A caller of the ops' Do that
-// rewrites x or dy in place between the two calls, with no forward between, would get the
-// first's sums.
+// One is taken only for operands at the same memory, of the same size and shape, as those it
+// was computed from, and no forward of the op (which starts a step) has run since (for the
+// forward's, none other). That rests on what a VM guarantees anyway: an operand is not written
+// while a later op still reads it, so from the forward to the gradient ops, which all read x,
+// and between the gradient ops, which both read dy, x and dy keep their values (one swapped
+// out and back in, or recomputed, is the same value). A caller of the ops' Do that rewrites x
+// or dy in place between those calls, with no forward between, would get the earlier results.
 type bnSums struct {
 	key                     bnKey
 	fromGamma               bool // which op computed them: the other one takes them
@@ -695,8 +714,7 @@ func (op *BatchNormOp) takeSums(wrtGamma bool, k bnKey) (s *bnSums, have bool) {
 	s, op.spare = op.spare, nil
 	op.mu.Unlock()
 	if s == nil || len(s.mean) != k.C {
-		v := make([]float64, 4*k.C)
-		s = &bnSums{mean: v[:k.C:k.C], invStd: v[k.C : 2*k.C : 2*k.C], sdy: v[2*k.C : 3*k.C : 3*k.C], sdxh: v[3*k.C:]}
+		s = newBNSums(k.C)
 	}
 	return s, false
 }
@@ -711,23 +729,71 @@ func (op *BatchNormOp) settleSums(s *bnSums, done, wrtGamma bool, k bnKey) {
 		op.spare = s
 		return
 	}
-	op.dropHandoffLocked()
+	op.dropSumsLocked()
 	s.key, s.fromGamma = k, wrtGamma
 	op.handoff = s
 }
 
-// dropHandoff forgets the sums handed over, if any (a forward, a new mode or new statistics).
-func (op *BatchNormOp) dropHandoff() {
+// takeForwardStats starts a forward: it forgets what the last step left (the forward's
+// statistics and the gradient ops' sums) and returns a bnSums for this forward's mean and 1/std,
+// the last forward's reused.
+func (op *BatchNormOp) takeForwardStats() *bnSums {
 	op.mu.Lock()
 	op.dropHandoffLocked()
+	f := op.fwd
+	op.fwd = nil
+	op.mu.Unlock()
+	if f == nil {
+		f = newBNSums(len(op.runMean))
+	}
+	f.key = bnKey{}
+	return f
+}
+
+// putForwardStats keeps a forward's statistics f of x (key k) for the gradient ops; the zero
+// key matches no operands (an inference forward's).
+func (op *BatchNormOp) putForwardStats(f *bnSums, k bnKey) {
+	op.mu.Lock()
+	f.key = k
+	op.fwd = f
 	op.mu.Unlock()
 }
 
+// forwardStats copies into s the mean and 1/std of the last training forward, when it read x
+// at the same memory, of the same size and shape, as key k says: the statistics the gradient op
+// would compute from its x, bit for bit, as bnSums explains.
+func (op *BatchNormOp) forwardStats(k bnKey, s *bnSums) bool {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	f := op.fwd
+	if f == nil || f.key != (bnKey{x: k.x, bytes: k.bytes, N: k.N, C: k.C, plane: k.plane}) {
+		return false
+	}
+	copy(s.mean, f.mean)
+	copy(s.invStd, f.invStd)
+	return true
+}
+
+// dropHandoffLocked forgets the sums handed over and the forward's statistics, if any (a
+// forward, a new mode or new running statistics).
 func (op *BatchNormOp) dropHandoffLocked() {
+	op.dropSumsLocked()
+	if op.fwd != nil {
+		op.fwd.key = bnKey{}
+	}
+}
+
+// dropSumsLocked forgets the sums handed over between the gradient ops, if any.
+func (op *BatchNormOp) dropSumsLocked() {
 	if h := op.handoff; h != nil {
 		h.key = bnKey{}
 		op.handoff, op.spare = nil, h
 	}
+}
+
+func newBNSums(C int) *bnSums {
+	v := make([]float64, 4*C)
+	return &bnSums{mean: v[:C:C], invStd: v[C : 2*C : 2*C], sdy: v[2*C : 3*C : 3*C], sdxh: v[3*C:]}
 }
 
 // InPlaceSafe tells the out-of-core VM that dx may be written over x or dy:

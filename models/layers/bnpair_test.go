@@ -2,6 +2,7 @@ package layers
 
 import (
 	"fmt"
+	"math"
 	"math/rand"
 	"testing"
 
@@ -96,6 +97,25 @@ func testBNHandoff[T float](t *testing.T, xs tensor.Shape, gammaFirst bool) {
 	handed(true, "after a dx of other memory (its own sums)")
 	sameBits(t, "dx again", runDx(xv, dyv), wdx)
 	sameBits(t, "dgamma after", runDg(xv, dyv), wdg)
+
+	// The first gradient op takes the forward's statistics of the same memory of x: poisoned,
+	// they show in its result; a forward of other memory with the same values is not taken.
+	poison := func() {
+		op.mu.Lock()
+		fill(op.fwd.mean, math.NaN())
+		op.mu.Unlock()
+	}
+	forward()
+	poison()
+	if dg := runDg(xv, dyv); !math.IsNaN(float64(dg[0])) {
+		t.Fatalf("dgamma %v: the forward's statistics were not taken", dg[0])
+	}
+	if _, err := op.Do(dense(append([]T(nil), x...)), vec(gamma), vec(beta)); err != nil {
+		t.Fatal(err)
+	}
+	poison()
+	sameBits(t, "dgamma after a forward of other memory", runDg(xv, dyv), wdg)
+	sameBits(t, "dx after a forward of other memory", runDx(xv, dyv), wdx)
 
 	// dx over dy hands nothing over: dy is gone.
 	forward()
