@@ -229,6 +229,9 @@ func TestBatchNormSameBitsAsBefore(t *testing.T) {
 		sh(4, 3, 16, 16),   // 1024: every lane four times
 		sh(64, 16, 28, 28), // the Fashion-MNIST model's
 		sh(1, 2, 1, 1),     // one element a channel
+		sh(300, 3, 4, 4),   // small planes gathered in several chunks
+		sh(40, 2, 7, 7),    // 49-pixel planes: chunks of 20 planes, lanes carried across
+		sh(5, 2, 63, 1),    // the largest gathered plane
 	} {
 		t.Run(fmt.Sprint(xs), func(t *testing.T) {
 			testBNBits[float32](t, xs, tensor.Float32)
