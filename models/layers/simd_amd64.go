@@ -161,3 +161,50 @@ func maxPool2x2F32Fast(y, r0, r1, dy, d0, d1 []float32, ow int) int {
 	copy(d1[2*n:2*ow], db[:2*t])
 	return ow
 }
+
+//go:noescape
+func maxPool3F32(n int, y *float32, idx *int32, r0, r1, r2 *float32)
+
+// maxPool3F32Row runs cnt windows of 3x3 at column stride 2 on AVX2: window j reads columns
+// 2j, 2j+1, 2j+2 of rows r0, r1, r2 (each at least 2*cnt+1 long), and gets its max by takes
+// in row-major order in y[j] (y not nil) or that max's place in the window, 0..8, in idx[j].
+// A last partial vector goes through the kernel from zero-padded copies. It reports false,
+// doing nothing, without AVX2.
+func maxPool3F32Row(y []float32, idx []int32, r0, r1, r2 []float32, cnt int) bool {
+	if !haveAVX2 {
+		return false
+	}
+	var yp *float32
+	var ip *int32
+	// A whole vector starting at window j reads columns 2j to 2j+17: those inside the rows.
+	n := max(0, min(cnt, (min(len(r0), len(r1), len(r2))-2)/2)) &^ 7
+	if n > 0 {
+		if y != nil {
+			_ = y[n-1]
+			yp = &y[0]
+		}
+		if idx != nil {
+			_ = idx[n-1]
+			ip = &idx[0]
+		}
+		maxPool3F32(n, yp, ip, &r0[0], &r1[0], &r2[0])
+	}
+	for ; n < cnt; n += 8 {
+		var a, b, c [18]float32
+		var yb [8]float32
+		var ib [8]int32
+		end := min(len(r0), 2*cnt+1)
+		copy(a[:], r0[2*n:end])
+		copy(b[:], r1[2*n:min(len(r1), 2*cnt+1)])
+		copy(c[:], r2[2*n:min(len(r2), 2*cnt+1)])
+		maxPool3F32(8, &yb[0], &ib[0], &a[0], &b[0], &c[0])
+		t := min(8, cnt-n)
+		if y != nil {
+			copy(y[n:n+t], yb[:t])
+		}
+		if idx != nil {
+			copy(idx[n:n+t], ib[:t])
+		}
+	}
+	return true
+}

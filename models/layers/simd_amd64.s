@@ -320,3 +320,84 @@ mpg_loop:
 mpg_done:
 	VZEROUPPER
 	RET
+
+// LOAD3 loads a row's first, second and third elements of 8 windows of 3 at stride 2 from
+// SI: a at SI+2j, b at SI+2j+1, c at SI+2j+2 (window j), in VSHUFPS's order 0 1 4 5 | 2 3 6 7.
+#define LOAD3(a, b, c, t1, t2) \
+	VMOVUPS (SI), t1; \
+	VMOVUPS 32(SI), t2; \
+	VSHUFPS $0x88, t2, t1, a; \
+	VSHUFPS $0xdd, t2, t1, b; \
+	VMOVUPS 8(SI), t1; \
+	VMOVUPS 40(SI), t2; \
+	VSHUFPS $0x88, t2, t1, c
+
+// STEP visits v, the next element of the windows: where it takes (TAKE), best becomes v and
+// the index k the count cur, which goes up by one first.
+#define STEP(v) \
+	VPADDD    Y3, Y2, Y2; \
+	TAKE(v, Y0, Y10, Y11); \
+	VBLENDVPS Y10, Y2, Y1, Y1
+
+// POOL3 runs the 9 elements of 8 windows of 3x3, rows from R10, R11, R12 (in that order),
+// leaving the max in Y0 and its index in the window (row-major, 0..8) in Y1, window order as
+// LOADWIN's.
+#define POOL3 \
+	MOVQ  R10, SI; \
+	LOAD3(Y0, Y4, Y5, Y8, Y9); \
+	VPXOR Y1, Y1, Y1; \
+	VPXOR Y2, Y2, Y2; \
+	STEP(Y4); \
+	STEP(Y5); \
+	MOVQ  R11, SI; \
+	LOAD3(Y4, Y5, Y6, Y8, Y9); \
+	STEP(Y4); \
+	STEP(Y5); \
+	STEP(Y6); \
+	MOVQ  R12, SI; \
+	LOAD3(Y4, Y5, Y6, Y8, Y9); \
+	STEP(Y4); \
+	STEP(Y5); \
+	STEP(Y6)
+
+// func maxPool3F32(n int, y *float32, idx *int32, r0, r1, r2 *float32)
+// For windows j < n (a multiple of 8) of 3x3 at column stride 2 over rows r0, r1, r2 (window j
+// reads columns 2j, 2j+1, 2j+2 of each, row by row), y[j] = its max by takes in row-major order
+// when y is not nil, and idx[j] = the max's place in the window (0..8) when idx is not nil.
+TEXT ·maxPool3F32(SB), NOSPLIT, $0-48
+	MOVQ         n+0(FP), CX
+	MOVQ         y+8(FP), DI
+	MOVQ         idx+16(FP), R8
+	MOVQ         r0+24(FP), R10
+	MOVQ         r1+32(FP), R11
+	MOVQ         r2+40(FP), R12
+	VPCMPEQD     Y3, Y3, Y3
+	VPSRLD       $31, Y3, Y3 // 1 in each int32
+	SHRQ         $3, CX
+	JEQ          mp3_done
+
+mp3_loop:
+	POOL3
+	TESTQ   DI, DI
+	JEQ     mp3_noval
+	VPERMPD $0xd8, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, DI
+
+mp3_noval:
+	TESTQ   R8, R8
+	JEQ     mp3_next
+	VPERMPD $0xd8, Y1, Y1
+	VMOVDQU Y1, (R8)
+	ADDQ    $32, R8
+
+mp3_next:
+	ADDQ $64, R10
+	ADDQ $64, R11
+	ADDQ $64, R12
+	DECQ CX
+	JNZ  mp3_loop
+
+mp3_done:
+	VZEROUPPER
+	RET
