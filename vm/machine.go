@@ -6,10 +6,12 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+	"unsafe"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gorgonia-ooc/outofcore/blas"
 	"github.com/gorgonia-ooc/outofcore/vm/alloc"
 	"github.com/gorgonia-ooc/outofcore/vm/prealloc"
 )
@@ -1129,6 +1131,9 @@ func (m *Machine) publishLeaves() error {
 func accumulate(acc gorgonia.Value, src []byte, v *Var) error {
 	switch a := acc.(type) {
 	case *tensor.Dense:
+		if addInto(a, src, v) {
+			return nil
+		}
 		g := denseOver(src, v.Dtype, v.Shape)
 		_, err := tensor.Add(a, g, tensor.UseUnsafe())
 		return err
@@ -1142,6 +1147,30 @@ func accumulate(acc gorgonia.Value, src []byte, v *Var) error {
 		return fmt.Errorf("cannot accumulate a gradient of type %T", acc)
 	}
 	return nil
+}
+
+// addInto is accumulate's tensor.Add(a, g, UseUnsafe()) for a plain float tensor of the
+// gradient's dtype and shape: tensor's kernel is a[i] += g[i], a scalar loop (most of a step's
+// time outside ops for ResNet-18's 11 million parameters); blas.Add is the same sum in AVX with
+// a as the first operand, so the bits, NaN payloads too, are tensor's. It reports whether it
+// added; anything else is left to tensor.
+func addInto(a *tensor.Dense, src []byte, v *Var) bool {
+	if (v.Dtype != tensor.Float32 && v.Dtype != tensor.Float64) || a.Dtype() != v.Dtype ||
+		a.IsMaterializable() || !a.Shape().Eq(v.Shape) || len(a.Raw) != len(src) || len(src) == 0 {
+		return false
+	}
+	if v.Dtype == tensor.Float32 {
+		blas.Add(floatsOf[float32](a.Raw), floatsOf[float32](src))
+	} else {
+		blas.Add(floatsOf[float64](a.Raw), floatsOf[float64](src))
+	}
+	return true
+}
+
+// floatsOf is b's elements.
+func floatsOf[T float32 | float64](b []byte) []T {
+	var zero T
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(zero)))
 }
 
 func (m *Machine) swapOut(i int) error {

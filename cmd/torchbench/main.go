@@ -16,8 +16,8 @@
 // the timed steps, with the solver and the engine outside its ops as rows of their own;
 // PyTorch's from torch.profiler (self CPU time of each aten op, key_averages' measure) over
 // -steps more steps run after the timed rounds, so profiling does not touch the timed medians.
-// Ours runs as `ooc train` does: models.Build, ooc.Compile in core (Baseline) and the in-place
-// solvers.NewAdam. PyTorch runs in a child process with 2 threads; -malloc tuned (the default)
+// Ours runs as `ooc train` does: models.Build, ooc.Compile in core (Baseline) binding no
+// activation to its node (WithNodeValues(0)) and the in-place solvers.NewAdam. PyTorch runs in a child process with 2 threads; -malloc tuned (the default)
 // sets MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ high for it, its best configuration.
 // -omp passive (the default) sets OMP_WAIT_POLICY=PASSIVE: on a machine shared with other work,
 // spinning OpenMP threads collapse (smallcnn measured 1565 ms a step spinning, 48 ms passive, at a
@@ -339,7 +339,10 @@ func ourStep(s setup) (*ours, error) {
 	for _, l := range m.Learnables {
 		o.params += int64(l.Shape().TotalSize())
 	}
-	if o.vm, err = ooc.Compile(m.Graph, ooc.BindDualValues(m.Learnables...), ooc.Baseline()); err != nil {
+	// WithNodeValues(0), as package train compiles: a step reads the loss only, and binding the
+	// forward's activations (TapeMachine's every node) would copy each to the host after its op,
+	// about 38 MB a step for smallcnn, which neither ooc train nor PyTorch does.
+	if o.vm, err = ooc.Compile(m.Graph, ooc.BindDualValues(m.Learnables...), ooc.Baseline(), ooc.WithNodeValues(0)); err != nil {
 		return nil, err
 	}
 	solver := solvers.NewAdam(G.WithLearnRate(1e-3))

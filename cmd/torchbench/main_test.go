@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gorgonia-ooc/outofcore/models"
 )
 
 func TestMedian(t *testing.T) {
@@ -164,5 +166,23 @@ func TestWithTorch(t *testing.T) {
 		if !strings.Contains(s, want) {
 			t.Errorf("output lacks %q:\n%s", want, s)
 		}
+	}
+}
+
+// Our step binds no activation to its node, as ooc train compiles: only the loss and the
+// gradients leave the machine, so the engine copies nothing else to the host a step.
+func TestOurStepBindsNoActivation(t *testing.T) {
+	o, err := ourStep(setup{"smallcnn", models.Config{Batch: 2, Channels: 1, Height: 8, Width: 8, Classes: 3, Seed: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := o.vm.Program()
+	for i := range p.Vars {
+		if v := &p.Vars[i]; v.Bind && !v.Node.IsScalar() {
+			t.Errorf("%s (%v) is copied to the host after its op", v.Name, v.Shape)
+		}
+	}
+	if err := o.step(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"hash"
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -17,10 +18,14 @@ import (
 // multiplies and adds: four more activation-sized tensors per layer than this op, and as many
 // gradient tensors in the backward.
 //
-// In training mode (the default) the batch statistics are computed in the forward and computed
-// again in the backward from x, never saved between calls: the result of every call depends on its
-// operands only, so a VM may recompute the forward or interleave batches freely. Sums run in
-// float64, channel by channel in a fixed order, so results are reproducible bit for bit.
+// In training mode (the default) the batch statistics are computed in the forward, and the
+// backward computes them from x too unless it reads x at the very memory the last forward read
+// it from: then it takes the forward's, the same bits. The two gradient ops (dx and dgamma) need
+// the same statistics and gradient sums from the same x and dy, and the first of a step hands
+// them to the second likewise (bnSums). So the result of every call depends on its operands
+// only, and a VM may recompute the forward or interleave batches freely (other memory is
+// computed afresh). Sums run in float64, channel by channel in a fixed order, so results are
+// reproducible bit for bit.
 //
 // Running statistics for inference live in the op and are updated by each training-mode forward, as
 // PyTorch: running = (1-momentum)*running + momentum*batch, with the unbiased batch variance, and
@@ -40,6 +45,11 @@ type BatchNormOp struct {
 	training bool
 	runMean  []float64
 	runVar   []float64
+	// handoff is what the first of this op's two gradient ops of a step computed, for the
+	// second (see bnSums); spare is a used one kept for the next step, so a step allocates
+	// nothing. fwd is the last training forward's mean and 1/std (its key that forward's x),
+	// for the first gradient op.
+	handoff, spare, fwd *bnSums
 }
 
 // NewBatchNormOp makes a batch-norm op for inputs of the given rank (4 for NCHW) and channel count.
@@ -62,6 +72,7 @@ func NewBatchNormOp(dims, channels int, momentum, eps float64) (*BatchNormOp, er
 func (op *BatchNormOp) SetTraining(training bool) error {
 	op.mu.Lock()
 	op.training = training
+	op.dropHandoffLocked()
 	op.mu.Unlock()
 	return nil
 }
@@ -89,6 +100,7 @@ func (op *BatchNormOp) SetRunningStats(mean, variance []float64) error {
 	}
 	copy(op.runMean, mean)
 	copy(op.runVar, variance)
+	op.dropHandoffLocked()
 	return nil
 }
 
@@ -234,21 +246,67 @@ func (op *BatchNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, e
 }
 
 // channelStats is the biased mean and variance of channel c, two-pass in float64, each pass a
-// lane sum in s (whose earlier contents do not matter).
-func channelStats[T float](s *lanes, x []T, N, C, plane, c int) (mean, variance float64) {
+// lane sum in s (whose earlier contents do not matter). buf is scratch for gathering small
+// planes (gatherPlanes).
+func channelStats[T float](s *lanes, buf, x []T, N, C, plane, c int) (mean, variance float64) {
 	m := N * plane
+	if plane < gatherBelow && m <= len(buf) {
+		// The whole channel fits: gathered once, both passes are one run each.
+		k, _ := gatherPlanes(buf, x, N, C, plane, c, 0)
+		s.reset(m)
+		laneSum(s, 0, buf[:k])
+		mean = s.totalN(m) / float64(m)
+		s.reset(m)
+		laneSumSq(s, 0, buf[:k], mean)
+		return mean, s.totalN(m) / float64(m)
+	}
 	s.reset(m)
 	l := 0
-	for n := 0; n < N; n++ {
-		l = laneSum(s, l, x[(n*C+c)*plane:(n*C+c+1)*plane])
+	for n := 0; n < N; {
+		var run []T
+		run, n = channelRun(buf, x, N, C, plane, c, n)
+		l = laneSum(s, l, run)
 	}
 	mean = s.totalN(m) / float64(m)
 	s.reset(m)
 	l = 0
-	for n := 0; n < N; n++ {
-		l = laneSumSq(s, l, x[(n*C+c)*plane:(n*C+c+1)*plane], mean)
+	for n := 0; n < N; {
+		var run []T
+		run, n = channelRun(buf, x, N, C, plane, c, n)
+		l = laneSumSq(s, l, run, mean)
 	}
 	return mean, s.totalN(m) / float64(m)
+}
+
+// gatherBelow is the plane size under which a channel's planes are copied together before a
+// lane pass: a network's last stages have planes of 4 or 16 pixels (ResNet-18's 512 channels of
+// 2x2 at 32x32 input), where a pass made a call per plane and cost as much as one over planes 64
+// times larger. The elements keep their order, so every lane gets the same additions.
+// gatherLen is the scratch a worker gathers into.
+const (
+	gatherBelow = 64
+	gatherLen   = 1024
+)
+
+// gatherPlanes copies channel c's planes n0, n0+1, ... of x, in order, into buf while they fit,
+// and returns the elements copied and the next plane.
+func gatherPlanes[T float](buf, x []T, N, C, plane, c, n0 int) (k, n int) {
+	for n = n0; n < N && k+plane <= len(buf); n++ {
+		o := (n*C + c) * plane
+		k += copy(buf[k:], x[o:o+plane])
+	}
+	return k, n
+}
+
+// channelRun is the next run of channel c's elements from plane n on, and the plane after it:
+// plane n itself, or small planes gathered into buf.
+func channelRun[T float](buf, x []T, N, C, plane, c, n int) ([]T, int) {
+	if plane < gatherBelow && plane <= len(buf) {
+		k, next := gatherPlanes(buf, x, N, C, plane, c, n)
+		return buf[:k], next
+	}
+	o := (n*C + c) * plane
+	return x[o : o+plane], n + 1
 }
 
 // sumLanes and lanes fix the order of a channel's sums (batch norm's statistics and gradient
@@ -349,11 +407,11 @@ func (l *lanes) totalN(count int) float64 {
 
 // channelMoments is channel c's mean and 1/std, from the batch (training, with the biased batch
 // variance too) or from the running statistics.
-func channelMoments[T float](s *lanes, training bool, rm, rv []float64, eps float64, x []T, N, C, plane, c int) (mean, invStd, variance float64) {
+func channelMoments[T float](s *lanes, buf []T, training bool, rm, rv []float64, eps float64, x []T, N, C, plane, c int) (mean, invStd, variance float64) {
 	if !training {
 		return rm[c], 1 / math.Sqrt(rv[c]+eps), 0
 	}
-	mean, variance = channelStats(s, x, N, C, plane, c)
+	mean, variance = channelStats(s, buf, x, N, C, plane, c)
 	return mean, 1 / math.Sqrt(variance+eps), variance
 }
 
@@ -379,6 +437,9 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) e
 	if err != nil {
 		return err
 	}
+	// A forward starts a new step: no statistics or gradient sums of an earlier one may be used
+	// again.
+	fwd := op.takeForwardStats()
 	cv := carver{buf: ws}
 	mean, err := carve[float64](&cv, C)
 	if err != nil {
@@ -394,8 +455,10 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) e
 	// (the channel is done with it) for the running statistics.
 	parallelFor(C, int64(len(x)), func(c0, c1 int) {
 		var s lanes
+		var buf [gatherLen]T
 		for c := c0; c < c1; c++ {
-			mc, is, v := channelMoments(&s, training, rm, rv, op.eps, x, N, C, plane, c)
+			mc, is, v := channelMoments(&s, buf[:], training, rm, rv, op.eps, x, N, C, plane, c)
+			fwd.mean[c], fwd.invStd[c] = mc, is
 			m, a, b := T(mc), T(float64(gamma[c])*is), beta[c]
 			for n := 0; n < N; n++ {
 				o := (n*C + c) * plane
@@ -411,6 +474,13 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) e
 			mean[c], invStd[c] = mc, v
 		}
 	})
+	// Only a training forward's statistics are the backward's; y written over x leaves no x to
+	// match them to.
+	var k bnKey
+	if training && unsafe.Pointer(&y[0]) != unsafe.Pointer(&x[0]) {
+		k = bnKey{x: unsafe.Pointer(&x[0]), bytes: len(x) * int(unsafe.Sizeof(x[0])), N: N, C: C, plane: plane}
+	}
+	op.putForwardStats(fwd, k)
 	if training {
 		batchVar := invStd
 		cnt := float64(N * plane)
@@ -430,7 +500,8 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) e
 }
 
 // bnGradOp is BN's backward: (x, gamma, dy) -> dx, or with wrtGamma (x, dy) -> dgamma. Both
-// recompute the statistics from x. They read the parent op only for its mode and constants.
+// recompute the statistics from x, or take them from the forward or the first of the two
+// (bnSums). They read the parent op for its mode and constants, and for those handoffs.
 type bnGradOp struct {
 	pure
 	noDiff
@@ -565,59 +636,214 @@ func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) err
 	}
 	training, rm, rv := op.bn.mode()
 	cnt := float64(N * plane)
+	// In training the sibling gradient op may have left this step's sums (bnSums).
+	var sums *bnSums
+	have := false
+	key := bnKey{x: unsafe.Pointer(&x[0]), dy: unsafe.Pointer(&dy[0]), bytes: len(x) * int(unsafe.Sizeof(x[0])), N: N, C: C, plane: plane}
+	haveStats := false
+	if training {
+		sums, have = op.bn.takeSums(op.wrtGamma, key)
+		haveStats = !have && op.bn.forwardStats(key, sums)
+	}
 	// Each channel's statistics, gradient sums and dx in one visit, while it is in cache.
 	parallelFor(C, int64(len(x)), func(c0, c1 int) {
 		var a, b lanes
+		var bx, bdy [gatherLen]T
 		for c := c0; c < c1; c++ {
-			m, is, _ := channelMoments(&a, training, rm, rv, op.bn.eps, x, N, C, plane, c)
-			mean[c], invStd[c] = m, is
-			// sdy = Σdy, sdxh = Σdy·x̂ with x̂ = (x-mean)/std.
-			var sdy, sdxh float64
-			if training || op.wrtGamma {
-				M := N * plane
-				a.reset(M)
-				b.reset(M)
-				l := 0
-				for n := 0; n < N; n++ {
-					o := (n*C + c) * plane
-					l = laneGradSums(&a, &b, l, dy[o:o+plane], x[o:o+plane], m)
+			var m, is, sdy, sdxh float64
+			if have {
+				m, is, sdy, sdxh = sums.mean[c], sums.invStd[c], sums.sdy[c], sums.sdxh[c]
+			} else {
+				if haveStats {
+					m, is = sums.mean[c], sums.invStd[c]
+				} else {
+					m, is, _ = channelMoments(&a, bx[:], training, rm, rv, op.bn.eps, x, N, C, plane, c)
 				}
-				sdy, sdxh = a.totalN(M), b.totalN(M)*is
+				// sdy = Σdy, sdxh = Σdy·x̂ with x̂ = (x-mean)/std.
+				if training || op.wrtGamma {
+					M := N * plane
+					a.reset(M)
+					b.reset(M)
+					l := 0
+					for n := 0; n < N; {
+						var xr, dr []T
+						xr, _ = channelRun(bx[:], x, N, C, plane, c, n)
+						dr, n = channelRun(bdy[:], dy, N, C, plane, c, n)
+						l = laneGradSums(&a, &b, l, dr, xr, m)
+					}
+					sdy, sdxh = a.totalN(M), b.totalN(M)*is
+				}
+				if sums != nil {
+					sums.mean[c], sums.invStd[c], sums.sdy[c], sums.sdxh[c] = m, is, sdy, sdxh
+				}
 			}
+			mean[c], invStd[c] = m, is
 			if op.wrtGamma {
 				res[c] = T(sdxh)
 				continue
 			}
-			a := float64(gamma[c]) * is
-			if !training {
-				// With fixed statistics BN is affine in x: dx = gamma/std · dy.
-				at := T(a)
-				for n := 0; n < N; n++ {
-					o := (n*C + c) * plane
-					dr, rr := dy[o:o+plane], res[o:o+plane]
-					for i, g := range dr {
-						rr[i] = g * at
-					}
-				}
-				continue
-			}
-			// dx = gamma/std · (dy - Σdy/M - x̂·Σ(dy·x̂)/M)
-			mdy, k := T(sdy/cnt), T(sdxh/cnt*is)
-			mt, at := T(m), T(a)
-			for n := 0; n < N; n++ {
-				o := (n*C + c) * plane
-				xr, dr, rr := x[o:o+plane], dy[o:o+plane], res[o:o+plane]
-				if d32, ok := any(dr).([]float32); ok {
-					done := bnDxF32Fast(any(rr).([]float32), any(xr).([]float32), d32, float32(mdy), float32(mt), float32(k), float32(at))
-					xr, dr, rr = xr[done:], dr[done:], rr[done:]
-				}
-				for i, g := range dr {
-					rr[i] = at * (g - mdy - (xr[i]-mt)*k)
-				}
-			}
+			bnDxChannel(res, x, dy, gamma[c], training, m, is, sdy, sdxh, cnt, N, C, plane, c)
 		}
 	})
+	if sums != nil {
+		// dx written over x or dy leaves nothing for the sibling to read its sums from.
+		r := unsafe.Pointer(&res[0])
+		op.bn.settleSums(sums, have || r == key.x || r == key.dy, op.wrtGamma, key)
+	}
 	return nil
+}
+
+// bnDxChannel writes channel c of dx from the channel's statistics and gradient sums.
+func bnDxChannel[T float](res, x, dy []T, gamma T, training bool, m, is, sdy, sdxh, cnt float64, N, C, plane, c int) {
+	a := float64(gamma) * is
+	if !training {
+		// With fixed statistics BN is affine in x: dx = gamma/std · dy.
+		at := T(a)
+		for n := 0; n < N; n++ {
+			o := (n*C + c) * plane
+			dr, rr := dy[o:o+plane], res[o:o+plane]
+			for i, g := range dr {
+				rr[i] = g * at
+			}
+		}
+		return
+	}
+	// dx = gamma/std · (dy - Σdy/M - x̂·Σ(dy·x̂)/M)
+	mdy, k := T(sdy/cnt), T(sdxh/cnt*is)
+	mt, at := T(m), T(a)
+	for n := 0; n < N; n++ {
+		o := (n*C + c) * plane
+		xr, dr, rr := x[o:o+plane], dy[o:o+plane], res[o:o+plane]
+		if d32, ok := any(dr).([]float32); ok {
+			done := bnDxF32Fast(any(rr).([]float32), any(xr).([]float32), d32, float32(mdy), float32(mt), float32(k), float32(at))
+			xr, dr, rr = xr[done:], dr[done:], rr[done:]
+		}
+		for i, g := range dr {
+			rr[i] = at * (g - mdy - (xr[i]-mt)*k)
+		}
+	}
+}
+
+// bnSums is one training step's per-channel statistics and gradient sums of a batch norm: the
+// mean, 1/std, Σdy and Σdy·x̂, from x and dy. Both gradient ops (dgamma and dx) need them, from
+// the same x and dy: the first to run hands them to the second, which then only makes its
+// output, bit for bit what it would have computed (the same function of the same operands), in
+// one pass instead of four (two for the statistics, one for the sums). The forward leaves its
+// mean and 1/std of x in one too (BatchNormOp.fwd), which spares the first its two statistics
+// passes the same way.
+//
+// One is taken only for operands at the same memory, of the same size and shape, as those it
+// was computed from, and no forward of the op (which starts a step) has run since (for the
+// forward's, none other). That rests on what a VM guarantees anyway: an operand is not written
+// while a later op still reads it, so from the forward to the gradient ops, which all read x,
+// and between the gradient ops, which both read dy, x and dy keep their values (one swapped
+// out and back in, or recomputed, is the same value). A caller of the ops' Do that rewrites x
+// or dy in place between those calls, with no forward between, would get the earlier results.
+type bnSums struct {
+	key                     bnKey
+	fromGamma               bool // which op computed them: the other one takes them
+	mean, invStd, sdy, sdxh []float64
+}
+
+// bnKey is the operands a bnSums was computed from: their data (kept alive while handed over,
+// so the memory is not reused under the key) and size.
+type bnKey struct {
+	x, dy              unsafe.Pointer
+	bytes, N, C, plane int
+}
+
+// takeSums returns the sums the sibling of a gradient op (wrtGamma says which) left for these
+// operands, with have; or, with have false, a bnSums to fill (the spare one when there is one).
+func (op *BatchNormOp) takeSums(wrtGamma bool, k bnKey) (s *bnSums, have bool) {
+	op.mu.Lock()
+	if h := op.handoff; h != nil && h.fromGamma != wrtGamma && h.key == k {
+		op.handoff = nil
+		op.mu.Unlock()
+		return h, true
+	}
+	s, op.spare = op.spare, nil
+	op.mu.Unlock()
+	if s == nil || len(s.mean) != k.C {
+		s = newBNSums(k.C)
+	}
+	return s, false
+}
+
+// settleSums hands s, just computed by a gradient op from operands k, to its sibling; or, when
+// done (taken from the sibling, or its operands overwritten), keeps it as the spare.
+func (op *BatchNormOp) settleSums(s *bnSums, done, wrtGamma bool, k bnKey) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	if done {
+		s.key = bnKey{}
+		op.spare = s
+		return
+	}
+	op.dropSumsLocked()
+	s.key, s.fromGamma = k, wrtGamma
+	op.handoff = s
+}
+
+// takeForwardStats starts a forward: it forgets what the last step left (the forward's
+// statistics and the gradient ops' sums) and returns a bnSums for this forward's mean and 1/std,
+// the last forward's reused.
+func (op *BatchNormOp) takeForwardStats() *bnSums {
+	op.mu.Lock()
+	op.dropHandoffLocked()
+	f := op.fwd
+	op.fwd = nil
+	op.mu.Unlock()
+	if f == nil {
+		f = newBNSums(len(op.runMean))
+	}
+	f.key = bnKey{}
+	return f
+}
+
+// putForwardStats keeps a forward's statistics f of x (key k) for the gradient ops; the zero
+// key matches no operands (an inference forward's).
+func (op *BatchNormOp) putForwardStats(f *bnSums, k bnKey) {
+	op.mu.Lock()
+	f.key = k
+	op.fwd = f
+	op.mu.Unlock()
+}
+
+// forwardStats copies into s the mean and 1/std of the last training forward, when it read x
+// at the same memory, of the same size and shape, as key k says: the statistics the gradient op
+// would compute from its x, bit for bit, as bnSums explains.
+func (op *BatchNormOp) forwardStats(k bnKey, s *bnSums) bool {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	f := op.fwd
+	if f == nil || f.key != (bnKey{x: k.x, bytes: k.bytes, N: k.N, C: k.C, plane: k.plane}) {
+		return false
+	}
+	copy(s.mean, f.mean)
+	copy(s.invStd, f.invStd)
+	return true
+}
+
+// dropHandoffLocked forgets the sums handed over and the forward's statistics, if any (a
+// forward, a new mode or new running statistics).
+func (op *BatchNormOp) dropHandoffLocked() {
+	op.dropSumsLocked()
+	if op.fwd != nil {
+		op.fwd.key = bnKey{}
+	}
+}
+
+// dropSumsLocked forgets the sums handed over between the gradient ops, if any.
+func (op *BatchNormOp) dropSumsLocked() {
+	if h := op.handoff; h != nil {
+		h.key = bnKey{}
+		op.handoff, op.spare = nil, h
+	}
+}
+
+func newBNSums(C int) *bnSums {
+	v := make([]float64, 4*C)
+	return &bnSums{mean: v[:C:C], invStd: v[C : 2*C : 2*C], sdy: v[2*C : 3*C : 3*C], sdxh: v[3*C:]}
 }
 
 // InPlaceSafe tells the out-of-core VM that dx may be written over x or dy:

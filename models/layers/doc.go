@@ -30,7 +30,9 @@
 //     saves the batch mean and variance for its backward (hidden state: recomputing the forward or
 //     interleaving two batches corrupts the gradient), and creating a training TapeMachine resets
 //     its running statistics. BatchNorm here is one node with gamma and beta as (C) operands, and
-//     its backward recomputes the statistics from x.
+//     its backward recomputes the statistics from x, unless it reads x at the memory the forward
+//     read it from, or its sibling (dx, dgamma) already did from the same memory of x and dy: then
+//     it takes theirs, the same bits, and a forward drops what the last step left.
 //   - MaxPool2D allocates an int (8 bytes) argmax per output element when the graph is built (25.7
 //     MB for a 16x64x112x112 input; gigabytes for ResNet-50 at batch 1440) and fills it in the forward
 //     for the backward to read, the same hidden state. MaxPool2D here allocates nothing at build time

@@ -141,7 +141,16 @@ func TestMaxPoolSameBitsAsBefore(t *testing.T) {
 		{sh(2, 3, 8, 8), poolGeom{2, 2, 2, 2, 0, 0}},
 		{sh(3, 2, 7, 9), poolGeom{2, 2, 2, 2, 0, 0}}, // odd rows and columns outside every window
 		{sh(64, 16, 28, 28), poolGeom{2, 2, 2, 2, 0, 0}},
-		{sh(2, 3, 9, 9), poolGeom{3, 3, 2, 2, 1, 1}}, // ResNet's stem pool
+		{sh(64, 32, 14, 14), poolGeom{2, 2, 2, 2, 0, 0}}, // 7 windows a row: all in the padded tail
+		{sh(2, 3, 6, 35), poolGeom{2, 2, 2, 2, 0, 0}},    // 16 windows a row, then 1, then an odd column
+		{sh(1, 2, 4, 16), poolGeom{2, 2, 2, 2, 0, 0}},    // one whole vector a row
+		{sh(3, 1, 5, 2), poolGeom{2, 2, 2, 2, 0, 0}},     // one window a row
+		{sh(2, 3, 9, 9), poolGeom{3, 3, 2, 2, 1, 1}},     // ResNet's stem pool
+		{sh(4, 8, 16, 16), poolGeom{3, 3, 2, 2, 1, 1}},   // ResNet-18's at 32x32: 7 vector windows a row
+		{sh(1, 2, 112, 112), poolGeom{3, 3, 2, 2, 1, 1}}, // at 224x224: whole vectors, then a padded one
+		{sh(2, 2, 35, 38), poolGeom{3, 3, 2, 2, 1, 1}},   // odd rows, a clipped last column window
+		{sh(1, 1, 4, 4), poolGeom{3, 3, 2, 2, 1, 1}},     // one vector window
+		{sh(1, 1, 3, 3), poolGeom{3, 3, 2, 2, 1, 1}},     // none
 		{sh(1, 2, 6, 5), poolGeom{2, 3, 1, 2, 1, 1}},
 	} {
 		t.Run(fmt.Sprintf("%v_%v", c.xs, c.g), func(t *testing.T) {
@@ -176,6 +185,76 @@ func testMaxPoolBits[T float](t *testing.T, xs tensor.Shape, g poolGeom, dt tens
 	sameBits(t, "backward", dx.Data().([]T), prevMaxPool(g, x, dy, xs, ys))
 }
 
+// Every ordering of special values in a 2x2 window, each position of a vector and of the
+// padded tail: the AVX2 pool's compares and blends pick what takes picks.
+func TestMaxPool2x2SpecialsSameBits(t *testing.T) {
+	special := []float32{float32(math.NaN()), -float32(math.NaN()), float32(math.Copysign(0, -1)), 0, 1, -1,
+		float32(math.Inf(1)), float32(math.Inf(-1))}
+	k := len(special)
+	windows := k * k * k * k
+	ow := windows + 5 // a tail of 5 windows after the whole vectors
+	W := 2*ow + 1     // and an odd column
+	x := make([]float32, 2*W)
+	dy := make([]float32, ow)
+	for j := 0; j < ow; j++ {
+		c := j % windows
+		x[2*j], x[2*j+1] = special[c%k], special[c/k%k]
+		x[W+2*j], x[W+2*j+1] = special[c/(k*k)%k], special[c/(k*k*k)]
+		dy[j] = special[(j/3)%k]
+	}
+	xs, g := sh(1, 1, 2, W), poolGeom{2, 2, 2, 2, 0, 0}
+	ys, err := g.out(xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(ys...))
+	dx := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(xs...))
+	fill(dx.Data().([]float32), 7)
+	xv := tensor.New(tensor.WithShape(xs...), tensor.WithBacking(x))
+	if err := (&maxPoolOp{g: g}).DoWorkspace(y, nil, xv); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&maxPoolGradOp{g: g}).DoWorkspace(dx, nil, xv, tensor.New(tensor.WithShape(ys...), tensor.WithBacking(dy))); err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "forward", y.Data().([]float32), prevMaxPool(g, x, nil, xs, ys))
+	sameBits(t, "backward", dx.Data().([]float32), prevMaxPool(g, x, dy, xs, ys))
+}
+
+// The stem pool's AVX2 windows on planes of special values drawn at random (NaNs of both signs
+// often, signed zeros, infinities, ties): the same maxima, the same argmaxes.
+func TestMaxPoolStemSpecialsSameBits(t *testing.T) {
+	special := []float32{float32(math.NaN()), -float32(math.NaN()), float32(math.Copysign(0, -1)), 0, 1, -1,
+		float32(math.Inf(1)), float32(math.Inf(-1)), 1, 1}
+	rng := rand.New(rand.NewSource(3))
+	g := poolGeom{3, 3, 2, 2, 1, 1}
+	for _, xs := range []tensor.Shape{sh(2, 2, 16, 16), sh(1, 3, 41, 40), sh(1, 1, 7, 50)} {
+		ys, err := g.out(xs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, dy := make([]float32, xs.TotalSize()), make([]float32, ys.TotalSize())
+		for i := range x {
+			x[i] = special[rng.Intn(len(special))]
+		}
+		for i := range dy {
+			dy[i] = special[rng.Intn(len(special))]
+		}
+		y := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(ys...))
+		dx := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(xs...))
+		fill(dx.Data().([]float32), 7)
+		xv := tensor.New(tensor.WithShape(xs...), tensor.WithBacking(x))
+		if err := (&maxPoolOp{g: g}).DoWorkspace(y, nil, xv); err != nil {
+			t.Fatal(err)
+		}
+		if err := (&maxPoolGradOp{g: g}).DoWorkspace(dx, nil, xv, tensor.New(tensor.WithShape(ys...), tensor.WithBacking(dy))); err != nil {
+			t.Fatal(err)
+		}
+		sameBits(t, fmt.Sprint(xs, " forward"), y.Data().([]float32), prevMaxPool(g, x, nil, xs, ys))
+		sameBits(t, fmt.Sprint(xs, " backward"), dx.Data().([]float32), prevMaxPool(g, x, dy, xs, ys))
+	}
+}
+
 func fill[T float](v []T, x T) {
 	for i := range v {
 		v[i] = x
@@ -189,6 +268,9 @@ func TestBatchNormSameBitsAsBefore(t *testing.T) {
 		sh(4, 3, 16, 16),   // 1024: every lane four times
 		sh(64, 16, 28, 28), // the Fashion-MNIST model's
 		sh(1, 2, 1, 1),     // one element a channel
+		sh(300, 3, 4, 4),   // small planes gathered in several chunks
+		sh(40, 2, 7, 7),    // 49-pixel planes: chunks of 20 planes, lanes carried across
+		sh(5, 2, 63, 1),    // the largest gathered plane
 	} {
 		t.Run(fmt.Sprint(xs), func(t *testing.T) {
 			testBNBits[float32](t, xs, tensor.Float32)

@@ -196,15 +196,21 @@ func maxPoolExec[T float](g poolGeom, out, xv, dyv G.Value) error {
 			if dy != nil {
 				dyp, yp = dy[p*OH*OW:(p+1)*OH*OW], res[p*H*W:(p+1)*H*W]
 			}
-			if g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 {
+			switch {
+			case g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0:
 				maxPool2x2Plane(xp, yp, dyp, W, OH, OW)
-			} else {
+			case g == stemPool && isF32(xp) && maxPool3x3s2Plane32(f32s(xp), f32s(yp), f32s(dyp), H, W, OH, OW):
+			default:
 				maxPoolPlane(g, xp, yp, dyp, H, W, OH, OW)
 			}
 		}
 	})
 	return nil
 }
+
+// isF32 and f32s see a generic slice as []float32 (nil stays nil).
+func isF32[T float](v []T) bool     { _, ok := any(v).([]float32); return ok }
+func f32s[T float](v []T) []float32 { r, _ := any(v).([]float32); return r }
 
 // takes is the argmax rule: v replaces best if greater, or if v is the first NaN.
 func takes[T float](v, best T) bool { return v > best || (v != v && best == best) }
@@ -217,24 +223,76 @@ func maxPoolPlane[T float](g poolGeom, xp, yp, dyp []T, H, W, OH, OW int) {
 	}
 	for oh := 0; oh < OH; oh++ {
 		for ow := 0; ow < OW; ow++ {
-			h0, h1, w0, w1 := g.window(oh, ow, H, W)
-			bi := h0*W + w0
-			best := xp[bi]
-			for h := h0; h < h1; h++ {
-				for w := w0; w < w1; w++ {
-					i := h*W + w
-					if v := xp[i]; takes(v, best) {
-						best, bi = v, i
-					}
-				}
-			}
-			if dyp != nil {
-				yp[bi] += dyp[oh*OW+ow]
-			} else {
-				yp[oh*OW+ow] = best
+			poolWindow(g, xp, yp, dyp, H, W, OW, oh, ow)
+		}
+	}
+}
+
+// poolWindow is maxPoolPlane's work for output (oh, ow): its max into yp, or its gradient added
+// at its argmax.
+func poolWindow[T float](g poolGeom, xp, yp, dyp []T, H, W, OW, oh, ow int) {
+	h0, h1, w0, w1 := g.window(oh, ow, H, W)
+	bi := h0*W + w0
+	best := xp[bi]
+	for h := h0; h < h1; h++ {
+		for w := w0; w < w1; w++ {
+			i := h*W + w
+			if v := xp[i]; takes(v, best) {
+				best, bi = v, i
 			}
 		}
 	}
+	if dyp != nil {
+		yp[bi] += dyp[oh*OW+ow]
+	} else {
+		yp[oh*OW+ow] = best
+	}
+}
+
+// stemPool is the 3x3 window of stride 2 and padding 1: ResNet's and DenseNet's stem pool.
+var stemPool = poolGeom{3, 3, 2, 2, 1, 1}
+
+// maxPool3x3s2Plane32 is maxPoolPlane for stemPool on float32. The windows whose three columns
+// lie in the image go through AVX2 (maxPool3F32Row) a row of windows at a time, a window's
+// rows clipped at the top or bottom given with the last one twice (visiting the same elements
+// again changes neither the max nor its place: takes is strict); the others, and the
+// gradient's additions in the same window order, stay as maxPoolPlane does them. It reports
+// false, doing nothing, where there is no vector path.
+func maxPool3x3s2Plane32(xp, yp, dyp []float32, H, W, OH, OW int) bool {
+	owEnd := min(OW, W/2) // windows 1 to owEnd-1 have all three columns in the image
+	if owEnd < 2 || !maxPool3F32Row(nil, nil, nil, nil, nil, 0) {
+		return false
+	}
+	if dyp != nil {
+		clear(yp)
+	}
+	const chunk = 64
+	var idx [chunk]int32
+	for oh := 0; oh < OH; oh++ {
+		var hs [3]int
+		h0, h1 := max(2*oh-1, 0), min(2*oh+2, H)
+		for r := range hs {
+			hs[r] = min(h0+r, h1-1)
+		}
+		poolWindow(stemPool, xp, yp, dyp, H, W, OW, oh, 0)
+		for ow0 := 1; ow0 < owEnd; ow0 += chunk {
+			cnt := min(chunk, owEnd-ow0)
+			c0 := 2*ow0 - 1
+			r0, r1, r2 := xp[hs[0]*W+c0:hs[0]*W+W], xp[hs[1]*W+c0:hs[1]*W+W], xp[hs[2]*W+c0:hs[2]*W+W]
+			if dyp == nil {
+				maxPool3F32Row(yp[oh*OW+ow0:oh*OW+ow0+cnt], nil, r0, r1, r2, cnt)
+				continue
+			}
+			maxPool3F32Row(nil, idx[:cnt], r0, r1, r2, cnt)
+			for j, k := range idx[:cnt] {
+				yp[hs[k/3]*W+c0+2*j+int(k%3)] += dyp[oh*OW+ow0+j]
+			}
+		}
+		for ow := owEnd; ow < OW; ow++ {
+			poolWindow(stemPool, xp, yp, dyp, H, W, OW, oh, ow)
+		}
+	}
+	return true
 }
 
 // maxPool2x2Plane is maxPoolPlane for the 2x2 window of stride 2 with no padding, the common
@@ -242,17 +300,28 @@ func maxPoolPlane[T float](g poolGeom, xp, yp, dyp []T, H, W, OH, OW int) {
 // in maxPoolPlane's order. Its windows do not overlap, so in the backward each window's
 // elements are zeroed and its argmax gets += dy, the same additions as maxPoolPlane's (+0 + dy,
 // which is +0 for dy = -0), without a separate pass clearing the plane. A last odd row or
-// column belongs to no window and gets zeros.
+// column belongs to no window and gets zeros. float32 rows go through AVX2 where the machine
+// has it (maxPool2x2F32Fast: the same selections and additions, without the branches that
+// mispredict on every other window).
 func maxPool2x2Plane[T float](xp, yp, dyp []T, W, OH, OW int) {
 	for oh := 0; oh < OH; oh++ {
 		r0 := xp[2*oh*W : 2*oh*W+W]
 		r1 := xp[(2*oh+1)*W : (2*oh+1)*W+W]
-		var d0, d1 []T
+		var d0, d1, dyr []T
 		if dyp != nil {
 			d0 = yp[2*oh*W : 2*oh*W+W]
 			d1 = yp[(2*oh+1)*W : (2*oh+1)*W+W]
+			dyr = dyp[oh*OW : oh*OW+OW]
 		}
-		for ow := 0; ow < OW; ow++ {
+		done := 0
+		if r32, ok := any(r0).([]float32); ok {
+			var y32 []float32
+			if dyp == nil {
+				y32 = any(yp[oh*OW : oh*OW+OW]).([]float32)
+			}
+			done = maxPool2x2F32Fast(y32, r32, any(r1).([]float32), any(dyr).([]float32), any(d0).([]float32), any(d1).([]float32), OW)
+		}
+		for ow := done; ow < OW; ow++ {
 			w := 2 * ow
 			a, b, c, d := r0[w], r0[w+1], r1[w], r1[w+1]
 			best, k := a, 0
@@ -270,7 +339,7 @@ func maxPool2x2Plane[T float](xp, yp, dyp []T, W, OH, OW int) {
 				continue
 			}
 			d0[w], d0[w+1], d1[w], d1[w+1] = 0, 0, 0, 0
-			g := dyp[oh*OW+ow]
+			g := dyr[ow]
 			switch k {
 			case 0:
 				d0[w] += g

@@ -115,3 +115,96 @@ func foldFast(dst, src []float64) int {
 	foldF64(n, &dst[0], &src[0])
 	return n
 }
+
+//go:noescape
+func maxPool2F32(n int, y, r0, r1 *float32)
+
+//go:noescape
+func maxPool2GradF32(n int, d0, d1, r0, r1, dy *float32)
+
+// maxPool2x2F32Fast is one output row of maxPool2x2Plane for float32, its ow windows in AVX2
+// (takes as compares and blends, so the same element wins): the forward into y (dy nil), or the
+// backward into rows d0 and d1 (their first 2*ow elements). The windows after the last whole
+// vector go through the same kernel from zero-padded copies. It returns the windows done: ow,
+// or 0 without AVX2.
+func maxPool2x2F32Fast(y, r0, r1, dy, d0, d1 []float32, ow int) int {
+	if !haveAVX2 || ow == 0 {
+		return 0
+	}
+	n := ow &^ 7
+	if n > 0 {
+		_, _ = r0[2*n-1], r1[2*n-1]
+		if dy == nil {
+			_ = y[n-1]
+			maxPool2F32(n, &y[0], &r0[0], &r1[0])
+		} else {
+			_, _, _ = dy[n-1], d0[2*n-1], d1[2*n-1]
+			maxPool2GradF32(n, &d0[0], &d1[0], &r0[0], &r1[0], &dy[0])
+		}
+	}
+	t := ow - n
+	if t == 0 {
+		return ow
+	}
+	var a, b, da, db [16]float32
+	var g, o [8]float32
+	copy(a[:], r0[2*n:2*ow])
+	copy(b[:], r1[2*n:2*ow])
+	if dy == nil {
+		maxPool2F32(8, &o[0], &a[0], &b[0])
+		copy(y[n:ow], o[:t])
+		return ow
+	}
+	copy(g[:], dy[n:ow])
+	maxPool2GradF32(8, &da[0], &db[0], &a[0], &b[0], &g[0])
+	copy(d0[2*n:2*ow], da[:2*t])
+	copy(d1[2*n:2*ow], db[:2*t])
+	return ow
+}
+
+//go:noescape
+func maxPool3F32(n int, y *float32, idx *int32, r0, r1, r2 *float32)
+
+// maxPool3F32Row runs cnt windows of 3x3 at column stride 2 on AVX2: window j reads columns
+// 2j, 2j+1, 2j+2 of rows r0, r1, r2 (each at least 2*cnt+1 long), and gets its max by takes
+// in row-major order in y[j] (y not nil) or that max's place in the window, 0..8, in idx[j].
+// A last partial vector goes through the kernel from zero-padded copies. It reports false,
+// doing nothing, without AVX2.
+func maxPool3F32Row(y []float32, idx []int32, r0, r1, r2 []float32, cnt int) bool {
+	if !haveAVX2 {
+		return false
+	}
+	var yp *float32
+	var ip *int32
+	// A whole vector starting at window j reads columns 2j to 2j+17: those inside the rows.
+	n := max(0, min(cnt, (min(len(r0), len(r1), len(r2))-2)/2)) &^ 7
+	if n > 0 {
+		if y != nil {
+			_ = y[n-1]
+			yp = &y[0]
+		}
+		if idx != nil {
+			_ = idx[n-1]
+			ip = &idx[0]
+		}
+		maxPool3F32(n, yp, ip, &r0[0], &r1[0], &r2[0])
+	}
+	for ; n < cnt; n += 8 {
+		var a, b, c [18]float32
+		var yb [8]float32
+		var ib [8]int32
+		end := min(len(r0), 2*cnt+1)
+		copy(a[:], r0[2*n:end])
+		copy(b[:], r1[2*n:min(len(r1), 2*cnt+1)])
+		copy(c[:], r2[2*n:min(len(r2), 2*cnt+1)])
+		maxPool3F32(8, &yb[0], &ib[0], &a[0], &b[0], &c[0])
+		t := min(8, cnt-n)
+		if y != nil {
+			copy(y[n:n+t], yb[:t])
+		}
+		if idx != nil {
+			copy(idx[n:n+t], ib[:t])
+		}
+	}
+	return true
+}

@@ -11,3 +11,7 @@ func bnDxF32Fast(_, _, _ []float32, _, _, _, _ float32) int     { return 0 }
 func reluF32Fast(_, _, _ []float32) int { return 0 }
 
 func foldFast(_, _ []float64) int { return 0 }
+
+func maxPool2x2F32Fast(_, _, _, _, _, _ []float32, _ int) int { return 0 }
+
+func maxPool3F32Row(_ []float32, _ []int32, _, _, _ []float32, _ int) bool { return false }

@@ -117,9 +117,10 @@
 //   - gorgonia.col2imOp: own UsePreallocDo
 //   - gorgonia.concatOp: each input copied into its block of out
 //   - gorgonia.diagFlatOp: zero out, input on the diagonal
-//   - gorgonia.elemBinOp: own UsePreallocDo for two tensors under +, -, ⊙ and the
-//     comparisons (a same-type comparison written over its right operand runs mirrored: b < a
-//     for a > b), and for a scalar right operand; Do's vecf32/vecf64 kernels rewritten for ÷
+//   - gorgonia.elemBinOp: blas.Add for + of two float tensors of one shape, out over a or its
+//     own memory (a first, as tensor's kernel); own UsePreallocDo for the other two-tensor +,
+//     -, ⊙ and the comparisons (a same-type comparison written over its right operand runs
+//     mirrored: b < a for a > b), and for a scalar right operand; Do's vecf32/vecf64 kernels rewritten for ÷
 //     and ^ of two tensors and for any arithmetic with a scalar left operand, where
 //     UsePreallocDo's kernels give other results
 //   - gorgonia.elemUnaryOp: copy x into out (nothing to copy when out is x), own UnsafeDo on

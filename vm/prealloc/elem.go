@@ -4,11 +4,14 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unsafe"
 
 	"github.com/chewxy/math32"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
+
+	"github.com/gorgonia-ooc/outofcore/blas"
 )
 
 // The elementwise ops are the ones the caller may run in place: out may be
@@ -141,9 +144,46 @@ func buildElemBin(op gorgonia.Op) (Func, error) {
 				return err
 			}
 			return settle(out, res)
+		case sym == "+" && alias <= 0 && aT && bT && addVV(out, a, b):
+			return nil
 		}
 		return runPrealloc(pd, out, inputs)
 	}, nil
+}
+
+// addVV is UsePreallocDo of a + b for two contiguous float tensors of out's shape and dtype,
+// with out a's memory (alias 0) or neither's: tensor's AddRecv, recv[i] = a[i] + b[i], through
+// blas.Add (dst[i] = dst[i] + src[i] in AVX with dst first, the operand order of a[i] + b[i], so
+// even NaN payloads are the same) over out holding a. Out over b alone would need b + a (the
+// other payload where both are NaN) and is left to tensor, as is everything else: it reports
+// whether it did the sum.
+func addVV(out, a, b *tensor.Dense) bool {
+	dt := a.Dtype()
+	if (dt != tensor.Float32 && dt != tensor.Float64) || b.Dtype() != dt || out.Dtype() != dt ||
+		!a.Shape().Eq(b.Shape()) || !out.Shape().Eq(a.Shape()) {
+		return false
+	}
+	ab, errA := contiguousBytes(a)
+	bb, errB := contiguousBytes(b)
+	ob, errO := contiguousBytes(out)
+	if errA != nil || errB != nil || errO != nil || len(ab) != len(ob) || len(bb) != len(ob) {
+		return false
+	}
+	if !sameStart(ob, ab) {
+		copy(ob, ab)
+	}
+	if dt == tensor.Float32 {
+		blas.Add(elemsOf[float32](ob), elemsOf[float32](bb))
+	} else {
+		blas.Add(elemsOf[float64](ob), elemsOf[float64](bb))
+	}
+	return true
+}
+
+// elemsOf is b's elements.
+func elemsOf[T float32 | float64](b []byte) []T {
+	var zero T
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/int(unsafe.Sizeof(zero)))
 }
 
 // arithOps are gorgonia's arithmetic operator symbols.

@@ -180,8 +180,20 @@ func copyLayout(dst, src layout) error {
 		copy(dst.data[:es], src.data[:es])
 		return nil
 	}
-	inner := src.shape[d-1]
-	ss, ds := src.strides[d-1], dst.strides[d-1]
+	// Trailing axes that both layouts keep as one run are walked as one: a concat along the
+	// channels copies an image's channels at once instead of a row at a time. The same
+	// elements go to the same places.
+	var shape, sstr, dstr [maxDims]int
+	copy(shape[:], src.shape)
+	copy(sstr[:], src.strides)
+	copy(dstr[:], dst.strides)
+	for d > 1 && sstr[d-2] == sstr[d-1]*shape[d-1] && dstr[d-2] == dstr[d-1]*shape[d-1] {
+		shape[d-2] *= shape[d-1]
+		sstr[d-2], dstr[d-2] = sstr[d-1], dstr[d-1]
+		d--
+	}
+	inner := shape[d-1]
+	ss, ds := sstr[d-1], dstr[d-1]
 	var idx [maxDims]int
 	so, do := 0, 0
 	for {
@@ -189,13 +201,13 @@ func copyLayout(dst, src layout) error {
 		k := d - 2
 		for ; k >= 0; k-- {
 			idx[k]++
-			so += src.strides[k]
-			do += dst.strides[k]
-			if idx[k] < src.shape[k] {
+			so += sstr[k]
+			do += dstr[k]
+			if idx[k] < shape[k] {
 				break
 			}
-			so -= src.shape[k] * src.strides[k]
-			do -= src.shape[k] * dst.strides[k]
+			so -= shape[k] * sstr[k]
+			do -= shape[k] * dstr[k]
 			idx[k] = 0
 		}
 		if k < 0 {

@@ -104,7 +104,7 @@ var strategies = map[string]strategy{
 	"*gorgonia.groupNormDiffOp": {"copy x into out, own UsePreallocDo (gorgonia logs the whole output gradient from inside, as Do does)", copyThenPrealloc(checkGroupNorm)},
 
 	// Elementwise: out may be an operand's own memory.
-	"gorgonia.elemBinOp": {"own UsePreallocDo for two tensors under +, -, ⊙ and the comparisons (a same-type comparison written over its right operand runs mirrored: b < a for a > b), and for a scalar right operand; " +
+	"gorgonia.elemBinOp": {"blas.Add for + of two float tensors of one shape, out over a or its own memory (a first, as tensor's kernel); own UsePreallocDo for the other two-tensor +, -, ⊙ and the comparisons (a same-type comparison written over its right operand runs mirrored: b < a for a > b), and for a scalar right operand; " +
 		"Do's vecf32/vecf64 kernels rewritten for ÷ and ^ of two tensors and for any arithmetic with a scalar left operand, where UsePreallocDo's kernels give other results", buildElemBin},
 	"gorgonia.elemUnaryOp": {"copy x into out (nothing to copy when out is x), own UnsafeDo on out", buildElemUnary},
 
