@@ -230,6 +230,7 @@ type panelJob[T float] struct {
 	m, lda, ldb, ldc int
 	alpha, beta      T // beta is the current k block's: the caller's for the first, then 1
 	a, b, c          []T
+	off              []int // GemmPackedRows: row k of op(B) is b[off[k]:]
 	ap, bp, edge     []T
 	aSl, bSl, aItems int
 	jc, nc, pc, kc   int
@@ -255,6 +256,10 @@ func (j *panelJob[T]) pack(it int) {
 	}
 	it -= j.aItems
 	for s := it * packGrain; s < min(j.bSl, (it+1)*packGrain); s++ {
+		if j.off != nil {
+			packRows(j.bp[s*nr*kc:(s+1)*nr*kc], j.b, j.off[j.pc:j.pc+kc], j.jc+s*nr, min(nr, j.nc-s*nr), nr)
+			continue
+		}
 		packB(j.bp[s*nr*kc:(s+1)*nr*kc], j.b, j.ldb, j.tB, j.pc, kc, j.jc+s*nr, min(nr, j.nc-s*nr), nr)
 	}
 }

@@ -117,13 +117,14 @@ func GemmPacked[T Float](p *PackedA[T], i0, i1 int, tB bool, n int, alpha T, b [
 		scale(m, n, beta, c, ldc)
 		return nil
 	}
-	gemmPackedSerial(p, i0, m, tB, n, alpha, b, ldb, beta, c, ldc)
+	gemmPackedSerial(p, i0, m, tB, n, alpha, b, ldb, nil, beta, c, ldc)
 	return nil
 }
 
 // gemmPackedSerial is gemmPanel on one goroutine with A already packed: the same panels go to
-// the same kernel, so each element of C gets the same arithmetic.
-func gemmPackedSerial[T Float](p *PackedA[T], i0, m int, tB bool, n int, alpha T, b []T, ldb int, beta T, c []T, ldc int) {
+// the same kernel, so each element of C gets the same arithmetic. With off (GemmPackedRows), row
+// k of op(B) is b[off[k]:] instead, which only B's packing reads.
+func gemmPackedSerial[T Float](p *PackedA[T], i0, m int, tB bool, n int, alpha T, b []T, ldb int, off []int, beta T, c []T, ldc int) {
 	cfg := p.cfg
 	mr, nr := cfg.mr, cfg.nr
 	kcMax := min(cfg.kc, p.k)
@@ -133,7 +134,7 @@ func gemmPackedSerial[T Float](p *PackedA[T], i0, m int, tB bool, n int, alpha T
 	buf := *ws
 	mpFull := roundUp(p.m, mr)
 	j := panelJob[T]{
-		cfg: cfg, tB: tB, m: m, alpha: alpha, b: b, ldb: ldb, c: c, ldc: ldc,
+		cfg: cfg, tB: tB, m: m, alpha: alpha, b: b, ldb: ldb, off: off, c: c, ldc: ldc,
 		bp:   buf[:npMax*kcMax],
 		edge: buf[npMax*kcMax:],
 		aSl:  roundUp(m, mr) / mr,

@@ -46,51 +46,8 @@ func GemmPackedRows[T Float](p *PackedA[T], i0, i1 int, n int, alpha T, src []T,
 			return fmt.Errorf("blas: GemmPackedRows row %d of B is src[%d:%d], outside the %d elements of src", k, o, o+n, len(src))
 		}
 	}
-	gemmPackedRowsSerial(p, i0, m, n, alpha, src, off, beta, c, ldc)
+	gemmPackedSerial(p, i0, m, false, n, alpha, src, 0, off, beta, c, ldc)
 	return nil
-}
-
-// gemmPackedRowsSerial is gemmPackedSerial with B's slivers packed from the rows' offsets; the
-// panels and the kernel calls are the same, so each element of C gets the same arithmetic.
-func gemmPackedRowsSerial[T Float](p *PackedA[T], i0, m, n int, alpha T, src []T, off []int, beta T, c []T, ldc int) {
-	cfg := p.cfg
-	mr, nr := cfg.mr, cfg.nr
-	kcMax := min(cfg.kc, p.k)
-	npMax := roundUp(min(cfg.nc, n), nr)
-	ws := getBuf[T](npMax*kcMax + mr*nr)
-	defer putBuf(ws)
-	buf := *ws
-	mpFull := roundUp(p.m, mr)
-	j := panelJob[T]{
-		cfg: cfg, m: m, alpha: alpha, c: c, ldc: ldc,
-		bp:   buf[:npMax*kcMax],
-		edge: buf[npMax*kcMax:],
-		aSl:  roundUp(m, mr) / mr,
-	}
-	rowBlocks := (m + cfg.mc - 1) / cfg.mc
-	for j.jc = 0; j.jc < n; j.jc += cfg.nc {
-		j.nc = min(cfg.nc, n-j.jc)
-		np := roundUp(j.nc, nr)
-		j.bSl = np / nr
-		j.nb, j.colBlocks = np, 1
-		for j.pc = 0; j.pc < p.k; j.pc += cfg.kc {
-			j.kc = min(cfg.kc, p.k-j.pc)
-			j.beta = beta
-			if j.pc > 0 {
-				j.beta = 1
-			}
-			start := mpFull*j.pc + i0*j.kc
-			j.ap = p.data[start : start+j.aSl*mr*j.kc]
-			offs := off[j.pc : j.pc+j.kc]
-			for s := 0; s < j.bSl; s++ {
-				j0 := j.jc + s*nr
-				packRows(j.bp[s*nr*j.kc:(s+1)*nr*j.kc], src, offs, j0, min(nr, j.nc-s*nr), nr)
-			}
-			for it := 0; it < rowBlocks; it++ {
-				j.compute(it, 0)
-			}
-		}
-	}
 }
 
 // packRows writes columns j0..j0+cols of the rows at offs (row p is src[offs[p]:]) as
