@@ -596,9 +596,19 @@ func (m *Machine) step(in Instr) error {
 	return fmt.Errorf("unknown instruction %v", in.Op)
 }
 
+// label names what an allocation is for, in its errors. It is put together
+// only for an error: "workspace of "+name on every exec was an allocation
+// per op per step.
+type label struct{ prefix, name string }
+
+func (l label) String() string { return l.prefix + l.name }
+
+// named labels a variable's own memory.
+func named(name string) label { return label{name: name} }
+
 // allocate takes device memory, enforcing the budget before the allocator
 // enforces the physical capacity.
-func (m *Machine) allocate(size int64, what string) (*alloc.Block, error) {
+func (m *Machine) allocate(size int64, what label) (*alloc.Block, error) {
 	if m.budget > 0 && m.live+size > m.budget {
 		return nil, fmt.Errorf("%w: %s needs %d bytes, %d of the %d-byte budget are in use",
 			alloc.ErrOutOfMemory, what, size, m.live, m.budget)
@@ -790,7 +800,7 @@ func (m *Machine) exec(fi int, recompute bool) (err error) {
 	}()
 	var ws *alloc.Block
 	if f.Workspace > 0 {
-		if ws, err = m.allocate(f.Workspace, "workspace of "+out.Name); err != nil {
+		if ws, err = m.allocate(f.Workspace, label{"workspace of ", out.Name}); err != nil {
 			return err
 		}
 		defer func() {
@@ -883,7 +893,7 @@ type RunningStatser interface {
 func (m *Machine) outputBlock(f *Func, recompute bool) (*alloc.Block, error) {
 	out := &m.prog.Vars[f.Output]
 	if f.InPlace < 0 || recompute {
-		return m.allocate(out.Bytes, out.Name)
+		return m.allocate(out.Bytes, named(out.Name))
 	}
 	s := &m.vars[f.InPlace]
 	if s.block == nil || s.block.Size() != out.Bytes {
@@ -1238,7 +1248,7 @@ func (m *Machine) swapIn(i int) error {
 		return fmt.Errorf("swap-in of %s, which has no host copy", v.Name)
 	}
 	m.waitOut(i)
-	blk, err := m.allocate(v.Bytes, v.Name)
+	blk, err := m.allocate(v.Bytes, named(v.Name))
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"fmt"
 	"testing"
 	"unsafe"
 
@@ -100,5 +101,18 @@ func TestHeaderNilSlot(t *testing.T) {
 	var h *header
 	if h.over(b, tensor.Float32, tensor.Shape{4}) == h.over(b, tensor.Float32, tensor.Shape{4}) {
 		t.Fatal("a nil slot reused a header")
+	}
+}
+
+// TestLabel: an allocation's label reads in its errors as the string it
+// replaced ("workspace of "+name).
+func TestLabel(t *testing.T) {
+	for _, c := range []struct {
+		l    label
+		want string
+	}{{label{"workspace of ", "conv1"}, "workspace of conv1"}, {named("fc.W"), "fc.W"}} {
+		if got := fmt.Sprintf("%s needs", c.l); got != c.want+" needs" {
+			t.Errorf("%#v formats as %q, want %q", c.l, got, c.want+" needs")
+		}
 	}
 }
