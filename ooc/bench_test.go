@@ -248,7 +248,7 @@ func BenchmarkSwapStepMemory(b *testing.B) {
 
 // boundModel builds a float32 model of 10 classes on square images, with
 // one batch bound: the input as fill sets it, image i labelled i%10.
-func boundModel(b *testing.B, name string, batch, channels, size int, fill func(x []float32)) *models.Model {
+func boundModel(b testing.TB, name string, batch, channels, size int, fill func(x []float32)) *models.Model {
 	cfg := models.Config{Batch: batch, Channels: channels, Height: size, Width: size, Classes: 10, Dtype: tensor.Float32, Seed: 1}
 	m, err := models.Build(name, cfg)
 	if err != nil {
@@ -271,7 +271,7 @@ func boundModel(b *testing.B, name string, batch, channels, size int, fill func(
 
 // fashionModel is smallcnn on Fashion-MNIST's shape, with one batch of
 // synthetic data bound.
-func fashionModel(b *testing.B, batch int) *models.Model {
+func fashionModel(b testing.TB, batch int) *models.Model {
 	return boundModel(b, "smallcnn", batch, 1, 28, func(x []float32) {
 		for i := range x {
 			x[i] = float32(i%251) / 251

@@ -23,7 +23,13 @@
 // TapeMachine bit for bit. New puts the program's ops that have a training
 // mode (gorgonia.TrainModeOp) in the program's mode, as TapeMachine does when
 // it is made; a machine on a simulated device runs no op and leaves them
-// alone, since planners simulate tapes over the user's own ops.
+// alone, since planners simulate tapes over the user's own ops. The tensor
+// headers an op gets over device memory are kept per operand and output of
+// each function from one step to the next (a step would otherwise make one
+// per use), and reused only while still exactly the header that would be
+// built: an op that reshaped or transposed its header in place gets a new
+// one. The user is never handed one of them: results and gradients are
+// copied into host values of the machine's (see publish).
 //
 // A device whose memory the host cannot address (a GPU) computes through a
 // Backend, registered by its package (vm/cuda/dispatch for CUDA): the

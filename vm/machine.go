@@ -148,6 +148,7 @@ type Machine struct {
 	// the end of the tape until Reset).
 	ran     bool
 	scratch []gorgonia.Value
+	hdrs    [][]header // per function: its operands' and output's tensor headers, kept across steps
 
 	replan     func(map[string]time.Duration) (*Program, error)
 	runs       []prealloc.Func // per function: how it writes into device memory (nil: Do and a copy)
@@ -523,6 +524,7 @@ func (m *Machine) replanFromTimes() {
 	}
 	p.Budget = m.prog.Budget
 	m.prog = p
+	m.hdrs = nil // slots are per function of the old program
 }
 
 func (m *Machine) where(pc int) string {
@@ -594,9 +596,19 @@ func (m *Machine) step(in Instr) error {
 	return fmt.Errorf("unknown instruction %v", in.Op)
 }
 
+// label names what an allocation is for, in its errors. It is put together
+// only for an error: "workspace of "+name on every exec was an allocation
+// per op per step.
+type label struct{ prefix, name string }
+
+func (l label) String() string { return l.prefix + l.name }
+
+// named labels a variable's own memory.
+func named(name string) label { return label{name: name} }
+
 // allocate takes device memory, enforcing the budget before the allocator
 // enforces the physical capacity.
-func (m *Machine) allocate(size int64, what string) (*alloc.Block, error) {
+func (m *Machine) allocate(size int64, what label) (*alloc.Block, error) {
 	if m.budget > 0 && m.live+size > m.budget {
 		return nil, fmt.Errorf("%w: %s needs %d bytes, %d of the %d-byte budget are in use",
 			alloc.ErrOutOfMemory, what, size, m.live, m.budget)
@@ -637,8 +649,9 @@ func (m *Machine) release(b *alloc.Block) error {
 	return m.al.Free(b)
 }
 
-// value is the gorgonia value of a variable, as an op's operand.
-func (m *Machine) value(i int) (gorgonia.Value, error) {
+// value is the gorgonia value of a variable, as an op's operand; h is the
+// operand's header slot (nil: a fresh header).
+func (m *Machine) value(i int, h *header) (gorgonia.Value, error) {
 	v := &m.prog.Vars[i]
 	if v.IsLeaf() {
 		return m.leaves[i], nil
@@ -651,7 +664,7 @@ func (m *Machine) value(i int) (gorgonia.Value, error) {
 		if s.block == nil {
 			return nil, fmt.Errorf("%s (a view of %s) is not resident on the device", v.Name, m.prog.Vars[v.Base].Name)
 		}
-		return denseOver(s.block.Bytes(), v.Dtype, v.Shape), nil
+		return h.over(s.block.Bytes(), v.Dtype, v.Shape), nil
 	}
 	s := &m.vars[i]
 	if s.in != nil {
@@ -663,7 +676,18 @@ func (m *Machine) value(i int) (gorgonia.Value, error) {
 	if s.kind == kindScalar {
 		return scalarOver(s.block.Bytes(), v.Dtype)
 	}
-	return denseOver(s.block.Bytes(), v.Dtype, v.Shape), nil
+	return h.over(s.block.Bytes(), v.Dtype, v.Shape), nil
+}
+
+// headers are function fi's header slots: one per operand, then its output.
+func (m *Machine) headers(fi int) []header {
+	if m.hdrs == nil {
+		m.hdrs = make([][]header, len(m.prog.Funcs))
+	}
+	if n := len(m.prog.Funcs[fi].Operands()) + 1; len(m.hdrs[fi]) != n {
+		m.hdrs[fi] = make([]header, n)
+	}
+	return m.hdrs[fi]
 }
 
 // HostBytes is the host memory the machine takes on device dev (nil: a
@@ -746,7 +770,8 @@ func (m *Machine) exec(fi int, recompute bool) (err error) {
 	}
 	ins := m.scratch[:0]
 	ops := m.addrs[:0]
-	for _, vi := range f.Operands() {
+	hs := m.headers(fi)
+	for k, vi := range f.Operands() {
 		if m.run != nil {
 			// The backend reads device addresses, taken before an
 			// in-place output takes its operand's block.
@@ -757,7 +782,7 @@ func (m *Machine) exec(fi int, recompute bool) (err error) {
 			ops = append(ops, a)
 			continue
 		}
-		v, err := m.value(vi)
+		v, err := m.value(vi, &hs[k])
 		if err != nil {
 			return err
 		}
@@ -775,7 +800,7 @@ func (m *Machine) exec(fi int, recompute bool) (err error) {
 	}()
 	var ws *alloc.Block
 	if f.Workspace > 0 {
-		if ws, err = m.allocate(f.Workspace, "workspace of "+out.Name); err != nil {
+		if ws, err = m.allocate(f.Workspace, label{"workspace of ", out.Name}); err != nil {
 			return err
 		}
 		defer func() {
@@ -805,11 +830,11 @@ func (m *Machine) exec(fi int, recompute bool) (err error) {
 		if !ok {
 			return fmt.Errorf("op %v declares workspace but does not implement DoWorkspace", f.Op)
 		}
-		if err = wop.DoWorkspace(denseOver(blk.Bytes(), out.Dtype, out.Shape), ws.Bytes(), ins...); err != nil {
+		if err = wop.DoWorkspace(hs[len(hs)-1].over(blk.Bytes(), out.Dtype, out.Shape), ws.Bytes(), ins...); err != nil {
 			return fmt.Errorf("op %v: %w", f.Op, err)
 		}
 	case m.runs[fi] != nil:
-		if err = m.runs[fi](denseOver(blk.Bytes(), out.Dtype, out.Shape), ins...); err != nil {
+		if err = m.runs[fi](hs[len(hs)-1].over(blk.Bytes(), out.Dtype, out.Shape), ins...); err != nil {
 			return fmt.Errorf("op %v: %w", f.Op, err)
 		}
 	default:
@@ -868,7 +893,7 @@ type RunningStatser interface {
 func (m *Machine) outputBlock(f *Func, recompute bool) (*alloc.Block, error) {
 	out := &m.prog.Vars[f.Output]
 	if f.InPlace < 0 || recompute {
-		return m.allocate(out.Bytes, out.Name)
+		return m.allocate(out.Bytes, named(out.Name))
 	}
 	s := &m.vars[f.InPlace]
 	if s.block == nil || s.block.Size() != out.Bytes {
@@ -959,8 +984,10 @@ func (m *Machine) publish(i int) error {
 		if v.Role == Gradient {
 			target = v.Learnable.Deriv()
 		}
-		if err := gorgonia.UnsafeLet(target, host); err != nil {
-			return err
+		if !alreadyLet(target, host) {
+			if err := gorgonia.UnsafeLet(target, host); err != nil {
+				return err
+			}
 		}
 		if v.Role == Gradient {
 			if d := dualGradient(v.Learnable); d != nil && d != host {
@@ -989,6 +1016,19 @@ func (m *Machine) publish(i int) error {
 		copy(dst, src)
 	}
 	return nil
+}
+
+// alreadyLet tells whether node n's value already is the tensor host, as it
+// is from the second step on: letting it again changes nothing, and
+// UnsafeLet's shape check clones the node's shape (an allocation per
+// gradient per step).
+func alreadyLet(n *gorgonia.Node, host gorgonia.Value) bool {
+	d, ok := host.(*tensor.Dense)
+	if !ok {
+		return false
+	}
+	cur, ok := n.Value().(*tensor.Dense)
+	return ok && cur == d
 }
 
 // publishShared accumulates a shared gradient node's value into the own
@@ -1082,7 +1122,7 @@ func (m *Machine) hostBytes(i int) ([]byte, valueKind, error) {
 			return s.block.Bytes(), kindDense, nil
 		}
 	}
-	val, err := m.value(i)
+	val, err := m.value(i, nil)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -1208,7 +1248,7 @@ func (m *Machine) swapIn(i int) error {
 		return fmt.Errorf("swap-in of %s, which has no host copy", v.Name)
 	}
 	m.waitOut(i)
-	blk, err := m.allocate(v.Bytes, v.Name)
+	blk, err := m.allocate(v.Bytes, named(v.Name))
 	if err != nil {
 		return err
 	}

@@ -94,7 +94,7 @@ func (m *Machine) simStep(in Instr) error {
 		}
 		var ws *alloc.Block
 		if f.Workspace > 0 {
-			if ws, err = m.allocate(f.Workspace, "workspace of "+v.Name); err != nil {
+			if ws, err = m.allocate(f.Workspace, label{"workspace of ", v.Name}); err != nil {
 				_ = m.release(blk)
 				return err
 			}
@@ -140,7 +140,7 @@ func (m *Machine) simStep(in Instr) error {
 		if !c.onHost[in.Var] {
 			return fmt.Errorf("swap-in of %s, which has no host copy", v.Name)
 		}
-		blk, err := m.allocate(v.Bytes, v.Name)
+		blk, err := m.allocate(v.Bytes, named(v.Name))
 		if err != nil {
 			return err
 		}

@@ -29,6 +29,69 @@ func denseOver(b []byte, dt tensor.Dtype, shape tensor.Shape) *tensor.Dense {
 		tensor.FromMemory(uintptr(unsafe.Pointer(&b[0])), uintptr(len(b))))
 }
 
+// header is one operand or output slot of one function, whose tensor header
+// is kept across steps: building one (tensor.New, its pool, the shape's
+// clone) was most of a training step's allocations. Each slot has its own
+// header, so no two uses in one call share one; an op that mutated its
+// header (gorgonia's Reshape and T() work in place) leaves it failing
+// fits, and the slot gets a new one. Only ops see these headers: what the
+// user keeps (published results, bindings) is host memory (newHostValue).
+type header struct {
+	d       *tensor.Dense
+	strides []int // d's strides when built, owned here
+	order   tensor.DataOrder
+	// The shape's and strides' backing arrays when built: tensor hands
+	// such arrays back to its pool when it reshapes, so a header now on
+	// other arrays (even with the same numbers) is not reused.
+	shapeAt, stridesAt *int
+}
+
+// over is denseOver(b, dt, shape), reusing the slot's last header when it
+// still is exactly what denseOver would build. A nil slot builds afresh.
+func (h *header) over(b []byte, dt tensor.Dtype, shape tensor.Shape) *tensor.Dense {
+	if h == nil || len(b) == 0 {
+		return denseOver(b, dt, shape)
+	}
+	if h.d != nil && h.fits(b, dt, shape) {
+		return h.d
+	}
+	d := denseOver(b, dt, shape)
+	h.d, h.order = d, d.DataOrder()
+	h.strides = append(h.strides[:0], d.Strides()...)
+	h.shapeAt, h.stridesAt = first(d.Shape()), first(d.Strides())
+	return d
+}
+
+func first(s []int) *int {
+	if len(s) == 0 {
+		return nil
+	}
+	return &s[0]
+}
+
+// fits checks that the kept header still is a plain header over exactly b:
+// the same bytes, dtype, shape and strides, not a view, transpose or mask.
+func (h *header) fits(b []byte, dt tensor.Dtype, shape tensor.Shape) bool {
+	d := h.d
+	return len(d.Raw) == len(b) && cap(d.Raw) == len(b) && sameMemory(d.Raw, b) &&
+		d.Dtype() == dt && sameInts(d.Shape(), shape) && sameInts(d.Strides(), h.strides) &&
+		first(d.Shape()) == h.shapeAt && first(d.Strides()) == h.stridesAt &&
+		d.DataOrder() == h.order && !d.IsMaterializable() && !d.IsMasked() &&
+		d.IsManuallyManaged() && d.IsNativelyAccessible()
+}
+
+func sameInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // scalarOver returns gorgonia's scalar value type living in device bytes.
 func scalarOver(b []byte, dt tensor.Dtype) (gorgonia.Value, error) {
 	p := unsafe.Pointer(&b[0])

@@ -2,6 +2,7 @@ package layers
 
 import (
 	"fmt"
+	goreflect "reflect"
 	"runtime"
 	"sync"
 	"unsafe"
@@ -94,7 +95,7 @@ func denseData[T float](v G.Value, want tensor.Shape) ([]T, error) {
 	if d.RequiresIterator() {
 		d = d.Materialize().(*tensor.Dense)
 	}
-	data, ok := d.Data().([]T)
+	data, ok := elems[T](d)
 	if !ok {
 		var zero T
 		return nil, fmt.Errorf("layers: expected %T data, got %T", zero, d.Data())
@@ -119,7 +120,7 @@ func outData[T float](v G.Value, want tensor.Shape) ([]T, error) {
 	if d.RequiresIterator() {
 		return nil, fmt.Errorf("layers: output tensor must be contiguous")
 	}
-	data, ok := d.Data().([]T)
+	data, ok := elems[T](d)
 	if !ok {
 		var zero T
 		return nil, fmt.Errorf("layers: expected %T output, got %T", zero, d.Data())
@@ -131,10 +132,31 @@ func outData[T float](v G.Value, want tensor.Shape) ([]T, error) {
 	return data[:n], nil
 }
 
-func shapesOf(vs []G.Value) []tensor.Shape {
-	s := make([]tensor.Shape, len(vs))
-	for i, v := range vs {
-		s[i] = v.Shape()
+// elems views a dense tensor's storage as []T without going through Data, whose
+// reflect.Value.Interface allocates on every call (a training step makes hundreds of them).
+// A 0-D tensor goes through Data as before: its Data is an element, not a slice.
+func elems[T float](d *tensor.Dense) ([]T, bool) {
+	var zero T
+	if d.IsScalar() || d.Dtype().Type != goreflect.TypeOf(zero) {
+		data, ok := d.Data().([]T)
+		return data, ok
+	}
+	raw := d.Raw
+	if len(raw) == 0 {
+		return []T{}, true
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&raw[0])), len(raw)/int(unsafe.Sizeof(zero))), true
+}
+
+// shapesOf lists the operands' shapes. With buf (at least len(vs) long, usually a caller's
+// stack array) the list lives there instead of in a fresh slice.
+func shapesOf(vs []G.Value, buf ...tensor.Shape) []tensor.Shape {
+	s := buf[:0]
+	if cap(s) < len(vs) {
+		s = make([]tensor.Shape, 0, len(vs))
+	}
+	for _, v := range vs {
+		s = append(s, v.Shape())
 	}
 	return s
 }

@@ -123,8 +123,9 @@ func (op *convOp) dims(in []tensor.Shape) (d convDims, err error) {
 		return d, fmt.Errorf("layers: %v takes %d inputs, got %d", op, op.Arity(), len(in))
 	}
 	for i := 0; i < 2; i++ {
-		if err := want4D(fmt.Sprintf("%v operand %d", op.kind, i), in[i]); err != nil {
-			return d, err
+		if !is4D(in[i]) {
+			// The label is formatted here, not per call: dims runs on every step.
+			return d, want4D(fmt.Sprintf("%v operand %d", op.kind, i), in[i])
 		}
 	}
 	p := op.p
@@ -322,7 +323,8 @@ func (op *convOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
 }
 
 func (op *convOp) exec(dt tensor.Dtype, out G.Value, ws []byte, in []G.Value) error {
-	d, err := op.dims(shapesOf(in))
+	var sb [4]tensor.Shape
+	d, err := op.dims(shapesOf(in, sb[:]...))
 	if err != nil {
 		return err
 	}

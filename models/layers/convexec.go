@@ -8,6 +8,7 @@ import (
 	"github.com/gorgonia-ooc/outofcore/blas"
 	"github.com/gorgonia-ooc/outofcore/internal/workpool"
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 )
 
 // How a convolution runs on the CPU. Each output element gets exactly the arithmetic it got when
@@ -121,7 +122,8 @@ func putConvRun[T blas.Float](r *convRun[T]) {
 const convSerialBelow = 1 << 18
 
 func convExec[T blas.Float](op *convOp, d convDims, out G.Value, ws []byte, in []G.Value) error {
-	s := shapesOf(in)
+	var sb [4]tensor.Shape
+	s := shapesOf(in, sb[:]...)
 	a, err := denseData[T](in[0], s[0])
 	if err != nil {
 		return err

@@ -114,6 +114,19 @@ func (noDiff) SymDiff(G.Nodes, *G.Node, *G.Node) (G.Nodes, error) {
 	return nil, fmt.Errorf("layers: second-order gradients are not implemented for this op")
 }
 
+// is4D tells whether want4D would accept s, without its error label.
+func is4D(s tensor.Shape) bool {
+	if s.Dims() != 4 {
+		return false
+	}
+	for _, d := range s {
+		if d <= 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func want4D(name string, s tensor.Shape) error {
 	if s.Dims() != 4 {
 		return fmt.Errorf("layers: %s must be 4-D (N,C,H,W), got shape %v", name, s)

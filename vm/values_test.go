@@ -1,0 +1,118 @@
+package vm
+
+import (
+	"fmt"
+	"testing"
+	"unsafe"
+
+	"gorgonia.org/tensor"
+)
+
+type reuse int
+
+const (
+	no reuse = iota
+	yes
+	maybe
+)
+
+// TestHeaderReuse: a slot hands back its header only while the header still
+// is exactly what denseOver builds over the same bytes; an op that reshaped,
+// transposed, sliced or masked it in place, or other bytes, dtype or shape,
+// get a fresh one with the right geometry.
+func TestHeaderReuse(t *testing.T) {
+	buf := make([]float64, 24)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&buf[0])), len(buf)*8)
+	other := make([]byte, len(b))
+	shape := tensor.Shape{2, 3, 4}
+	for _, c := range []struct {
+		name  string
+		touch func(d *tensor.Dense) error // what an op did to the header
+		b     []byte
+		dt    tensor.Dtype
+		shape tensor.Shape
+		reuse reuse
+	}{
+		{"untouched", nil, b, tensor.Float64, shape, yes},
+		{"data written", func(d *tensor.Dense) error { d.Float64s()[5] = 7; return nil }, b, tensor.Float64, shape, yes},
+		{"reshaped", func(d *tensor.Dense) error { return d.Reshape(6, 4) }, b, tensor.Float64, shape, no},
+		{"reshaped to the same total", func(d *tensor.Dense) error { return d.Reshape(4, 3, 2) }, b, tensor.Float64, shape, no},
+		{"transposed", func(d *tensor.Dense) error { return d.T() }, b, tensor.Float64, shape, no},
+		// T's reverse restores the header it backed up (tensor's UT): the
+		// very header denseOver built, on its own shape and strides.
+		{"transposed back", func(d *tensor.Dense) error {
+			if err := d.T(); err != nil {
+				return err
+			}
+			return d.T(2, 1, 0)
+		}, b, tensor.Float64, shape, yes},
+		// Reshaping back gives the same numbers on arrays from tensor's
+		// pool, where the old ones went (often the same arrays again, then
+		// owned by the header): reused or not, the geometry must be right.
+		{"reshaped back", func(d *tensor.Dense) error {
+			if err := d.Reshape(6, 4); err != nil {
+				return err
+			}
+			return d.Reshape(2, 3, 4)
+		}, b, tensor.Float64, shape, maybe},
+		{"sliced", func(d *tensor.Dense) error {
+			v, err := d.Slice(tensor.S(0, 1))
+			if err != nil {
+				return err
+			}
+			*d = *v.(*tensor.Dense)
+			return nil
+		}, b, tensor.Float64, shape, no},
+		{"masked", func(d *tensor.Dense) error { d.ResetMask(false); return nil }, b, tensor.Float64, shape, no},
+		{"other bytes", nil, other, tensor.Float64, shape, no},
+		{"shorter bytes", nil, b[:96], tensor.Float64, tensor.Shape{12}, no},
+		{"other shape", nil, b, tensor.Float64, tensor.Shape{4, 6}, no},
+		{"other dtype", nil, b, tensor.Float32, tensor.Shape{2, 3, 8}, no},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var h header
+			first := h.over(b, tensor.Float64, shape)
+			if c.touch != nil {
+				if err := c.touch(first); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := h.over(c.b, c.dt, c.shape)
+			if reused := got == first; c.reuse != maybe && reused != (c.reuse == yes) {
+				t.Fatalf("header reused: %v, want %v", reused, c.reuse == yes)
+			}
+			want := denseOver(c.b, c.dt, c.shape)
+			if !sameInts(got.Shape(), want.Shape()) || !sameInts(got.Strides(), want.Strides()) ||
+				got.Dtype() != want.Dtype() || !sameMemory(got.Raw, c.b) || len(got.Raw) != len(c.b) ||
+				got.IsMaterializable() || got.IsMasked() {
+				t.Fatalf("header %v strides %v over %d bytes; denseOver gives %v strides %v over %d",
+					got.Shape(), got.Strides(), len(got.Raw), want.Shape(), want.Strides(), len(c.b))
+			}
+			if again := h.over(c.b, c.dt, c.shape); again != got {
+				t.Fatal("an untouched new header was not kept")
+			}
+		})
+	}
+}
+
+// TestHeaderNilSlot: a nil slot (hostBytes' reads) always builds afresh.
+func TestHeaderNilSlot(t *testing.T) {
+	b := make([]byte, 16)
+	var h *header
+	if h.over(b, tensor.Float32, tensor.Shape{4}) == h.over(b, tensor.Float32, tensor.Shape{4}) {
+		t.Fatal("a nil slot reused a header")
+	}
+}
+
+// TestLabel: an allocation's label reads in its errors as the string it
+// replaced ("workspace of "+name).
+func TestLabel(t *testing.T) {
+	for _, c := range []struct {
+		l    label
+		want string
+	}{{label{"workspace of ", "conv1"}, "workspace of conv1"}, {named("fc.W"), "fc.W"}} {
+		if got := fmt.Sprintf("%s needs", c.l); got != c.want+" needs" {
+			t.Errorf("%#v formats as %q, want %q", c.l, got, c.want+" needs")
+		}
+	}
+}
