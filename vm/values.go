@@ -2,6 +2,7 @@ package vm
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"gorgonia.org/gorgonia"
@@ -74,22 +75,10 @@ func first(s []int) *int {
 func (h *header) fits(b []byte, dt tensor.Dtype, shape tensor.Shape) bool {
 	d := h.d
 	return len(d.Raw) == len(b) && cap(d.Raw) == len(b) && sameMemory(d.Raw, b) &&
-		d.Dtype() == dt && sameInts(d.Shape(), shape) && sameInts(d.Strides(), h.strides) &&
+		d.Dtype() == dt && slices.Equal(d.Shape(), shape) && slices.Equal(d.Strides(), h.strides) &&
 		first(d.Shape()) == h.shapeAt && first(d.Strides()) == h.stridesAt &&
 		d.DataOrder() == h.order && !d.IsMaterializable() && !d.IsMasked() &&
 		d.IsManuallyManaged() && d.IsNativelyAccessible()
-}
-
-func sameInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // scalarOver returns gorgonia's scalar value type living in device bytes.

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -82,7 +83,7 @@ func TestHeaderReuse(t *testing.T) {
 				t.Fatalf("header reused: %v, want %v", reused, c.reuse == yes)
 			}
 			want := denseOver(c.b, c.dt, c.shape)
-			if !sameInts(got.Shape(), want.Shape()) || !sameInts(got.Strides(), want.Strides()) ||
+			if !slices.Equal(got.Shape(), want.Shape()) || !slices.Equal(got.Strides(), want.Strides()) ||
 				got.Dtype() != want.Dtype() || !sameMemory(got.Raw, c.b) || len(got.Raw) != len(c.b) ||
 				got.IsMaterializable() || got.IsMasked() {
 				t.Fatalf("header %v strides %v over %d bytes; denseOver gives %v strides %v over %d",
