@@ -768,27 +768,11 @@ func (m *Machine) exec(fi int, recompute bool) (err error) {
 			}()
 		}
 	}
-	ins := m.scratch[:0]
-	ops := m.addrs[:0]
 	hs := m.headers(fi)
-	for k, vi := range f.Operands() {
-		if m.run != nil {
-			// The backend reads device addresses, taken before an
-			// in-place output takes its operand's block.
-			a, err := m.addr(vi)
-			if err != nil {
-				return err
-			}
-			ops = append(ops, a)
-			continue
-		}
-		v, err := m.value(vi, &hs[k])
-		if err != nil {
-			return err
-		}
-		ins = append(ins, v)
+	ins, ops, err := m.operands(f, hs)
+	if err != nil {
+		return err
 	}
-	m.scratch = ins[:0]
 	blk, err := m.outputBlock(f, recompute)
 	if err != nil {
 		return err
@@ -815,47 +799,9 @@ func (m *Machine) exec(fi int, recompute bool) (err error) {
 	defer func() { m.live -= f.HostBytes }()
 
 	t0 := time.Now()
-	kind := kindDense
-	scalarNode := out.Node.IsScalar()
-	switch {
-	case m.run != nil:
-		if scalarNode {
-			kind = kindScalar
-		}
-		if err = m.execBackend(fi, blk, ws, ops); err != nil {
-			return fmt.Errorf("op %v: %w", f.Op, err)
-		}
-	case ws != nil && !scalarNode:
-		wop, ok := f.Op.(WorkspaceOp)
-		if !ok {
-			return fmt.Errorf("op %v declares workspace but does not implement DoWorkspace", f.Op)
-		}
-		if err = wop.DoWorkspace(hs[len(hs)-1].over(blk.Bytes(), out.Dtype, out.Shape), ws.Bytes(), ins...); err != nil {
-			return fmt.Errorf("op %v: %w", f.Op, err)
-		}
-	case m.runs[fi] != nil:
-		if err = m.runs[fi](hs[len(hs)-1].over(blk.Bytes(), out.Dtype, out.Shape), ins...); err != nil {
-			return fmt.Errorf("op %v: %w", f.Op, err)
-		}
-	default:
-		var res gorgonia.Value
-		if res, err = f.Op.Do(ins...); err != nil {
-			return fmt.Errorf("op %v: %w", f.Op, err)
-		}
-		if kind, err = kindOf(res); err != nil {
-			return fmt.Errorf("op %v: %w", f.Op, err)
-		}
-		src, err := rawBytes(res)
-		if err != nil {
-			return fmt.Errorf("op %v: %w", f.Op, err)
-		}
-		if int64(len(src)) != out.Bytes {
-			return fmt.Errorf("op %v returned %d bytes (shape %v); the graph says %v, %d bytes",
-				f.Op, len(src), res.Shape(), out.Shape, out.Bytes)
-		}
-		if !sameMemory(src, blk.Bytes()) {
-			copy(blk.Bytes(), src)
-		}
+	kind, err := m.run1(fi, blk, ws, ins, ops, &hs[len(hs)-1])
+	if err != nil {
+		return err
 	}
 	d := time.Since(t0)
 	m.stats.ComputeTime += d
@@ -875,6 +821,82 @@ func (m *Machine) exec(fi int, recompute bool) (err error) {
 		}
 	}
 	return m.publishLeafReads(fi)
+}
+
+// operands are function f's operands: device addresses for a backend that
+// runs the op itself, else gorgonia values over the device bytes, each in its
+// header slot of hs.
+func (m *Machine) operands(f *Func, hs []header) (ins []gorgonia.Value, ops []uintptr, err error) {
+	ins, ops = m.scratch[:0], m.addrs[:0]
+	defer func() { m.scratch = ins[:0] }()
+	for k, vi := range f.Operands() {
+		if m.run != nil {
+			// The backend reads device addresses, taken before an
+			// in-place output takes its operand's block.
+			a, err := m.addr(vi)
+			if err != nil {
+				return nil, nil, err
+			}
+			ops = append(ops, a)
+			continue
+		}
+		v, err := m.value(vi, &hs[k])
+		if err != nil {
+			return nil, nil, err
+		}
+		ins = append(ins, v)
+	}
+	return ins, ops, nil
+}
+
+// run1 runs function fi's op into blk (the backend's plan, DoWorkspace, a
+// prealloc strategy, or Do and a copy) and says what kind of value it made.
+func (m *Machine) run1(fi int, blk, ws *alloc.Block, ins []gorgonia.Value, ops []uintptr, outHdr *header) (kind valueKind, err error) {
+	f := &m.prog.Funcs[fi]
+	out := &m.prog.Vars[f.Output]
+	kind = kindDense
+	scalarNode := out.Node.IsScalar()
+	switch {
+	case m.run != nil:
+		if scalarNode {
+			kind = kindScalar
+		}
+		if err = m.execBackend(fi, blk, ws, ops); err != nil {
+			return kind, fmt.Errorf("op %v: %w", f.Op, err)
+		}
+	case ws != nil && !scalarNode:
+		wop, ok := f.Op.(WorkspaceOp)
+		if !ok {
+			return kind, fmt.Errorf("op %v declares workspace but does not implement DoWorkspace", f.Op)
+		}
+		if err = wop.DoWorkspace(outHdr.over(blk.Bytes(), out.Dtype, out.Shape), ws.Bytes(), ins...); err != nil {
+			return kind, fmt.Errorf("op %v: %w", f.Op, err)
+		}
+	case m.runs[fi] != nil:
+		if err = m.runs[fi](outHdr.over(blk.Bytes(), out.Dtype, out.Shape), ins...); err != nil {
+			return kind, fmt.Errorf("op %v: %w", f.Op, err)
+		}
+	default:
+		var res gorgonia.Value
+		if res, err = f.Op.Do(ins...); err != nil {
+			return kind, fmt.Errorf("op %v: %w", f.Op, err)
+		}
+		if kind, err = kindOf(res); err != nil {
+			return kind, fmt.Errorf("op %v: %w", f.Op, err)
+		}
+		src, err := rawBytes(res)
+		if err != nil {
+			return kind, fmt.Errorf("op %v: %w", f.Op, err)
+		}
+		if int64(len(src)) != out.Bytes {
+			return kind, fmt.Errorf("op %v returned %d bytes (shape %v); the graph says %v, %d bytes",
+				f.Op, len(src), res.Shape(), out.Shape, out.Bytes)
+		}
+		if !sameMemory(src, blk.Bytes()) {
+			copy(blk.Bytes(), src)
+		}
+	}
+	return kind, nil
 }
 
 // RunningStatser is implemented by ops whose forward updates running
