@@ -64,18 +64,15 @@
 // only where each goroutine writes its own elements (channels, planes, GEMM blocks), every sum is
 // taken in an order fixed by the shapes alone, and the convolution weight gradient adds images
 // (or chunks of small images) one after another. A convolution packs its weights for the GEMM once
-// per call and hands its images to internal/workpool's goroutines, each running serial GEMMs
-// (blas.GemmPacked), im2col and col2im in its own region of the workspace (convexec.go); the data
-// gradient of a stride-1 convolution adds each tap's products as one vector on a padded grid
-// instead of col2im's row-by-row adds, in the same order (convdata.go). At stride 1 the forward makes no im2col matrix where that pays: it zero-pads each
-// image in the workspace and blas.GemmPackedRows reads the matrix's rows straight from it
-// (convforward.go). The layout changed for
-// speed (issue 28), never a sum, and TestConvExecSameBitsAsOld holds the former code as the
-// reference.
-// The weight gradient computes its k blocks (256 pixels of an image or chunk) in parallel into
-// slots of the workspace, then adds them to dw in that order (convfilter.go): the im2col matrix is
-// never written out, blas.GemmSlivers packs it straight from the image (float32 taps and dy's
-// channels interleaved by AVX2 transposes, interleave_amd64.s: moves only, so the same bits).
+// per call and hands its images to internal/workpool's goroutines, each working in its own region
+// of the workspace (convexec.go). Where it pays, no im2col matrix is written: at stride 1 the
+// forward zero-pads each image and blas.GemmPackedRows reads the matrix's rows straight from it
+// (convforward.go); the data gradient adds each tap's products onto a padded dx as one vector, in
+// col2im's order (convdata.go); the weight gradient computes its k blocks (256 pixels of an image
+// or chunk) in parallel into slots of the workspace and adds them to dw in order, its operands
+// packed straight from the image and dy by blas.GemmSlivers (convfilter.go; the float32 AVX2
+// interleaves in interleave_amd64.s only move values). The layout changed for speed (issue 28),
+// never a sum, and TestConvExecSameBitsAsOld holds the former code as the reference.
 // Reductions over activations (BN statistics, channel sums, plane means) accumulate in float64.
 // Batch norm's float32 loops (lane sums, normalisation, dx) and ReLU's have AVX2 versions
 // (simd_amd64.s) that round every operation as the Go loops do, with no fused multiply-add, so
