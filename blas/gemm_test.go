@@ -112,20 +112,26 @@ func runCase[T Float](t *testing.T, g gemmCase, tol float64) {
 	}
 }
 
-func TestGemmAgainstReference(t *testing.T) {
+// forEachKernel runs f as a subtest under each kernel this CPU has, restoring the active one.
+func forEachKernel(t *testing.T, f func(t *testing.T)) {
 	for _, kn := range Kernels() {
 		t.Run(kn, func(t *testing.T) {
-			old := Kernel()
-			defer SetKernel(old)
+			defer SetKernel(Kernel())
 			if err := SetKernel(kn); err != nil {
 				t.Fatal(err)
 			}
-			for _, g := range gemmCases {
-				runCase[float32](t, g, 1e-6)
-				runCase[float64](t, g, 1e-14)
-			}
+			f(t)
 		})
 	}
+}
+
+func TestGemmAgainstReference(t *testing.T) {
+	forEachKernel(t, func(t *testing.T) {
+		for _, g := range gemmCases {
+			runCase[float32](t, g, 1e-6)
+			runCase[float64](t, g, 1e-14)
+		}
+	})
 }
 
 // TestGemmSameBitsAnyThreads checks the promise that makes the VM's results reproducible: the

@@ -10,18 +10,12 @@ import (
 // TestGemmPackedIsGemm: a PackedA product gives Gemm's bits, for every kernel, every gemm case,
 // and whether C's rows come in one range or several (as a caller splitting rows over goroutines).
 func TestGemmPackedIsGemm(t *testing.T) {
-	for _, kn := range Kernels() {
-		t.Run(kn, func(t *testing.T) {
-			defer SetKernel(Kernel())
-			if err := SetKernel(kn); err != nil {
-				t.Fatal(err)
-			}
-			for _, g := range gemmCases {
-				packedCase[float32](t, g)
-				packedCase[float64](t, g)
-			}
-		})
-	}
+	forEachKernel(t, func(t *testing.T) {
+		for _, g := range gemmCases {
+			packedCase[float32](t, g)
+			packedCase[float64](t, g)
+		}
+	})
 }
 
 func packedCase[T Float](t *testing.T, g gemmCase) {

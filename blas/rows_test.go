@@ -27,19 +27,13 @@ func TestGemmPackedRowsIsGemmPacked(t *testing.T) {
 		{50, 31, 70, 1, 0.5},
 		{9, 9, 9, 0, -1}, // alpha 0: C scaled only
 	}
-	for _, kn := range Kernels() {
-		t.Run(kn, func(t *testing.T) {
-			defer SetKernel(Kernel())
-			if err := SetKernel(kn); err != nil {
-				t.Fatal(err)
-			}
-			for _, g := range cases {
-				name := fmt.Sprintf("%dx%dx%d,a=%g,b=%g", g.m, g.n, g.k, g.alpha, g.beta)
-				rowsCase[float32](t, name, g.m, g.n, g.k, g.alpha, g.beta)
-				rowsCase[float64](t, name, g.m, g.n, g.k, g.alpha, g.beta)
-			}
-		})
-	}
+	forEachKernel(t, func(t *testing.T) {
+		for _, g := range cases {
+			name := fmt.Sprintf("%dx%dx%d,a=%g,b=%g", g.m, g.n, g.k, g.alpha, g.beta)
+			rowsCase[float32](t, name, g.m, g.n, g.k, g.alpha, g.beta)
+			rowsCase[float64](t, name, g.m, g.n, g.k, g.alpha, g.beta)
+		}
+	})
 }
 
 func rowsCase[T Float](t *testing.T, name string, m, n, k int, alpha, beta float64) {

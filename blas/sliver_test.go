@@ -11,18 +11,12 @@ import (
 // every kernel and gemm case, whole or as k blocks added in order (C = the first block's product
 // with beta 0, then C + each next block's, the way a caller adds blocks computed apart).
 func TestGemmSliversIsGemm(t *testing.T) {
-	for _, kn := range Kernels() {
-		t.Run(kn, func(t *testing.T) {
-			defer SetKernel(Kernel())
-			if err := SetKernel(kn); err != nil {
-				t.Fatal(err)
-			}
-			for _, g := range gemmCases {
-				sliversCase[float32](t, g)
-				sliversCase[float64](t, g)
-			}
-		})
-	}
+	forEachKernel(t, func(t *testing.T) {
+		for _, g := range gemmCases {
+			sliversCase[float32](t, g)
+			sliversCase[float64](t, g)
+		}
+	})
 }
 
 func sliversCase[T Float](t *testing.T, g gemmCase) {

@@ -196,18 +196,12 @@ func TestGemmSameBitsWithoutVectorTranspose(t *testing.T) {
 		cases = append(cases, gemmCase{false, true, s[0], s[1], s[2], 1, 0, 0}, gemmCase{false, true, s[0], s[1], s[2], 1, 1, 0})
 	}
 	cases = append(cases, gemmCase{false, false, 16, 784, 144, 1, 0, 0}, gemmCase{false, false, 16, 196, 144, 1, 0, 0})
-	for _, kn := range Kernels() {
-		t.Run(kn, func(t *testing.T) {
-			defer SetKernel(Kernel())
-			if err := SetKernel(kn); err != nil {
-				t.Fatal(err)
-			}
-			for _, g := range cases {
-				sameBitsVecTranspose[float32](t, g)
-				sameBitsVecTranspose[float64](t, g)
-			}
-		})
-	}
+	forEachKernel(t, func(t *testing.T) {
+		for _, g := range cases {
+			sameBitsVecTranspose[float32](t, g)
+			sameBitsVecTranspose[float64](t, g)
+		}
+	})
 }
 
 func sameBitsVecTranspose[T Float](t *testing.T, g gemmCase) {
