@@ -37,16 +37,7 @@ func TestTrainStepAllocs(t *testing.T) {
 	}{{"in-core", 0}, {"least", least}} {
 		t.Run(c.name, func(t *testing.T) {
 			m := fashionModel(t, batch)
-			opts := []ooc.Option{ooc.BindDualValues(m.Learnables...)}
-			if c.budget == 0 {
-				opts = append(opts, ooc.Baseline())
-			} else {
-				opts = append(opts, ooc.WithBudget(c.budget))
-			}
-			vm, err := ooc.Compile(m.Graph, opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			vm := compileAt(t, m, c.budget)
 			defer vm.Close()
 			solver := solvers.NewAdam(G.WithLearnRate(1e-3))
 			vgs := G.NodesToValueGrads(m.Learnables)

@@ -127,16 +127,7 @@ func BenchmarkResNetStep(b *testing.B) {
 	}{{"baseline", 0}, {"window-50%", inCore.Peak / 2}, {"window-least", least}} {
 		b.Run(c.name, func(b *testing.B) {
 			m := build(b)
-			opts := []ooc.Option{ooc.BindDualValues(m.Learnables...)}
-			if c.budget == 0 {
-				opts = append(opts, ooc.Baseline())
-			} else {
-				opts = append(opts, ooc.WithBudget(c.budget))
-			}
-			vm, err := ooc.Compile(m.Graph, opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
+			vm := compileAt(b, m, c.budget)
 			defer vm.Close()
 			benchSteps(b, m, vm)
 			st := vm.Stats()
@@ -269,6 +260,23 @@ func boundModel(b testing.TB, name string, batch, channels, size int, fill func(
 	return m
 }
 
+// compileAt compiles m's step with its learnables' gradients bound, in core
+// (budget 0: ooc.Baseline) or under the budget, plus opts.
+func compileAt(tb testing.TB, m *models.Model, budget int64, opts ...ooc.Option) *vm.Machine {
+	tb.Helper()
+	opts = append([]ooc.Option{ooc.BindDualValues(m.Learnables...)}, opts...)
+	if budget == 0 {
+		opts = append(opts, ooc.Baseline())
+	} else {
+		opts = append(opts, ooc.WithBudget(budget))
+	}
+	machine, err := ooc.Compile(m.Graph, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return machine
+}
+
 // fashionModel is smallcnn on Fashion-MNIST's shape, with one batch of
 // synthetic data bound.
 func fashionModel(b testing.TB, batch int) *models.Model {
@@ -311,16 +319,7 @@ func BenchmarkTrainStep(b *testing.B) {
 			// WithNodeValues(0), as package train compiles: a step reads the loss only. The
 			// default binds the forward's values to their nodes, a host copy of each activation
 			// every step, which would time those copies as much as the step.
-			opts := []ooc.Option{ooc.BindDualValues(m.Learnables...), ooc.WithNodeValues(0)}
-			if c.budget == 0 {
-				opts = append(opts, ooc.Baseline())
-			} else {
-				opts = append(opts, ooc.WithBudget(c.budget))
-			}
-			vm, err := ooc.Compile(m.Graph, opts...)
-			if err != nil {
-				b.Fatal(err)
-			}
+			vm := compileAt(b, m, c.budget, ooc.WithNodeValues(0))
 			defer vm.Close()
 			benchSteps(b, m, vm)
 			b.ReportMetric(100*float64(c.budget)/float64(inCore.Peak), "budget-%")
