@@ -118,7 +118,7 @@ func (r *convRun[T]) planForwardWide(workers, elems int) int {
 	}
 	w.xpLen = 0
 	if p.PadH > 0 || p.PadW > 0 {
-		w.xpLen = (d.C*w.hp*w.wp + p.PadW + 15) / 16 * 16 // each region on its own cache lines
+		w.xpLen = alignUp(d.C*w.hp*w.wp+p.PadW, 16) // each region on its own cache lines
 	}
 	return w.fit(workers, d.N, d.O, elems)
 }
@@ -133,7 +133,7 @@ func (w *wideForward[T]) fit(workers, n, o, elems int) int {
 	w.split = n < 4*workers
 	if want := 4 * workers; w.split {
 		pieces := (want + n - 1) / n
-		w.width = min(w.width, max(((w.cols+pieces-1)/pieces+31)/32*32, minPieceCols))
+		w.width = min(w.width, max(alignUp((w.cols+pieces-1)/pieces, 32), minPieceCols))
 	}
 	for ; workers >= 1; workers-- {
 		cols := (elems/workers - w.xpLen) / o
@@ -149,7 +149,7 @@ func (w *wideForward[T]) fit(workers, n, o, elems int) int {
 		return 0
 	}
 	w.pieces = (w.cols + w.width - 1) / w.width
-	w.region = w.xpLen + (o*w.width+15)/16*16
+	w.region = w.xpLen + alignUp(o*w.width, 16)
 	return workers
 }
 
