@@ -181,13 +181,18 @@ func (op *convOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	if err != nil {
 		return nil, err
 	}
+	return op.outShapeOf(d), nil
+}
+
+// outShapeOf is the output's shape for checked dims.
+func (op *convOp) outShapeOf(d convDims) tensor.Shape {
 	switch op.kind {
 	case convForward:
-		return tensor.Shape{d.N, d.O, d.OH, d.OW}, nil
+		return tensor.Shape{d.N, d.O, d.OH, d.OW}
 	case convData:
-		return tensor.Shape{d.N, d.C, d.H, d.W}, nil
+		return tensor.Shape{d.N, d.C, d.H, d.W}
 	default:
-		return tensor.Shape{d.O, d.C, d.KH, d.KW}, nil
+		return tensor.Shape{d.O, d.C, d.KH, d.KW}
 	}
 }
 

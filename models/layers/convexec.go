@@ -138,8 +138,7 @@ func convExec[T blas.Float](op *convOp, d convDims, out G.Value, ws []byte, in [
 			return err
 		}
 	}
-	os, _ := op.outShape(s)
-	y, err := outData[T](out, os)
+	y, err := outData[T](out, op.outShapeOf(d))
 	if err != nil {
 		return err
 	}
