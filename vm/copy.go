@@ -1,46 +1,60 @@
 package vm
 
 import (
+	"sync/atomic"
 	"time"
 )
 
-// copyEngine is one DMA engine: a goroutine that performs copies in the
-// order they were submitted, as a GPU's host-to-device and device-to-host
-// engines do. Two engines let a swap-in and a swap-out overlap each other and
+// copyEngine is one DMA engine: a goroutine that starts copies in the order
+// they were submitted, as a GPU's host-to-device and device-to-host engines
+// do. Two engines let a swap-in and a swap-out overlap each other and
 // compute.
+//
+// Unlike a DMA engine, this one is a CPU core: while compute waits for a
+// copy (a swap-in needed now, or a swap-out whose memory is needed now) its
+// core would idle, so the waiter copies the pieces the engine has not taken
+// yet. A copy is cut into pieces of copyPiece bytes or more for that.
 type copyEngine struct {
-	jobs chan copyJob
-	done chan struct{}
+	jobs  chan *copyEvent
+	done  chan struct{}
+	piece int // the least piece of a copy one core takes at a time
 }
 
-type copyJob struct {
-	dst, src []byte
-	ev       *copyEvent
-}
+// copyPiece is the least piece of a copy one core takes at a time. Go's
+// memmove streams copies of 1 MiB and more past the cache (non-temporal
+// stores), as a DMA engine's land in memory, and smaller pieces would not.
+var copyPiece = 1 << 20
 
-// copyEvent tells compute that a copy has landed.
+// copyEvent is one copy, and tells compute that it has landed.
 type copyEvent struct {
-	done chan struct{}
+	dst, src []byte
+	piece    int // bytes in each piece but the last
+	pieces   int32
+	next     atomic.Int32 // the next piece to take
+	left     atomic.Int32 // pieces not yet copied
+	done     chan struct{}
 }
 
-func newCopyEngine() *copyEngine {
-	e := &copyEngine{jobs: make(chan copyJob, 1024), done: make(chan struct{})}
+func newCopyEngine(piece int) *copyEngine {
+	e := &copyEngine{jobs: make(chan *copyEvent, 1024), done: make(chan struct{}), piece: piece}
 	go e.run()
 	return e
 }
 
 func (e *copyEngine) run() {
 	defer close(e.done)
-	for j := range e.jobs {
-		copy(j.dst, j.src)
-		close(j.ev.done)
+	for ev := range e.jobs {
+		ev.work()
 	}
 }
 
 // submit queues a copy; the slices must stay untouched until the event fires.
 func (e *copyEngine) submit(dst, src []byte) *copyEvent {
-	ev := &copyEvent{done: make(chan struct{})}
-	e.jobs <- copyJob{dst: dst, src: src, ev: ev}
+	n := len(src)
+	pieces := max(1, n/e.piece)
+	ev := &copyEvent{dst: dst[:n], src: src, piece: (n + pieces - 1) / pieces, pieces: int32(pieces), done: make(chan struct{})}
+	ev.left.Store(ev.pieces)
+	e.jobs <- ev
 	return ev
 }
 
@@ -49,7 +63,24 @@ func (e *copyEngine) stop() {
 	<-e.done
 }
 
-// wait blocks until the copy has landed and says how long that took.
+// work copies pieces of the event's copy until none is left to take; the
+// one that copies the last piece fires the event.
+func (ev *copyEvent) work() {
+	for {
+		p := ev.next.Add(1) - 1
+		if p >= ev.pieces {
+			return
+		}
+		lo, hi := int(p)*ev.piece, min(int(p+1)*ev.piece, len(ev.src))
+		copy(ev.dst[lo:hi], ev.src[lo:hi])
+		if ev.left.Add(-1) == 0 {
+			close(ev.done)
+		}
+	}
+}
+
+// wait blocks until the copy has landed, copying pieces the engine has not
+// taken yet meanwhile, and says how long that took.
 func (ev *copyEvent) wait() time.Duration {
 	select {
 	case <-ev.done:
@@ -57,6 +88,7 @@ func (ev *copyEvent) wait() time.Duration {
 	default:
 	}
 	t := time.Now()
+	ev.work()
 	<-ev.done
 	return time.Since(t)
 }

@@ -248,8 +248,8 @@ func New(p *Program, cfg Config) (*Machine, error) {
 			}
 		}
 	}
-	m.d2h = newCopyEngine()
-	m.h2d = newCopyEngine()
+	m.d2h = newCopyEngine(copyPiece)
+	m.h2d = newCopyEngine(copyPiece)
 	return m, nil
 }
 
