@@ -118,30 +118,29 @@ func fusionCensus(p *Program) census {
 }
 
 // fusable finds the function the exec at pc may be fused with: the next
-// exec, with only swaps, waits and frees of other variables between; its
-// one operand is the head's output y and it writes over y in place; y is
-// read by no other function or view, named by no other instruction (never
-// swapped, freed or recomputed), and handed to nobody (no output, bound
-// value, Read or Set); neither function is recomputed; the head has
-// workspace (the fused op runs through DoWorkspace). Then nothing can see y
-// between the two, so computing the tail's result at the head's exec gives
-// every reader the same bits.
+// exec, with only swaps, waits and frees between (of other variables: see
+// named); its one operand is the head's output y and it writes over y in
+// place, and it is never recomputed. y is read by no other function or view,
+// named by no instruction but the head's exec (never swapped, freed or
+// recomputed), and handed to nobody (no output, bound value, Read or Set).
+// The head has workspace (the fused op runs through DoWorkspace). Then
+// nothing sees y between the two, so computing the tail's result at the
+// head's exec gives every reader the same bits.
 func (c census) fusable(m *Machine, pc int) (tail int, ok bool) {
 	p := m.prog
-	head := p.Instrs[pc].Func
-	hf := &p.Funcs[head]
+	hf := &p.Funcs[p.Instrs[pc].Func]
 	y := hf.Output
-	if hf.Workspace <= 0 || c.recompute[head] || c.readers[y] != 1 || c.named[y] != 1 || len(m.sinks[y]) != 0 || p.Vars[y].View {
+	if hf.Workspace <= 0 || c.readers[y] != 1 || c.named[y] != 1 || len(m.sinks[y]) != 0 || p.Vars[y].View {
 		return -1, false
 	}
 	for _, in := range p.Instrs[pc+1:] {
-		switch {
-		case in.Op == Exec:
+		switch in.Op {
+		case Exec:
 			tf := &p.Funcs[in.Func]
 			ok := tf.InPlace == y && len(tf.Operands()) == 1 && tf.Operands()[0] == y && !c.recompute[in.Func] &&
 				p.Vars[tf.Output].Bytes == p.Vars[y].Bytes
 			return in.Func, ok
-		case in.Op == Recompute || in.Var == y:
+		case Recompute:
 			return -1, false
 		}
 	}

@@ -320,12 +320,17 @@ func (m *Machine) setTraining() error {
 }
 
 // OpTimes returns, per op and operand shapes (OpKey), the mean time one
-// call took over the steps run so far, for a measured device profile
-// (WriteOpTimes). It is empty on a simulated device.
+// call took over the calls so far, for a measured device profile
+// (WriteOpTimes). It is empty on a simulated device. A function run fused
+// with the one before it (Fused) has no time of its own: the pair's is the
+// head's.
 func (m *Machine) OpTimes() map[string]time.Duration {
 	sum := map[string]time.Duration{}
 	n := map[string]int64{}
 	for fi, d := range m.opTimes {
+		if m.opCalls[fi] == 0 && m.fuse != nil && m.fuse.away[fi] {
+			continue // run fused every time: its time is its head's
+		}
 		k := OpKey(m.prog, &m.prog.Funcs[fi])
 		sum[k] += d
 		n[k] += m.opCalls[fi]
