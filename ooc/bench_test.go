@@ -326,3 +326,21 @@ func BenchmarkTrainStep(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkFusedTrainStep is BenchmarkTrainStep's in-core step with the machine's run-time
+// fusion (a batch norm and the ReLU after it in one pass, vm.Fuser) off and on, on one machine;
+// -count interleaves the two, so compare them as a ratio:
+// go test -run XXX -bench FusedTrainStep -benchtime 10x -count 5 ./ooc/
+func BenchmarkFusedTrainStep(b *testing.B) {
+	m := fashionModel(b, 64)
+	vm := compileAt(b, m, 0, ooc.WithNodeValues(0))
+	defer vm.Close()
+	for _, on := range []bool{false, true} {
+		name := map[bool]string{false: "unfused", true: "fused"}[on]
+		b.Run(name, func(b *testing.B) {
+			vm.SetFusion(on)
+			benchSteps(b, m, vm)
+			b.ReportMetric(float64(len(vm.Fused())), "fused-pairs")
+		})
+	}
+}

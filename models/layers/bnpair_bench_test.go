@@ -1,6 +1,7 @@
 package layers
 
 import (
+	"fmt"
 	"math/rand"
 	"testing"
 
@@ -62,6 +63,49 @@ func BenchmarkBatchNormStep(b *testing.B) {
 		}
 		if err := gx.exec(tensor.Float32, dx, ws, []G.Value{x, gamma, dy}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkBNReLUForward is a batch norm forward and the ReLU after it on smallcnn's first
+// layers (64x16x28x28) and ResNet-18's first stage at 32x32 (32x64x32x32), float32: unfused as
+// the VM ran them (ReLU in place over the batch norm's output), and fused into one pass
+// (bnReLUOp). -count interleaves the two; compare them as a ratio:
+// go test -run XXX -bench BNReLUForward -count 5 ./models/layers/
+func BenchmarkBNReLUForward(b *testing.B) {
+	for _, xs := range []tensor.Shape{sh(64, 16, 28, 28), sh(32, 64, 32, 32)} {
+		rng := rand.New(rand.NewSource(1))
+		op, err := NewBatchNormOp(4, xs[1], 0.1, 1e-5)
+		if err != nil {
+			b.Fatal(err)
+		}
+		x := denseAs(tensor.Float32, xs, randData(rng, xs.TotalSize()))
+		gamma := denseAs(tensor.Float32, sh(xs[1]), randData(rng, xs[1]))
+		beta := denseAs(tensor.Float32, sh(xs[1]), randData(rng, xs[1]))
+		y := newDense(tensor.Float32, xs)
+		ws := alignedNaNBytes(op.wsBytes(tensor.Float32, []tensor.Shape{xs}))
+		in := []G.Value{x, gamma, beta}
+		fused := bnReLUOp{op}
+		for _, c := range []struct {
+			name string
+			run  func() error
+		}{
+			{"unfused", func() error {
+				if err := op.exec(tensor.Float32, y, ws, in); err != nil {
+					return err
+				}
+				return (&reluOp{}).exec(tensor.Float32, y, nil, []G.Value{y})
+			}},
+			{"fused", func() error { return fused.exec(tensor.Float32, y, ws, in) }},
+		} {
+			b.Run(fmt.Sprintf("%v/%s", xs, c.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for i := 0; i < b.N; i++ {
+					if err := c.run(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }
