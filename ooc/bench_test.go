@@ -327,20 +327,48 @@ func BenchmarkTrainStep(b *testing.B) {
 	}
 }
 
-// BenchmarkFusedTrainStep is BenchmarkTrainStep's in-core step with the machine's run-time
-// fusion (a batch norm and the ReLU after it in one pass, vm.Fuser) off and on, on one machine;
-// -count interleaves the two, so compare them as a ratio:
-// go test -run XXX -bench FusedTrainStep -benchtime 10x -count 5 ./ooc/
+// BenchmarkFusedTrainStep is BenchmarkTrainStep's in-core step on one machine with its run-time
+// fusion (a batch norm and the ReLU after it in one pass, vm.Fuser) off and on by turns, so both
+// see the same machine load; it reports each one's ns a step and their ratio (fused/unfused):
+// go test -run XXX -bench FusedTrainStep -benchtime 20x ./ooc/
 func BenchmarkFusedTrainStep(b *testing.B) {
 	m := fashionModel(b, 64)
-	vm := compileAt(b, m, 0, ooc.WithNodeValues(0))
-	defer vm.Close()
-	for _, on := range []bool{false, true} {
-		name := map[bool]string{false: "unfused", true: "fused"}[on]
-		b.Run(name, func(b *testing.B) {
-			vm.SetFusion(on)
-			benchSteps(b, m, vm)
-			b.ReportMetric(float64(len(vm.Fused())), "fused-pairs")
-		})
+	machine := compileAt(b, m, 0, ooc.WithNodeValues(0))
+	defer machine.Close()
+	solver := solvers.NewAdam(G.WithLearnRate(1e-3))
+	vgs := G.NodesToValueGrads(m.Learnables)
+	step := func() {
+		if err := machine.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		if err := solver.Step(vgs); err != nil {
+			b.Fatal(err)
+		}
+		machine.Reset()
 	}
+	step()
+	step()
+	b.ResetTimer()
+	var took [2]time.Duration
+	for i := 0; i < b.N; i++ {
+		for k := 0; k < 2; k++ {
+			on := (i+k)%2 == 1
+			machine.SetFusion(on)
+			t0 := time.Now()
+			step()
+			took[b2i(on)] += time.Since(t0)
+		}
+	}
+	b.ReportMetric(float64(took[0].Nanoseconds())/float64(b.N), "unfused-ns/step")
+	b.ReportMetric(float64(took[1].Nanoseconds())/float64(b.N), "fused-ns/step")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "fused/unfused")
+	machine.SetFusion(true)
+	b.ReportMetric(float64(len(machine.Fused())), "fused-pairs")
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
