@@ -131,3 +131,24 @@ func checkFused(t *testing.T, machine *vm.Machine, want int) {
 		require.Equal(t, []int{p.Funcs[f.Head].Output}, p.Funcs[f.Tail].Inputs)
 	}
 }
+
+// TestFusedInferenceSameBits: a forward-only program (batch norms on their running statistics)
+// fuses smallcnn's three pairs too, and its predictions keep their bits.
+func TestFusedInferenceSameBits(t *testing.T) {
+	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
+		var got [2][]uint64
+		for k, fuse := range []bool{false, true} {
+			m := fusionModel(t, "smallcnn", dt, 4, 12)
+			machine, err := ooc.Compile(m.Graph, ooc.Inference(), ooc.WithNodeValues(0), ooc.WithOutputs(m.Logits))
+			require.NoError(t, err)
+			defer machine.Close()
+			machine.SetFusion(fuse)
+			require.NoError(t, machine.RunAll())
+			got[k] = bits(t, m.Logits.Value())
+			if fuse {
+				checkFused(t, machine, 3)
+			}
+		}
+		require.Equal(t, got[0], got[1], "%v logits, fused against unfused", dt)
+	}
+}
