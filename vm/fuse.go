@@ -13,8 +13,9 @@ import "gorgonia.org/gorgonia"
 // WorkspaceOp; the machine calls only its DoWorkspace.
 //
 // The machine asks only where fusing cannot be told from running the two
-// apart (see fusable): next's one operand is this op's output, nothing else
-// reads that output or is handed it, and next writes over it in place.
+// apart (the package doc lists the conditions): next's one operand is this
+// op's output, nothing else reads that output or is handed it, and next
+// writes over it in place.
 type Fuser interface {
 	FuseNext(next gorgonia.Op) gorgonia.Op
 }
@@ -44,8 +45,9 @@ func (m *Machine) Fused() []Fusion {
 }
 
 // SetFusion turns run-time fusion (Fuser) on, as a machine starts, or off,
-// from the next instruction on. Results are the same bits either way; it is
-// there to compare the two.
+// for the runs after the call (a Machine is not used concurrently, so no run
+// is in progress). Results are the same bits either way; it is there to
+// compare the two.
 func (m *Machine) SetFusion(on bool) { m.unfused = !on }
 
 // planFusion finds the pairs to fuse in the machine's program: only where
