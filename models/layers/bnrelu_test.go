@@ -150,3 +150,105 @@ func countNaN[T float](y []T) int {
 	}
 	return n
 }
+
+// TestReLUGradBNSameBits: the ReLU gradient that readies the dgamma op's sums (reluGradBNOp),
+// then dgamma and dx, give the bits of reluGradOp, dgamma and dx run apart: in both dtypes and
+// modes, at GOMAXPROCS 1 and 2, with the forward's statistics at hand or not, with dz written
+// over dy, over y or apart; and in training dgamma takes the sums readied (x changed after the
+// pass, at the same memory, does not change dgamma).
+func TestReLUGradBNSameBits(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2} {
+		runtime.GOMAXPROCS(procs)
+		for _, s := range []tensor.Shape{{2, 5, 1, 1}, {3, 6, 5, 5}, {32, 5, 16, 16}} {
+			for _, training := range []bool{true, false} {
+				for _, forward := range []bool{true, false} {
+					for _, over := range []string{"apart", "dy", "y"} {
+						t.Run(fmt.Sprintf("%v/training=%v/forward=%v/over=%s/procs=%d", s, training, forward, over, procs), func(t *testing.T) {
+							checkReLUGradBN[float32](t, tensor.Float32, s, training, forward, over)
+							checkReLUGradBN[float64](t, tensor.Float64, s, training, forward, over)
+						})
+					}
+				}
+			}
+		}
+	}
+}
+
+func checkReLUGradBN[T float](t *testing.T, dt tensor.Dtype, s tensor.Shape, training, forward bool, over string) {
+	t.Helper()
+	rng := rand.New(rand.NewSource(int64(s.TotalSize())))
+	xd, gd, bd := bnReLUInputs[T](rng, s)
+	C := s[1]
+	dense := func(d []T, sh ...int) *tensor.Dense {
+		return tensor.New(tensor.WithShape(sh...), tensor.WithBacking(append([]T(nil), d...)))
+	}
+	// y: the ReLU's output (with +0s, NaNs and negative values' zeros); dy: random with -0s.
+	yd, dyd := make([]T, len(xd)), make([]T, len(xd))
+	for i := range yd {
+		yd[i] = T(max(rng.NormFloat64(), 0))
+		if i%7 == 0 {
+			yd[i] = T(math.NaN())
+		}
+		dyd[i] = T(rng.NormFloat64())
+		if i%5 == 0 {
+			dyd[i] = T(math.Copysign(0, -1))
+		}
+	}
+	run := func(fused bool) (dz []T, dgamma, dx []T) {
+		op, err := NewBatchNormOp(4, C, 0.1, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := op.SetTraining(training); err != nil {
+			t.Fatal(err)
+		}
+		x, gamma, beta, y, dy := dense(xd, s...), dense(gd, C), dense(bd, C), dense(yd, s...), dense(dyd, s...)
+		ws := make([]byte, op.WorkspaceBytes(dt, []tensor.Shape{s, {C}, {C}}))
+		if forward {
+			if err := op.DoWorkspace(newDense(dt, s), ws, x, gamma, beta); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := map[string]*tensor.Dense{"apart": newDense(dt, s), "dy": dy, "y": y}[over]
+		if fused {
+			k := (&reluGradOp{}).FuseNext(&bnGradOp{bn: op, wrtGamma: true}).(*reluGradBNOp)
+			if err := k.DoWorkspace(out, nil, y, dy, x); err != nil {
+				t.Fatal(err)
+			}
+			if training {
+				// The sums readied are dgamma's: x rewritten at the same memory must not
+				// change it (restored before dx, which reads x itself).
+				xs := x.Data().([]T)
+				for i := range xs {
+					xs[i] = xs[i]*xs[i] + 1
+				}
+			}
+		} else if err := (&reluGradOp{}).DoWorkspace(out, nil, y, dy); err != nil {
+			t.Fatal(err)
+		}
+		dg := newDense(dt, tensor.Shape{C})
+		if err := (&bnGradOp{bn: op, wrtGamma: true}).DoWorkspace(dg, ws, x, out); err != nil {
+			t.Fatal(err)
+		}
+		if fused && training {
+			copy(x.Data().([]T), xd)
+			op.mu.Lock()
+			h := op.handoff
+			op.mu.Unlock()
+			if h == nil || !h.fromGamma || h.primed {
+				t.Fatalf("dgamma did not hand the sums readied for it on to dx: %+v", h)
+			}
+		}
+		dxv := newDense(dt, s)
+		if err := (&bnGradOp{bn: op}).DoWorkspace(dxv, ws, x, gamma, out); err != nil {
+			t.Fatal(err)
+		}
+		return append([]T(nil), out.Data().([]T)...), dg.Data().([]T), dxv.Data().([]T)
+	}
+	dz0, dg0, dx0 := run(false)
+	dz1, dg1, dx1 := run(true)
+	sameBits(t, "dz", dz1, dz0)
+	sameBits(t, "dgamma", dg1, dg0)
+	sameBits(t, "dx", dx1, dx0)
+}
