@@ -32,21 +32,16 @@
 // copied into host values of the machine's (see publish).
 //
 // On the CPU device the machine also fuses, at run time, an op with the one
-// after it where nothing can tell (Fuser), in two ways. Models/layers' batch
-// norm and the ReLU after it: the next exec's one operand is the first op's
-// output, it writes over it in place, nothing else reads it, no instruction
-// but the first exec names it (no swap, free or recompute) and the user is
-// handed nothing of it (no output, bound node value, Read or Set). The first
-// exec then computes both in one pass and the second only takes over the
-// memory and publishes it. A ReLU gradient and the batch norm's dgamma op
-// run next (Primer): the gradient's pass also computes the sums dgamma
-// needs from x and it, where no instruction between the two names x or the
-// gradient, and dgamma takes them, keyed on that memory, instead of
-// computing them. Either way the tape, its memory and every result stay as
-// planned, bit for bit. Neither function may be recomputed. Simulated
-// devices and backends fuse nothing, nor does a first step that measures op
-// times for a replan. Fused lists the pairs; SetFusion(false) runs every
-// function on its own.
+// after it where nothing can tell (Fuser: models/layers' batch norm and the
+// ReLU after it): the next exec's one operand is the first op's output, it
+// writes over it in place, nothing else reads it, no instruction but the
+// first exec names it (no swap, free or recompute) and the user is handed
+// nothing of it (no output, bound node value, Read or Set). The first exec
+// then computes both in one pass and the second only takes over the memory
+// and publishes it, so the tape, its memory and every result stay as
+// planned, bit for bit. Simulated devices and backends fuse nothing, nor
+// does a first step that measures op times for a replan. Fused lists the
+// pairs; SetFusion(false) runs every function on its own.
 //
 // A device whose memory the host cannot address (a GPU) computes through a
 // Backend, registered by its package (vm/cuda/dispatch for CUDA): the

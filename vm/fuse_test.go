@@ -160,7 +160,7 @@ func TestFusionOnlyWhereNothingCanTell(t *testing.T) {
 				c.edit(t, p)
 			}
 			m := machineFor(t, p)
-			fused := pairs(m, false)
+			fused := m.Fused()
 			require.Len(t, fused, c.want, "fused pairs of\n%v", p)
 			if c.want == 0 {
 				return
@@ -191,8 +191,7 @@ func TestFusionOnlyWhereNothingCanTell(t *testing.T) {
 		defer m.Close()
 		require.Empty(t, m.Fused(), "before the first step")
 		first := stepBits(t, m, n)
-		require.Len(t, pairs(m, false), 1, "after the replan")
-		require.Len(t, pairs(m, true), 1, "after the replan")
+		require.Len(t, m.Fused(), 1, "after the replan")
 		require.Equal(t, first, stepBits(t, m, n))
 	})
 	t.Run("simulated device", func(t *testing.T) {
@@ -204,82 +203,6 @@ func TestFusionOnlyWhereNothingCanTell(t *testing.T) {
 		defer m.Close()
 		require.Empty(t, m.Fused())
 	})
-}
-
-// pairs are the machine's fused pairs of one kind (primed or not).
-func pairs(m *vm.Machine, primed bool) []vm.Fusion {
-	var out []vm.Fusion
-	for _, f := range m.Fused() {
-		if f.Primed == primed {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// TestPrimedFusionOnlyWhereNothingCanTell: the machine has the ReLU gradient ready the batch
-// norm's dgamma sums when the dgamma op runs next and nothing between touches x or dz, and not
-// where something does: the tape swaps or frees one of them between, recomputes either function,
-// or runs another function first; where it primes, a step gives the unprimed step's bits.
-func TestPrimedFusionOnlyWhereNothingCanTell(t *testing.T) {
-	const gammaName = "BatchNormGradGamma{C=3 eps=1e-05}"
-	between := func(v func(p *vm.Program, relu, gamma *vm.Func) int) func(t *testing.T, p *vm.Program) {
-		return func(t *testing.T, p *vm.Program) {
-			relu, gamma := &p.Funcs[funcOf(t, p, "ReLUGrad")], &p.Funcs[funcOf(t, p, gammaName)]
-			x := v(p, relu, gamma)
-			insertAfterExec(t, p, "ReLUGrad", func(int, *vm.Func) vm.Instr {
-				return vm.Instr{Op: vm.SwapOut, Func: -1, Var: x, Bytes: p.Vars[x].Bytes}
-			})
-		}
-	}
-	for _, c := range []struct {
-		name string
-		edit func(t *testing.T, p *vm.Program)
-		want int
-	}{
-		{name: "alone", want: 1},
-		{name: "x named between", edit: between(func(p *vm.Program, _, g *vm.Func) int { return g.Inputs[0] })},
-		{name: "dz named between", edit: between(func(p *vm.Program, r, _ *vm.Func) int { return r.Output })},
-		{name: "another exec between", edit: func(t *testing.T, p *vm.Program) {
-			// The dgamma exec swapped with the exec after it (ChannelSum, of dz too).
-			var at []int
-			for pc, x := range p.Instrs {
-				if x.Op == vm.Exec && (p.Funcs[x.Func].Op.String() == gammaName || len(at) == 1) {
-					at = append(at, pc)
-				}
-			}
-			require.GreaterOrEqual(t, len(at), 2)
-			p.Instrs[at[0]], p.Instrs[at[1]] = p.Instrs[at[1]], p.Instrs[at[0]]
-		}},
-		{name: "ReLU gradient recomputed", edit: func(t *testing.T, p *vm.Program) {
-			f := funcOf(t, p, "ReLUGrad")
-			p.Instrs = append(p.Instrs, vm.Instr{Op: vm.Recompute, Func: f, Var: p.Funcs[f].Output})
-		}},
-		{name: "dgamma recomputed", edit: func(t *testing.T, p *vm.Program) {
-			f := funcOf(t, p, gammaName)
-			p.Instrs = append(p.Instrs, vm.Instr{Op: vm.Recompute, Func: f, Var: p.Funcs[f].Output})
-		}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			n := newBNReLUNet(t, false, false)
-			p, err := ooc.Plan(n.g, ooc.Baseline(), ooc.WithNodeValues(0))
-			require.NoError(t, err)
-			if c.edit != nil {
-				c.edit(t, p)
-			}
-			m := machineFor(t, p)
-			primed := pairs(m, true)
-			require.Len(t, primed, c.want, "primed pairs of\n%v", p)
-			if c.want == 0 {
-				return
-			}
-			require.Equal(t, "ReLUGrad", p.Funcs[primed[0].Head].Op.String())
-			require.Equal(t, gammaName, p.Funcs[primed[0].Tail].Op.String())
-			got := stepBits(t, m, n)
-			m.SetFusion(false)
-			require.Equal(t, stepBits(t, m, n), got, "the primed step's loss and gradients")
-		})
-	}
 }
 
 // stepBits runs one step and returns the bits of the loss and of gamma's and beta's gradients.

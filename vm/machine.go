@@ -886,7 +886,7 @@ func (m *Machine) run1(fi int, blk, ws *alloc.Block, ins []gorgonia.Value, ops [
 	case away:
 		// The function before computed this one's result into blk (Fusion).
 	case fop != nil:
-		if err = m.runFused(fi, fop, outHdr.over(blk.Bytes(), out.Dtype, out.Shape), ws, ins); err != nil {
+		if err = fop.DoWorkspace(outHdr.over(blk.Bytes(), out.Dtype, out.Shape), ws.Bytes(), ins...); err != nil {
 			return kind, fmt.Errorf("op %v: %w", fop, err)
 		}
 	case ws != nil && !scalarNode:

@@ -664,8 +664,19 @@ func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) err
 				} else {
 					m, is, _ = channelMoments(&a, bx[:], training, rm, rv, op.bn.eps, x, N, C, plane, c)
 				}
+				// sdy = Σdy, sdxh = Σdy·x̂ with x̂ = (x-mean)/std.
 				if training || op.wrtGamma {
-					sdy, sdxh = channelGradSums(&a, &b, bx[:], bdy[:], x, dy, N, C, plane, c, m, is)
+					M := N * plane
+					a.reset(M)
+					b.reset(M)
+					l := 0
+					for n := 0; n < N; {
+						var xr, dr []T
+						xr, _ = channelRun(bx[:], x, N, C, plane, c, n)
+						dr, n = channelRun(bdy[:], dy, N, C, plane, c, n)
+						l = laneGradSums(&a, &b, l, dr, xr, m)
+					}
+					sdy, sdxh = a.totalN(M), b.totalN(M)*is
 				}
 				if sums != nil {
 					sums.mean[c], sums.invStd[c], sums.sdy[c], sums.sdxh[c] = m, is, sdy, sdxh
@@ -682,25 +693,9 @@ func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) err
 	if sums != nil {
 		// dx written over x or dy leaves nothing for the sibling to read its sums from.
 		r := unsafe.Pointer(&res[0])
-		op.bn.settleSums(sums, (have && !sums.primed) || r == key.x || r == key.dy, op.wrtGamma, key)
+		op.bn.settleSums(sums, have || r == key.x || r == key.dy, op.wrtGamma, key)
 	}
 	return nil
-}
-
-// channelGradSums is channel c's Σdy and Σdy·x̂, with x̂ = (x-mean)·invStd, in lanes a and b
-// (bx and bdy are scratch for gathering small planes).
-func channelGradSums[T float](a, b *lanes, bx, bdy, x, dy []T, N, C, plane, c int, mean, invStd float64) (sdy, sdxh float64) {
-	M := N * plane
-	a.reset(M)
-	b.reset(M)
-	l := 0
-	for n := 0; n < N; {
-		var xr, dr []T
-		xr, _ = channelRun(bx, x, N, C, plane, c, n)
-		dr, n = channelRun(bdy, dy, N, C, plane, c, n)
-		l = laneGradSums(a, b, l, dr, xr, mean)
-	}
-	return a.totalN(M), b.totalN(M) * invStd
 }
 
 // bnDxChannel writes channel c of dx from the channel's statistics and gradient sums.
@@ -750,11 +745,8 @@ func bnDxChannel[T float](res, x, dy []T, gamma T, training bool, m, is, sdy, sd
 // out and back in, or recomputed, is the same value). A caller of the ops' Do that rewrites x
 // or dy in place between those calls, with no forward between, would get the earlier results.
 type bnSums struct {
-	key       bnKey
-	fromGamma bool // which op computed them: the other one takes them
-	// primed marks sums the ReLU gradient before the dgamma op computed for it (reluGradBNOp),
-	// as the dx op would have: the dgamma op takes them, then hands them on to dx as its own.
-	primed                  bool
+	key                     bnKey
+	fromGamma               bool // which op computed them: the other one takes them
 	mean, invStd, sdy, sdxh []float64
 }
 
@@ -787,7 +779,6 @@ func (op *BatchNormOp) takeSums(wrtGamma bool, k bnKey) (s *bnSums, have bool) {
 func (op *BatchNormOp) settleSums(s *bnSums, done, wrtGamma bool, k bnKey) {
 	op.mu.Lock()
 	defer op.mu.Unlock()
-	s.primed = false
 	if done {
 		s.key = bnKey{}
 		op.spare = s
@@ -795,28 +786,6 @@ func (op *BatchNormOp) settleSums(s *bnSums, done, wrtGamma bool, k bnKey) {
 	}
 	op.dropSumsLocked()
 	s.key, s.fromGamma = k, wrtGamma
-	op.handoff = s
-}
-
-// freshSums is a bnSums to fill, the spare one when there is one.
-func (op *BatchNormOp) freshSums() *bnSums {
-	op.mu.Lock()
-	s := op.spare
-	op.spare = nil
-	op.mu.Unlock()
-	if s == nil || len(s.mean) != len(op.runMean) {
-		s = newBNSums(len(op.runMean))
-	}
-	return s
-}
-
-// primeSums hands s, computed from operands k by reluGradBNOp, to the dgamma op as the dx op
-// would (see bnSums.primed).
-func (op *BatchNormOp) primeSums(s *bnSums, k bnKey) {
-	op.mu.Lock()
-	defer op.mu.Unlock()
-	op.dropSumsLocked()
-	s.key, s.fromGamma, s.primed = k, false, true
 	op.handoff = s
 }
 

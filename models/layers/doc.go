@@ -80,10 +80,7 @@
 // A batch norm and the ReLU after it run as one pass where the out-of-core VM finds that nothing
 // can tell (BatchNormOp.FuseNext, vm.Fuser: the ReLU writes over the batch norm's output and
 // nothing else reads it): each plane is rectified right after it is normalised, while in cache,
-// by the same loops as the two ops apart, so the bits are theirs. In the backward, a ReLU
-// gradient followed by the batch norm's dgamma op computes, channel by channel right after its
-// planes of dz, the sums dgamma would (vm.Primer), and hands them over as the ops hand sums to
-// each other (bnSums). The graph keeps every node.
+// by the same loops as the two ops apart, so the bits are theirs. The graph keeps both nodes.
 // GEMMs go through package blas, which importing this package also makes gorgonia's BLAS, so a
 // TapeMachine running these ops and gorgonia's matmuls agrees with any other engine bit for bit.
 //
