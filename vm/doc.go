@@ -33,10 +33,12 @@
 //
 // On the CPU device the machine also fuses, at run time, an op with the one
 // after it where nothing can tell (Fuser: models/layers' batch norm and the
-// ReLU after it): the next exec's one operand is the first op's output, it
-// writes over it in place, nothing else reads it, no instruction but the
-// first exec names it (no swap, free or recompute) and the user is handed
-// nothing of it (no output, bound node value, Read or Set). The first exec
+// ReLU after it): the next exec (only swaps, waits and frees come between)
+// has the first op's output as its one operand and writes over it in place,
+// nothing else reads that output, no instruction but the first exec names
+// it (no swap, free or recompute), the user is handed nothing of it (no
+// output, bound node value, Read or Set), and the second function is never
+// recomputed. The first exec
 // then computes both in one pass and the second only takes over the memory
 // and publishes it, so the tape, its memory and every result stay as
 // planned, bit for bit. Simulated devices and backends fuse nothing, nor
