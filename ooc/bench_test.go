@@ -3,6 +3,7 @@ package ooc_test
 import (
 	"errors"
 	"math"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -325,4 +326,76 @@ func BenchmarkTrainStep(b *testing.B) {
 			b.ReportMetric(100*float64(c.budget)/float64(inCore.Peak), "budget-%")
 		})
 	}
+}
+
+// BenchmarkFusedTrainStep is a training step (forward, backward, Adam, Reset) in core, as
+// package train compiles it, of BenchmarkTrainStep's smallcnn (1x28x28, batch 64) and of
+// torchbench's ResNet-18 (3x32x32, batch 32), on one machine each with its run-time fusion (a
+// batch norm and the ReLU after it in one pass, vm.Fuser) off and on by turns, so both see the
+// same machine load; it reports each one's ns a step and their ratio (fused/unfused):
+// go test -run XXX -bench FusedTrainStep -benchtime 20x ./ooc/
+func BenchmarkFusedTrainStep(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		build func(b *testing.B) *models.Model
+	}{
+		{"smallcnn", func(b *testing.B) *models.Model { return fashionModel(b, 64) }},
+		{"resnet18", func(b *testing.B) *models.Model {
+			return boundModel(b, "resnet18", 32, 3, 32, func(x []float32) {
+				for i := range x {
+					x[i] = float32(i%251) / 251
+				}
+			})
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) { fusedSteps(b, c.build(b)) })
+	}
+}
+
+// fusedSteps times b.N steps of m fused and b.N unfused, by turns.
+func fusedSteps(b *testing.B, m *models.Model) {
+	machine := compileAt(b, m, 0, ooc.WithNodeValues(0))
+	defer machine.Close()
+	solver := solvers.NewAdam(G.WithLearnRate(1e-3))
+	vgs := G.NodesToValueGrads(m.Learnables)
+	step := func() {
+		if err := machine.RunAll(); err != nil {
+			b.Fatal(err)
+		}
+		if err := solver.Step(vgs); err != nil {
+			b.Fatal(err)
+		}
+		machine.Reset()
+	}
+	step()
+	step()
+	b.ResetTimer()
+	var took [2]time.Duration
+	ratios := make([]float64, b.N) // per pair of steps: less swayed by a burst of other load
+	for i := 0; i < b.N; i++ {
+		var pair [2]time.Duration
+		for k := 0; k < 2; k++ {
+			on := (i+k)%2 == 1
+			machine.SetFusion(on)
+			t0 := time.Now()
+			step()
+			pair[b2i(on)] = time.Since(t0)
+		}
+		took[0], took[1] = took[0]+pair[0], took[1]+pair[1]
+		ratios[i] = float64(pair[1]) / float64(pair[0])
+	}
+	b.ReportMetric(float64(took[0].Nanoseconds())/float64(b.N), "unfused-ns/step")
+	b.ReportMetric(float64(took[1].Nanoseconds())/float64(b.N), "fused-ns/step")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "fused/unfused")
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "median-pair-ratio")
+	machine.SetFusion(true)
+	b.ReportMetric(float64(len(machine.Fused())), "fused-pairs")
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -31,6 +31,20 @@
 // one. The user is never handed one of them: results and gradients are
 // copied into host values of the machine's (see publish).
 //
+// On the CPU device the machine also fuses, at run time, an op with the one
+// after it where nothing can tell (Fuser: models/layers' batch norm and the
+// ReLU after it): the next exec (only swaps, waits and frees come between)
+// has the first op's output as its one operand and writes over it in place,
+// nothing else reads that output, no instruction but the first exec names
+// it (no swap, free or recompute), the user is handed nothing of it (no
+// output, bound node value, Read or Set), and the second function is never
+// recomputed. The first exec
+// then computes both in one pass and the second only takes over the memory
+// and publishes it, so the tape, its memory and every result stay as
+// planned, bit for bit. Simulated devices and backends fuse nothing, nor
+// does a first step that measures op times for a replan. Fused lists the
+// pairs; SetFusion(false) runs every function on its own.
+//
 // A device whose memory the host cannot address (a GPU) computes through a
 // Backend, registered by its package (vm/cuda/dispatch for CUDA): the
 // backend plans every function when the machine is made (an op it cannot

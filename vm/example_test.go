@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/gorgonia-ooc/outofcore/models/layers"
 	"github.com/gorgonia-ooc/outofcore/ooc"
 	"github.com/gorgonia-ooc/outofcore/vm"
 )
@@ -121,4 +122,38 @@ func ExampleMachine_StageNext() {
 	// step 1 cost 18
 	// step 2 cost 24
 	// step 3 cost 32
+}
+
+// On the CPU device a machine runs a batch norm and the ReLU after it as one pass where nothing
+// else sees the batch norm's output (vm.Fuser); the tape stays as planned, and so do the bits.
+// Binding the forward's values to their nodes (ooc's default, for small graphs) hands that
+// output to the user, so this compiles with none bound, as package train does.
+func ExampleMachine_Fused() {
+	g := gorgonia.NewGraph()
+	x := gorgonia.NewTensor(g, tensor.Float32, 4, gorgonia.WithShape(2, 3, 4, 4), gorgonia.WithName("x"), gorgonia.WithInit(gorgonia.RangedFrom(0)))
+	gamma := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithShape(3), gorgonia.WithName("gamma"), gorgonia.WithInit(gorgonia.Ones()))
+	beta := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithShape(3), gorgonia.WithName("beta"), gorgonia.WithInit(gorgonia.Zeroes()))
+	bn, _, err := layers.BatchNorm(x, gamma, beta, 0.1, 1e-5)
+	if err != nil {
+		log.Fatal(err)
+	}
+	y, err := layers.ReLU(bn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	gorgonia.Must(gorgonia.Sum(gorgonia.Must(gorgonia.Reshape(y, tensor.Shape{96}))))
+	m, err := ooc.Compile(g, ooc.Baseline(), ooc.WithNodeValues(0))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer m.Close()
+	p := m.Program()
+	for _, f := range m.Fused() {
+		fmt.Printf("%v with %v\n", p.Funcs[f.Head].Op, p.Funcs[f.Tail].Op)
+	}
+	m.SetFusion(false)
+	fmt.Println(len(m.Fused()), "fused")
+	// Output:
+	// BatchNorm{C=3 momentum=0.1 eps=1e-05} with ReLU
+	// 0 fused
 }

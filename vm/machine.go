@@ -156,6 +156,7 @@ type Machine struct {
 	clock      simClock
 	persistent []*alloc.Block
 	opTimes    []time.Duration // per function, summed over steps
+	opCalls    []int64         // per function, the calls opTimes sums
 
 	// run is the backend of a device that computes on itself (nil on CPU
 	// and simulated devices); leafBlocks hold the leaves on it.
@@ -176,6 +177,11 @@ type Machine struct {
 	runNo      int
 	lastRead   []int
 	lastReadOf *Program
+
+	// fuse is the program's functions run as one pass (planFusion; nil:
+	// none), unless unfused (SetFusion).
+	fuse    *fusion
+	unfused bool
 }
 
 type varState struct {
@@ -250,6 +256,7 @@ func New(p *Program, cfg Config) (*Machine, error) {
 	}
 	m.d2h = newCopyEngine(copyPiece)
 	m.h2d = newCopyEngine(copyPiece)
+	m.planFusion()
 	return m, nil
 }
 
@@ -313,15 +320,20 @@ func (m *Machine) setTraining() error {
 }
 
 // OpTimes returns, per op and operand shapes (OpKey), the mean time one
-// call took over the steps run so far, for a measured device profile
-// (WriteOpTimes). It is empty on a simulated device.
+// call took over the calls so far, for a measured device profile
+// (WriteOpTimes). It is empty on a simulated device. A function run fused
+// with the one before it (Fused) has no time of its own: the pair's is the
+// head's.
 func (m *Machine) OpTimes() map[string]time.Duration {
 	sum := map[string]time.Duration{}
 	n := map[string]int64{}
 	for fi, d := range m.opTimes {
+		if m.opCalls[fi] == 0 && m.fuse != nil && m.fuse.away[fi] {
+			continue // run fused every time: its time is its head's
+		}
 		k := OpKey(m.prog, &m.prog.Funcs[fi])
 		sum[k] += d
-		n[k] += int64(m.stats.Steps)
+		n[k] += m.opCalls[fi]
 	}
 	for k := range sum {
 		if n[k] > 0 {
@@ -514,6 +526,7 @@ func (m *Machine) RunAll() (err error) {
 func (m *Machine) replanFromTimes() {
 	f := m.replan
 	m.replan = nil
+	defer m.planFusion()
 	p, err := f(m.OpTimes())
 	if err == nil && (p == nil || len(p.Vars) != len(m.prog.Vars) || len(p.Funcs) != len(m.prog.Funcs)) {
 		err = errors.New("the new program is not over the same variables and functions")
@@ -813,8 +826,13 @@ func (m *Machine) exec(fi int, recompute bool) (err error) {
 	}
 	if m.opTimes == nil {
 		m.opTimes = make([]time.Duration, len(m.prog.Funcs))
+		m.opCalls = make([]int64, len(m.prog.Funcs))
 	}
-	m.opTimes[fi] += d
+	if _, away := m.fused(fi); !away {
+		// A fused tail's time is its head's: it has none of its own.
+		m.opTimes[fi] += d
+		m.opCalls[fi]++
+	}
 	for _, i := range m.sinks[f.Output] {
 		if err := m.publish(i); err != nil {
 			return err
@@ -856,6 +874,7 @@ func (m *Machine) run1(fi int, blk, ws *alloc.Block, ins []gorgonia.Value, ops [
 	out := &m.prog.Vars[f.Output]
 	kind = kindDense
 	scalarNode := out.Node.IsScalar()
+	fop, away := m.fused(fi)
 	switch {
 	case m.run != nil:
 		if scalarNode {
@@ -863,6 +882,12 @@ func (m *Machine) run1(fi int, blk, ws *alloc.Block, ins []gorgonia.Value, ops [
 		}
 		if err = m.execBackend(fi, blk, ws, ops); err != nil {
 			return kind, fmt.Errorf("op %v: %w", f.Op, err)
+		}
+	case away:
+		// The function before computed this one's result into blk (Fusion).
+	case fop != nil:
+		if err = fop.DoWorkspace(outHdr.over(blk.Bytes(), out.Dtype, out.Shape), ws.Bytes(), ins...); err != nil {
+			return kind, fmt.Errorf("op %v: %w", fop, err)
 		}
 	case ws != nil && !scalarNode:
 		wop, ok := f.Op.(WorkspaceOp)

@@ -61,14 +61,22 @@ func opLabel(op fmt.Stringer) string {
 }
 
 // opTotals is the time the machine's op timers (vm.Machine.OpTimes) have counted so far per op
-// label, and calls a step: OpTimes is a mean per call over the steps run, so a label's total is
-// that mean times the functions with its key times the steps.
+// label, and calls a step: OpTimes is a mean per call, so a label's total is that mean times the
+// functions with its key times the steps. A function run fused with the one before it has no
+// time or call of its own (its time is in the head's label: a ReLU in its batch norm's).
 func opTotals(m *vm.Machine) (total map[string]time.Duration, calls map[string]float64) {
 	p := m.Program()
 	times := m.OpTimes()
 	steps := time.Duration(m.Stats().Steps)
+	tail := map[int]bool{}
+	for _, f := range m.Fused() {
+		tail[f.Tail] = true
+	}
 	total, calls = map[string]time.Duration{}, map[string]float64{}
 	for i := range p.Funcs {
+		if tail[i] {
+			continue
+		}
 		f := &p.Funcs[i]
 		l := opLabel(f.Op)
 		total[l] += times[vm.OpKey(p, f)] * steps

@@ -16,6 +16,8 @@
 // the timed steps, with the solver and the engine outside its ops as rows of their own;
 // PyTorch's from torch.profiler (self CPU time of each aten op, key_averages' measure) over
 // -steps more steps run after the timed rounds, so profiling does not touch the timed medians.
+// A ReLU the machine runs fused into the batch norm before it (vm.Machine.Fused) counts in the
+// batch norm forward's row; the ReLU forward row has the others (after a residual add).
 // Ours runs as `ooc train` does: models.Build, ooc.Compile in core (Baseline) binding no
 // activation to its node (WithNodeValues(0)) and the in-place solvers.NewAdam. PyTorch runs in a child process with 2 threads; -malloc tuned (the default)
 // sets MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ high for it, its best configuration.

@@ -209,9 +209,9 @@ func (op *BatchNormOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error 
 }
 func (op *BatchNormOp) exec(dt tensor.Dtype, out G.Value, ws []byte, in []G.Value) error {
 	if dt == tensor.Float32 {
-		return bnForward[float32](op, out, ws, in)
+		return bnForward[float32](op, out, ws, in, false)
 	}
-	return bnForward[float64](op, out, ws, in)
+	return bnForward[float64](op, out, ws, in, false)
 }
 
 func (op *BatchNormOp) WriteHash(h hash.Hash) {
@@ -415,7 +415,9 @@ func channelMoments[T float](s *lanes, buf []T, training bool, rm, rv []float64,
 	return mean, 1 / math.Sqrt(variance+eps), variance
 }
 
-func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) error {
+// bnForward writes the batch norm of in into out, each plane rectified right after it is
+// normalised (as reluMask does it) when relu is set: bnReLUOp.
+func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value, relu bool) error {
 	xs := in[0].Shape()
 	N, C, plane, err := bnShape(op, xs)
 	if err != nil {
@@ -469,6 +471,9 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) e
 				}
 				for i, v := range xr {
 					yr[i] = (v-m)*a + b
+				}
+				if relu {
+					reluPlane(y[o : o+plane])
 				}
 			}
 			mean[c], invStd[c] = mc, v

@@ -77,6 +77,13 @@
 // Batch norm's float32 loops (lane sums, normalisation, dx) and ReLU's have AVX2 versions
 // (simd_amd64.s) that round every operation as the Go loops do, with no fused multiply-add, so
 // they give the same bits; the purego build tag leaves them out.
+// A batch norm and the ReLU after it run as one pass where the out-of-core VM finds that nothing
+// can tell (BatchNormOp.FuseNext, vm.Fuser: the ReLU writes over the batch norm's output and
+// nothing else reads it): each plane is rectified right after it is normalised, while in cache,
+// by the same loops as the two ops apart, so the bits are theirs. The graph keeps both nodes.
+// (The backward counterpart, a ReLU gradient computing dgamma's sums in its pass, gave the same
+// bits but measured no faster: its ReLU gradient, walked channel by channel, cost more than
+// re-reading dz saved. It is in the history, commit "ReLU gradient readies".)
 // GEMMs go through package blas, which importing this package also makes gorgonia's BLAS, so a
 // TapeMachine running these ops and gorgonia's matmuls agrees with any other engine bit for bit.
 //
