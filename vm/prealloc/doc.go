@@ -26,7 +26,10 @@
 //   - a copy of the input, then UnsafeDo on it (elementwise unary ops);
 //   - a strided copy, for ops that only move elements (any order of copying
 //     gives the same bits);
-//   - Do's arithmetic rewritten to write into out, operation for operation.
+//   - Do's arithmetic rewritten to write into out, operation for operation
+//     (softmax's kernels run row after row, without tensor's goroutine per
+//     row and its allocations: no row reads what another writes, so the
+//     order changes no bit).
 //
 // # Reductions
 //
@@ -65,8 +68,8 @@
 // A Func allocates headers, not data, except: gorgonia's GroupNorm and the
 // CTC loss gradient allocate scratch inside, in Do as well (GroupNorm
 // about a sixth of the tensor's bytes per call, the CTC gradient a
-// transposed copy of its input); tensor's softmax and gorgonia's
-// batch-norm start a goroutine per row or channel; a non-contiguous view
+// transposed copy of its input); gorgonia's batch-norm starts a goroutine
+// per channel; a non-contiguous view
 // handed to Sum or Max is materialised first, as Do does.
 //
 // A Func does not panic: bad inputs give errors, and inputs that would
@@ -109,8 +112,11 @@
 //   - *gorgonia.maxPoolOp: own UsePreallocDo (also fills the op's argmax mask, as Do does)
 //   - *gorgonia.repeatOp: own UsePreallocDo
 //   - *gorgonia.sliceOp: the input's tensor.Slice view copied into out
-//   - *gorgonia.softmaxDiffOp: zero out, own UsePreallocDo
-//   - *gorgonia.softmaxOp: zero out, own UsePreallocDo
+//   - *gorgonia.softmaxDiffOp: tensor's softmax gradient kernels run row after row in the
+//     caller's goroutine; zero out and own UsePreallocDo off tensor's StdEng
+//   - *gorgonia.softmaxOp: tensor's softmax kernels run row after row in the caller's
+//     goroutine, without the goroutine per row (its first-row maximum included); zero out and
+//     own UsePreallocDo off tensor's StdEng
 //   - *gorgonia.upsampleDiffOp: Do's loop (float64 sums in Do's order) into out
 //   - *gorgonia.upsampleOp: each input element copied to its (s+1)x(s+1) block
 //   - gorgonia.Iop: copy

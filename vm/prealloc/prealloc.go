@@ -88,8 +88,6 @@ var strategies = map[string]strategy{
 	"gorgonia.maxBetween":     {"own UsePreallocDo", usePrealloc(nil)},
 
 	// Do is UsePreallocDo on a freshly zeroed tensor: zero out, then the same.
-	"*gorgonia.softmaxOp":     {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(0, true))},
-	"*gorgonia.softmaxDiffOp": {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(1, true))},
 	"gorgonia.sliceIncrOp":    {"zero out, own UsePreallocDo", buildSliceIncr},
 	"*gorgonia.avgPoolOp":     {"zero out, own UsePreallocDo (also fills the op's mask, as Do does)", zeroThenPrealloc(likeInput(0, false))},
 	"*gorgonia.avgPoolDiffOp": {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(0, true))},
@@ -125,6 +123,8 @@ var strategies = map[string]strategy{
 	"gorgonia.sumOp":           {"tensor v0.9.24's reduction kernels replayed axis by axis without intermediates, its middle-axis indexing bug included", buildSum},
 	"*gorgonia.maxOp":          {"as sumOp, with the max kernels", buildMax},
 	"*gorgonia.upsampleDiffOp": {"Do's loop (float64 sums in Do's order) into out", buildUpsampleDiff},
+	"*gorgonia.softmaxOp":      {"tensor's softmax kernels run row after row in the caller's goroutine, without the goroutine per row (its first-row maximum included); zero out and own UsePreallocDo off tensor's StdEng", buildSoftmax},
+	"*gorgonia.softmaxDiffOp":  {"tensor's softmax gradient kernels run row after row in the caller's goroutine; zero out and own UsePreallocDo off tensor's StdEng", buildSoftmaxDiff},
 	"*gorgonia.dropoutOp": {"Do's loop into zeroed out, drawing from the op's own generator (read from its unexported field); copy of x when not training or probability 0. " +
 		"Its UsePreallocDo always panics in v0.9.18", buildDropout},
 
