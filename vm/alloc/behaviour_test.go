@@ -206,3 +206,37 @@ func TestVASmallPool(t *testing.T) {
 		t.Errorf("10 MiB maps %d, 10 MiB + 1 maps %d; want the limit at C/4", small.mapped, large.mapped)
 	}
 }
+
+// TestSteadyAllocsReuseSplitPieces: a step that allocates and frees the same sizes splits
+// and merges pieces every time; the pieces a merge frees are reused by the next split, so
+// the step's only heap allocations are the Blocks it is handed.
+func TestSteadyAllocsReuseSplitPieces(t *testing.T) {
+	sizes := []int64{4 << 10, 100 << 10, 3 << 10, 700, 64 << 10, 12 << 10}
+	for _, ak := range allocKinds {
+		t.Run(ak.name, func(t *testing.T) {
+			a := ak.new(t, memKinds[1].new(t, 256*mib))
+			defer a.Close()
+			blocks := make([]*Block, len(sizes))
+			step := func() {
+				for i, s := range sizes {
+					b, err := a.Alloc(s)
+					if err != nil {
+						t.Fatal(err)
+					}
+					blocks[i] = b
+				}
+				// Freed in another order than made, so merges run both ways.
+				for _, i := range []int{1, 3, 5, 0, 2, 4} {
+					if err := a.Free(blocks[i]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			step()
+			allocs := testing.AllocsPerRun(20, step)
+			if want := float64(len(sizes)); allocs != want {
+				t.Errorf("a step of %d allocations makes %.1f heap allocations, want %.0f (its Blocks)", len(sizes), allocs, want)
+			}
+		})
+	}
+}

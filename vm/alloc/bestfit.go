@@ -178,6 +178,7 @@ func (a *bestFit) Free(b *Block) error {
 	}
 	b.freed = true
 	b.piece.reg.pool.release(b.piece)
+	b.piece = nil // the piece may be merged away and reused
 	a.stats.noteFree(b.size, b.mapped)
 	return nil
 }

@@ -269,9 +269,12 @@ func (a *va) Free(b *Block) error {
 		a.putCache(b.rng)
 		return nil
 	}
-	if x := a.small.release(b.piece); x.whole() {
+	x := a.small.release(b.piece)
+	b.piece = nil // the piece may be merged away and reused
+	if x.whole() {
 		a.small.remove(x)
 		a.putCache(x.reg.rng)
+		a.small.retireRegion(x)
 	}
 	return nil
 }
