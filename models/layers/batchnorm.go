@@ -36,6 +36,7 @@ import (
 // and leaves them unchanged.
 type BatchNormOp struct {
 	pure
+	shapeMemo
 	eps      float64
 	momentum float64
 	dims     int
@@ -234,7 +235,7 @@ func (op *BatchNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, e
 	if err != nil {
 		return nil, err
 	}
-	dbeta, err := G.ApplyOp(channelSumOp{dims: op.dims, owner: op.serial}, grad)
+	dbeta, err := G.ApplyOp(&channelSumOp{dims: op.dims, owner: op.serial}, grad)
 	if err != nil {
 		return nil, err
 	}
@@ -504,6 +505,7 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value) e
 // (bnSums). They read the parent op for its mode and constants, and for those handoffs.
 type bnGradOp struct {
 	pure
+	shapeMemo
 	noDiff
 	bn       *BatchNormOp
 	wrtGamma bool

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	goreflect "reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -90,7 +91,7 @@ func denseData[T float](v G.Value, want tensor.Shape) ([]T, error) {
 		return nil, fmt.Errorf("layers: expected *tensor.Dense, got %T", v)
 	}
 	if want != nil && !d.Shape().Eq(want) {
-		return nil, fmt.Errorf("layers: expected shape %v, got %v", want, d.Shape())
+		return nil, fmt.Errorf("layers: expected shape %v, got %v", shapeArg(want), d.Shape())
 	}
 	if d.RequiresIterator() {
 		d = d.Materialize().(*tensor.Dense)
@@ -115,7 +116,7 @@ func outData[T float](v G.Value, want tensor.Shape) ([]T, error) {
 		return nil, fmt.Errorf("layers: expected *tensor.Dense output, got %T", v)
 	}
 	if !d.Shape().Eq(want) {
-		return nil, fmt.Errorf("layers: output has shape %v, want %v", d.Shape(), want)
+		return nil, fmt.Errorf("layers: output has shape %v, want %v", d.Shape(), shapeArg(want))
 	}
 	if d.RequiresIterator() {
 		return nil, fmt.Errorf("layers: output tensor must be contiguous")
@@ -127,10 +128,14 @@ func outData[T float](v G.Value, want tensor.Shape) ([]T, error) {
 	}
 	n := want.TotalSize()
 	if len(data) < n {
-		return nil, fmt.Errorf("layers: output of shape %v has only %d elements", want, len(data))
+		return nil, fmt.Errorf("layers: output of shape %v has only %d elements", shapeArg(want), len(data))
 	}
 	return data[:n], nil
 }
+
+// shapeArg is a copy of want for an error message: formatting want itself would make every
+// caller's shape literal escape to the heap, an allocation per call on the hot path.
+func shapeArg(want tensor.Shape) tensor.Shape { return slices.Clone(want) }
 
 // elems views a dense tensor's storage as []T without going through Data, whose
 // reflect.Value.Interface allocates on every call (a training step makes hundreds of them).

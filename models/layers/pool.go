@@ -3,6 +3,7 @@ package layers
 import (
 	"fmt"
 	"hash"
+	"slices"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -29,15 +30,24 @@ func (g poolGeom) String() string {
 
 // out returns the pooled shape of an (N,C,H,W) input.
 func (g poolGeom) out(x tensor.Shape) (tensor.Shape, error) {
-	if err := want4D("pool input", x); err != nil {
+	d, err := g.outDims(x)
+	if err != nil {
 		return nil, err
+	}
+	return d[:], nil
+}
+
+// outDims is out as an array, which a caller can keep on its stack.
+func (g poolGeom) outDims(x tensor.Shape) ([4]int, error) {
+	if err := want4D("pool input", x); err != nil {
+		return [4]int{}, err
 	}
 	oh := (x[2]+2*g.ph-g.kh)/g.sh + 1
 	ow := (x[3]+2*g.pw-g.kw)/g.sw + 1
 	if x[2]+2*g.ph < g.kh || x[3]+2*g.pw < g.kw {
-		return nil, fmt.Errorf("layers: pool window %v does not fit input %v", g, x)
+		return [4]int{}, fmt.Errorf("layers: pool window %v does not fit input %v", g, slices.Clone(x))
 	}
-	return tensor.Shape{x[0], x[1], oh, ow}, nil
+	return [4]int{x[0], x[1], oh, ow}, nil
 }
 
 // window clips output position (oh, ow)'s window to the image.
@@ -54,6 +64,7 @@ func (g poolGeom) window(oh, ow, H, W int) (h0, h1, w0, w1 int) {
 // batch sizes) and hidden state. The backward finds the argmax again from x.
 type maxPoolOp struct {
 	pure
+	shapeMemo
 	g poolGeom
 }
 
@@ -112,6 +123,7 @@ func (op *maxPoolOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, err
 // and not reading y lets the VM free y as soon as its forward consumers are done.
 type maxPoolGradOp struct {
 	pure
+	shapeMemo
 	noDiff
 	g poolGeom
 }
@@ -168,10 +180,11 @@ func (op *maxPoolGradOp) String() string        { return fmt.Sprintf("MaxPool2DG
 // gorgonia's (strict > from the window start); a NaN wins and stays, so NaNs propagate.
 func maxPoolExec[T float](g poolGeom, out, xv, dyv G.Value) error {
 	xs := xv.Shape()
-	ys, err := g.out(xs)
+	yd, err := g.outDims(xs)
 	if err != nil {
 		return err
 	}
+	ys := tensor.Shape(yd[:])
 	x, err := denseData[T](xv, xs)
 	if err != nil {
 		return err
@@ -367,6 +380,7 @@ func maxPool2x2Plane[T float](xp, yp, dyp []T, W, OH, OW int) {
 // gorgonia's AveragePool2D gives wrong values forward and backward.
 type avgPoolOp struct {
 	pure
+	shapeMemo
 	g       poolGeom
 	exclude bool
 }
@@ -435,6 +449,7 @@ func (op *avgPoolOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, err
 // dy; the input's spatial size is recorded because a strided pool cannot recover it.
 type avgPoolGradOp struct {
 	pure
+	shapeMemo
 	noDiff
 	g       poolGeom
 	h, w    int
@@ -572,7 +587,10 @@ func avgPoolExec[T float](g poolGeom, exclude bool, out, xv, dyv G.Value) error 
 
 // globalAvgPoolOp: (N,C,H,W) -> (N,C). gorgonia's GlobalAveragePool2D has no gradient and keeps
 // the 4-D shape; a classifier head wants the (N,C) matrix anyway.
-type globalAvgPoolOp struct{ pure }
+type globalAvgPoolOp struct {
+	pure
+	shapeMemo
+}
 
 func (op *globalAvgPoolOp) Arity() int    { return 1 }
 func (op *globalAvgPoolOp) Type() hm.Type { return fnType(4, 2) }
@@ -629,6 +647,7 @@ func (op *globalAvgPoolOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Node
 // globalAvgPoolGradOp: dy (N,C) -> dx (N,C,H,W) = dy/(H*W) everywhere in the plane.
 type globalAvgPoolGradOp struct {
 	pure
+	shapeMemo
 	noDiff
 	h, w int
 }

@@ -14,7 +14,10 @@ import (
 // product node, i.e. an extra activation-sized mask kept alive until the backward, whose gradient
 // also needs x. This op's gradient needs only its own output y (which the next layer keeps anyway),
 // with PyTorch's convention that the gradient at exactly 0 is 0.
-type reluOp struct{ pure }
+type reluOp struct {
+	pure
+	shapeMemo
+}
 
 func (op *reluOp) Arity() int { return 1 }
 func (op *reluOp) Type() hm.Type {
@@ -70,6 +73,7 @@ func (op *reluOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 // reluGradOp: (y, dy) -> dy where y > 0, else 0.
 type reluGradOp struct {
 	pure
+	shapeMemo
 	noDiff
 }
 
