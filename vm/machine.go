@@ -156,6 +156,10 @@ type Machine struct {
 	clock      simClock
 	persistent []*alloc.Block
 	opTimes    []time.Duration // per function, summed over steps
+	// freed are the blocks released since the last releaseAll, handed back to an
+	// alloc.Recycler there, when no variable holds one any more: a step then takes its
+	// blocks' Block structs from the allocator again instead of the heap.
+	freed []*alloc.Block
 
 	// run is the backend of a device that computes on itself (nil on CPU
 	// and simulated devices); leafBlocks hold the leaves on it.
@@ -646,7 +650,11 @@ func (m *Machine) holdHost(size int64, what string) error {
 
 func (m *Machine) release(b *alloc.Block) error {
 	m.live -= b.Size()
-	return m.al.Free(b)
+	if err := m.al.Free(b); err != nil {
+		return err
+	}
+	m.freed = append(m.freed, b)
+	return nil
 }
 
 // value is the gorgonia value of a variable, as an op's operand; h is the
@@ -1373,4 +1381,12 @@ func (m *Machine) releaseAll() {
 			s.host = nil
 		}
 	}
+	// No variable holds a block now, and the step's locals are gone: what was freed may be
+	// reused. (A block released twice, as a failed function's output can be, fails its second
+	// Free and is listed once.)
+	if r, ok := m.al.(alloc.Recycler); ok && len(m.freed) > 0 {
+		r.Recycle(m.freed)
+	}
+	clear(m.freed)
+	m.freed = m.freed[:0]
 }

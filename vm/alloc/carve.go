@@ -30,9 +30,10 @@ func (p *piece) addr() uintptr { return p.reg.addr + uintptr(p.off) }
 // whole reports whether the piece is its entire region, i.e. the region is unsplit.
 func (p *piece) whole() bool { return p.prev == nil && p.next == nil }
 
-// block makes the Block handed out for an in-use piece; the piece may be larger than size.
-func (p *piece) block(owner any, size int64) *Block {
-	b := &Block{owner: owner, addr: p.addr(), size: size, mapped: p.size, piece: p}
+// block makes the Block handed out for an in-use piece, from spare when it has one; the piece
+// may be larger than size.
+func (p *piece) block(spare *spareBlocks, owner any, size int64) *Block {
+	b := spare.newBlock(Block{owner: owner, addr: p.addr(), size: size, mapped: p.size, piece: p})
 	if p.reg.data != nil {
 		b.data = p.reg.data[p.off : p.off+size]
 	}
