@@ -132,7 +132,9 @@
 //   - gorgonia.elemUnaryOp: copy x into out (nothing to copy when out is x), own UnsafeDo on
 //     out
 //   - gorgonia.im2colOp: own UsePreallocDo
-//   - gorgonia.linAlgBinOp: own UsePreallocDo (vector dot products are scalars: not handled)
+//   - gorgonia.linAlgBinOp: the GEMM call of tensor's MatMul made here, with its arguments, for a
+//     matrix product of plain row-major operands; own UsePreallocDo for the other products and
+//     operands (vector dot products are scalars: not handled)
 //   - gorgonia.maxBetween: own UsePreallocDo
 //   - gorgonia.minBetween: own UsePreallocDo
 //   - gorgonia.reshapeOp: copy in row-major order

@@ -311,6 +311,34 @@ func TestLinAlg(t *testing.T) {
 	}
 }
 
+// TestMatMulGEMM: a matrix product and its gradients (transposed operands) are tensor's GEMM
+// call made directly, bit for bit and without allocating, for every mix of dimensions of 1
+// (where T() is a no-op or turns a vector) and larger ones, including the GEMM's packed
+// and edge paths.
+func TestMatMulGEMM(t *testing.T) {
+	dims := []int{1, 3, 17, 70}
+	for _, dt := range floats {
+		for _, m := range dims {
+			for _, k := range dims {
+				for _, n := range dims {
+					g := G.NewGraph()
+					a, b := input(g, dt, "a", m, k), input(g, dt, "b", k, n)
+					gradOf(t, G.Must(G.Mul(a, b)), a, b)
+					for i, node := range findOps(g, "gorgonia.linAlgBinOp") {
+						checkNode(t, node, 90+i)
+						f, ok := For(node.Op())
+						require.True(t, ok)
+						ins := inputsOf(node, 90+i)
+						out := poisoned(dt, node.Shape()...)
+						allocs := testing.AllocsPerRun(3, func() { require.NoError(t, f(out, ins...)) })
+						require.Zero(t, allocs, "%v (%d,%d)x(%d,%d) %v: allocations", dt, m, k, k, n, node.Op())
+					}
+				}
+			}
+		}
+	}
+}
+
 // Sum's gradient repeats the incoming gradient along the summed axes.
 func TestRepeat(t *testing.T) {
 	for _, dt := range floats {

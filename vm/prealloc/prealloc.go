@@ -78,7 +78,7 @@ type strategy struct {
 // documentation's table.
 var strategies = map[string]strategy{
 	// The op's own UsePreallocDo writes the whole result whatever out holds.
-	"gorgonia.linAlgBinOp":    {"own UsePreallocDo (vector dot products are scalars: not handled)", usePrealloc(nil)},
+	"gorgonia.linAlgBinOp":    {"the GEMM call of tensor's MatMul made here, with its arguments, for a matrix product of plain row-major operands; own UsePreallocDo for the other products and operands (vector dot products are scalars: not handled)", buildLinAlg},
 	"gorgonia.im2colOp":       {"own UsePreallocDo", usePrealloc(checkIm2Col)},
 	"gorgonia.col2imOp":       {"own UsePreallocDo", usePrealloc(checkCol2Im)},
 	"*gorgonia.maxPoolOp":     {"own UsePreallocDo (also fills the op's argmax mask, as Do does)", usePrealloc(nil)},
