@@ -11,6 +11,10 @@ import (
 type copyEngine struct {
 	jobs chan copyJob
 	done chan struct{}
+	// spare are events that have fired and been waited for, for submit to use again: a new
+	// event (and its channel) per copy were two heap allocations per swap. Only the machine's
+	// goroutine, which submits and waits, touches it.
+	spare []*copyEvent
 }
 
 type copyJob struct {
@@ -18,7 +22,8 @@ type copyJob struct {
 	ev       *copyEvent
 }
 
-// copyEvent tells compute that a copy has landed.
+// copyEvent tells compute that a copy has landed: the engine sends one value on done, which
+// wait receives.
 type copyEvent struct {
 	done chan struct{}
 }
@@ -33,15 +38,28 @@ func (e *copyEngine) run() {
 	defer close(e.done)
 	for j := range e.jobs {
 		copy(j.dst, j.src)
-		close(j.ev.done)
+		j.ev.done <- struct{}{}
 	}
 }
 
 // submit queues a copy; the slices must stay untouched until the event fires.
 func (e *copyEngine) submit(dst, src []byte) *copyEvent {
-	ev := &copyEvent{done: make(chan struct{})}
+	var ev *copyEvent
+	if n := len(e.spare); n > 0 {
+		ev = e.spare[n-1]
+		e.spare[n-1] = nil
+		e.spare = e.spare[:n-1]
+	} else {
+		ev = &copyEvent{done: make(chan struct{}, 1)}
+	}
 	e.jobs <- copyJob{dst: dst, src: src, ev: ev}
 	return ev
+}
+
+// reuse takes back an event of this engine that wait has returned for: its one signal is
+// consumed, so it is as new.
+func (e *copyEngine) reuse(ev *copyEvent) {
+	e.spare = append(e.spare, ev)
 }
 
 func (e *copyEngine) stop() {
@@ -49,7 +67,8 @@ func (e *copyEngine) stop() {
 	<-e.done
 }
 
-// wait blocks until the copy has landed and says how long that took.
+// wait blocks until the copy has landed and says how long that took. It is called once per
+// event and submission.
 func (ev *copyEvent) wait() time.Duration {
 	select {
 	case <-ev.done:

@@ -1304,6 +1304,7 @@ func (m *Machine) waitIn(i int) {
 		return
 	}
 	m.stats.StallTime += s.in.wait()
+	m.h2d.reuse(s.in)
 	s.in = nil
 }
 
@@ -1314,6 +1315,7 @@ func (m *Machine) waitOut(i int) {
 		return
 	}
 	m.stats.StallTime += s.out.wait()
+	m.d2h.reuse(s.out)
 	s.out = nil
 }
 
