@@ -670,15 +670,33 @@ func channelSumExec[T float](out, in G.Value) error {
 	}
 	N, C := s[0], s[1]
 	plane := s.TotalSize() / (N * C)
-	parallelFor(C, int64(len(x)), func(c0, c1 int) {
-		for c := c0; c < c1; c++ {
-			var acc lanes
-			l := 0
-			for n := 0; n < N; n++ {
-				l = laneSum(&acc, l, x[(n*C+c)*plane:(n*C+c+1)*plane])
-			}
-			y[c] = T(acc.total())
-		}
-	})
+	jobs := jobsFor[T, channelSumJob[T]](&channelSumJobs32, &channelSumJobs64)
+	j := jobs.get()
+	*j = channelSumJob[T]{x: x, y: y, N: N, C: C, plane: plane}
+	parallelChunks(C, int64(len(x)), j)
+	jobs.put(j)
 	return nil
+}
+
+// channelSumJob is channelSumExec's parallel body: y[c] for channels [c0, c1).
+type channelSumJob[T float] struct {
+	x, y        []T
+	N, C, plane int
+}
+
+var (
+	channelSumJobs32 jobList[channelSumJob[float32]]
+	channelSumJobs64 jobList[channelSumJob[float64]]
+)
+
+func (j *channelSumJob[T]) chunk(c0, c1 int) {
+	N, C, plane, x := j.N, j.C, j.plane, j.x
+	for c := c0; c < c1; c++ {
+		var acc lanes
+		l := 0
+		for n := 0; n < N; n++ {
+			l = laneSum(&acc, l, x[(n*C+c)*plane:(n*C+c+1)*plane])
+		}
+		j.y[c] = T(acc.total())
+	}
 }

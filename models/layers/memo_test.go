@@ -10,7 +10,8 @@ import (
 )
 
 // TestShapeMemoNoAllocation: once an op has checked one set of operand shapes, checking them
-// again (every training step does) builds nothing, for the ops of the bundled CNNs.
+// again (every training step does) builds nothing, and neither does the rest of the call, for
+// the ops of the bundled CNNs.
 func TestShapeMemoNoAllocation(t *testing.T) {
 	bn, err := NewBatchNormOp(4, 8, 0.1, 1e-5)
 	require.NoError(t, err)
@@ -49,6 +50,16 @@ func TestShapeMemoNoAllocation(t *testing.T) {
 			}
 		})
 		require.Zero(t, allocs, "%v: allocations to check the same shapes again", c.op)
+		// The whole call: check, kernel and its (serial, at this size) parallel body.
+		out := denseAs(tensor.Float32, want, make([]float64, want.TotalSize()))
+		ws := make([]byte, c.op.wsBytes(tensor.Float32, c.shapes))
+		run := func() {
+			if err := doWorkspace(c.op, out, ws, in, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		run()
+		require.Zero(t, testing.AllocsPerRun(10, run), "%v: allocations of a call", c.op)
 	}
 }
 

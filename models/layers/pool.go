@@ -201,24 +201,43 @@ func maxPoolExec[T float](g poolGeom, out, xv, dyv G.Value) error {
 	if err != nil {
 		return err
 	}
-	H, W, OH, OW := xs[2], xs[3], ys[2], ys[3]
-	parallelFor(xs[0]*xs[1], int64(len(x)), func(p0, p1 int) {
-		for p := p0; p < p1; p++ {
-			xp, yp := x[p*H*W:(p+1)*H*W], res[p*OH*OW:(p+1)*OH*OW]
-			var dyp []T
-			if dy != nil {
-				dyp, yp = dy[p*OH*OW:(p+1)*OH*OW], res[p*H*W:(p+1)*H*W]
-			}
-			switch {
-			case g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0:
-				maxPool2x2Plane(xp, yp, dyp, W, OH, OW)
-			case g == stemPool && isF32(xp) && maxPool3x3s2Plane32(f32s(xp), f32s(yp), f32s(dyp), H, W, OH, OW):
-			default:
-				maxPoolPlane(g, xp, yp, dyp, H, W, OH, OW)
-			}
-		}
-	})
+	jobs := jobsFor[T, maxPoolJob[T]](&maxPoolJobs32, &maxPoolJobs64)
+	j := jobs.get()
+	*j = maxPoolJob[T]{g: g, x: x, dy: dy, res: res, H: xs[2], W: xs[3], OH: ys[2], OW: ys[3]}
+	parallelChunks(xs[0]*xs[1], int64(len(x)), j)
+	jobs.put(j)
 	return nil
+}
+
+// maxPoolJob is maxPoolExec's parallel body: planes [p0, p1).
+type maxPoolJob[T float] struct {
+	g            poolGeom
+	x, dy, res   []T
+	H, W, OH, OW int
+}
+
+var (
+	maxPoolJobs32 jobList[maxPoolJob[float32]]
+	maxPoolJobs64 jobList[maxPoolJob[float64]]
+)
+
+func (j *maxPoolJob[T]) chunk(p0, p1 int) {
+	g, x, dy, res := j.g, j.x, j.dy, j.res
+	H, W, OH, OW := j.H, j.W, j.OH, j.OW
+	for p := p0; p < p1; p++ {
+		xp, yp := x[p*H*W:(p+1)*H*W], res[p*OH*OW:(p+1)*OH*OW]
+		var dyp []T
+		if dy != nil {
+			dyp, yp = dy[p*OH*OW:(p+1)*OH*OW], res[p*H*W:(p+1)*H*W]
+		}
+		switch {
+		case g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0:
+			maxPool2x2Plane(xp, yp, dyp, W, OH, OW)
+		case g == stemPool && isF32(xp) && maxPool3x3s2Plane32(f32s(xp), f32s(yp), f32s(dyp), H, W, OH, OW):
+		default:
+			maxPoolPlane(g, xp, yp, dyp, H, W, OH, OW)
+		}
+	}
 }
 
 // isF32 and f32s see a generic slice as []float32 (nil stays nil).
