@@ -185,6 +185,7 @@ func TestFuncsNoAllocation(t *testing.T) {
 		{"sum axis 0", func(g *G.ExprGraph) *G.Node { return G.Must(G.Sum(input(g, dt, "x", 6, 5), 0)) }},
 		{"sum axis 1", func(g *G.ExprGraph) *G.Node { return G.Must(G.Sum(input(g, dt, "x", 6, 5), 1)) }},
 		{"reshape", func(g *G.ExprGraph) *G.Node { return G.Must(G.Reshape(input(g, dt, "x", 6, 5), tensor.Shape{3, 10})) }},
+		{"slice", func(g *G.ExprGraph) *G.Node { return G.Must(G.Slice(input(g, dt, "x", 4, 6, 5), nil, G.S(1, 4))) }},
 		{"log softmax", func(g *G.ExprGraph) *G.Node { return G.Must(G.LogSoftMax(input(g, dt, "x", 6, 5), 1)) }},
 		{"matmul", func(g *G.ExprGraph) *G.Node { return G.Must(G.Mul(input(g, dt, "a", 6, 5), input(g, dt, "b", 5, 4))) }},
 	}

@@ -111,7 +111,8 @@
 //   - *gorgonia.maxPoolDiffOp: own UsePreallocDo
 //   - *gorgonia.maxPoolOp: own UsePreallocDo (also fills the op's argmax mask, as Do does)
 //   - *gorgonia.repeatOp: own UsePreallocDo
-//   - *gorgonia.sliceOp: the input's tensor.Slice view copied into out
+//   - *gorgonia.sliceOp: a range of step 1 within the axis copied into out from a layout made
+//     here; any other slice: the input's tensor.Slice view copied into out
 //   - *gorgonia.softmaxDiffOp: tensor's softmax gradient kernels run row after row in the
 //     caller's goroutine; zero out and own UsePreallocDo off tensor's StdEng
 //   - *gorgonia.softmaxOp: tensor's softmax kernels run row after row in the caller's

@@ -109,7 +109,7 @@ var strategies = map[string]strategy{
 	// Data movement: every element copied as bits, no arithmetic.
 	"gorgonia.transposeOp":          {"strided copy through the permuted strides", buildTranspose},
 	"gorgonia.concatOp":             {"each input copied into its block of out", buildConcat},
-	"*gorgonia.sliceOp":             {"the input's tensor.Slice view copied into out", buildSlice},
+	"*gorgonia.sliceOp":             {"a range of step 1 within the axis copied into out from a layout made here; any other slice: the input's tensor.Slice view copied into out", buildSlice},
 	"gorgonia.reshapeOp":            {"copy in row-major order", buildReshape},
 	"gorgonia.Iop":                  {"copy", buildIdentity},
 	"*gorgonia.upsampleOp":          {"each input element copied to its (s+1)x(s+1) block", buildUpsample},
