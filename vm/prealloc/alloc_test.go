@@ -202,3 +202,33 @@ func TestFuncsNoAllocation(t *testing.T) {
 		})
 	}
 }
+
+// TestInferredSizeMemo: the check of out against the op's inferred shape is remembered only
+// for exactly the shapes it passed with (a scalar operand only as a scalar); the Func still
+// refuses outs and operands of other shapes after a good call.
+func TestInferredSizeMemo(t *testing.T) {
+	var m sizeMemo
+	a, v := filled(tensor.Float64, 1, 3, 4), filled(tensor.Float64, 2, 4)
+	out := poisoned(tensor.Float64, 3)
+	require.False(t, m.holds(out, []G.Value{a, v}))
+	m.remember(out, []G.Value{a, v})
+	require.True(t, m.holds(out, []G.Value{a, v}))
+	require.True(t, m.holds(poisoned(tensor.Float64, 3), []G.Value{filled(tensor.Float64, 5, 3, 4), v}), "other values, same shapes")
+	require.False(t, m.holds(poisoned(tensor.Float64, 4), []G.Value{a, v}))
+	require.False(t, m.holds(poisoned(tensor.Float64, 3, 1), []G.Value{a, v}))
+	require.False(t, m.holds(out, []G.Value{filled(tensor.Float64, 1, 4, 3), v}))
+	require.False(t, m.holds(out, []G.Value{a}))
+	require.False(t, m.holds(out, []G.Value{a, G.NewF64(4)}))
+	m.remember(out, []G.Value{a, G.NewF64(4)})
+	require.True(t, m.holds(out, []G.Value{a, G.NewF64(7)}))
+	require.False(t, m.holds(out, []G.Value{a, v}))
+
+	g := G.NewGraph()
+	n := G.Must(G.Mul(input(g, tensor.Float64, "a", 3, 4), input(g, tensor.Float64, "v", 4)))
+	f, ok := For(n.Op())
+	require.True(t, ok)
+	ins := inputsOf(n, 1)
+	require.NoError(t, f(poisoned(tensor.Float64, 3), ins...))
+	require.Error(t, f(poisoned(tensor.Float64, 4), ins...), "out of the wrong size after a good call")
+	require.NoError(t, f(poisoned(tensor.Float64, 3), ins...))
+}
