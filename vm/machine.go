@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 	"unsafe"
@@ -156,6 +157,8 @@ type Machine struct {
 	clock      simClock
 	persistent []*alloc.Block
 	opTimes    []time.Duration // per function, summed over steps
+	// views are the view leaves' headers kept across steps (see leafView), by var index.
+	views []leafView
 	// freed are the blocks released since the last releaseAll, handed back to an
 	// alloc.Recycler there, when no variable holds one any more: a step then takes its
 	// blocks' Block structs from the allocator again instead of the heap.
@@ -548,9 +551,7 @@ func (m *Machine) loadLeaves() error {
 		var val gorgonia.Value
 		var err error
 		if v.View {
-			// As gorgonia does: the view op on the base's value (a header
-			// over the same data).
-			val, err = v.Node.Op().Do(m.leaves[v.Base])
+			val, err = m.leafView(i, v)
 		} else {
 			val, err = leafValue(v.Node)
 		}
@@ -564,6 +565,52 @@ func (m *Machine) loadLeaves() error {
 		m.leaves[i] = val
 	}
 	return nil
+}
+
+// leafView is view leaf i over its base's value, as gorgonia makes it: the view op on the
+// base's value (a header over the same data). The header made at an earlier step is used
+// again while the base is the same tensor over the same memory and the header is as it was
+// made (an op may transpose or reshape its operand's header in place): the view op built a
+// new header, with its shape and strides, every step.
+func (m *Machine) leafView(i int, v *Var) (gorgonia.Value, error) {
+	base := m.leaves[v.Base]
+	if m.views == nil {
+		m.views = make([]leafView, len(m.prog.Vars))
+	}
+	c := &m.views[i]
+	if c.val != nil && c.base == base && c.unchanged() {
+		return c.val, nil
+	}
+	val, err := v.Node.Op().Do(base)
+	if err != nil {
+		return nil, err
+	}
+	*c = leafView{}
+	bd, ok1 := base.(*tensor.Dense)
+	vd, ok2 := val.(*tensor.Dense)
+	if ok1 && ok2 && bd.IsNativelyAccessible() && vd.IsNativelyAccessible() {
+		*c = leafView{base: base, bd: bd, val: vd, baseAt: bd.Uintptr(), baseLen: len(bd.Raw),
+			baseShape: slices.Clone(bd.Shape()), shape: slices.Clone(vd.Shape()),
+			strides: slices.Clone(vd.Strides()), order: vd.DataOrder(), at: vd.Uintptr()}
+	}
+	return val, nil
+}
+
+// leafView is a view leaf's header as made, and what it was made over.
+type leafView struct {
+	base             gorgonia.Value
+	bd, val          *tensor.Dense
+	baseAt, at       uintptr
+	baseLen          int
+	baseShape, shape tensor.Shape
+	strides          []int
+	order            tensor.DataOrder
+}
+
+func (c *leafView) unchanged() bool {
+	return c.bd.Uintptr() == c.baseAt && len(c.bd.Raw) == c.baseLen && slices.Equal(c.bd.Shape(), c.baseShape) &&
+		c.val.Uintptr() == c.at && slices.Equal(c.val.Shape(), c.shape) &&
+		slices.Equal(c.val.Strides(), c.strides) && c.val.DataOrder() == c.order
 }
 
 // leafValue is what an input, learnable or constant node holds.
