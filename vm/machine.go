@@ -1199,6 +1199,18 @@ func (m *Machine) hostBytes(i int) ([]byte, valueKind, error) {
 			return s.block.Bytes(), kindDense, nil
 		}
 	}
+	if !v.IsLeaf() && v.View {
+		// A view of a computed variable is a dense header over its base's whole block
+		// (value): the block's bytes, again without the header.
+		if s := &m.vars[v.Base]; s.block != nil || s.in != nil {
+			if s.in != nil {
+				m.waitIn(v.Base)
+			}
+			if s.block != nil {
+				return s.block.Bytes(), kindDense, nil
+			}
+		}
+	}
 	val, err := m.value(i, nil)
 	if err != nil {
 		return nil, 0, err
