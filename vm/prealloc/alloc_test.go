@@ -232,3 +232,20 @@ func TestInferredSizeMemo(t *testing.T) {
 	require.Error(t, f(poisoned(tensor.Float64, 4), ins...), "out of the wrong size after a good call")
 	require.NoError(t, f(poisoned(tensor.Float64, 3), ins...))
 }
+
+// TestKeepShapeNoAllocation: keeping out's shape around an op's own UsePreallocDo costs nothing
+// when the op leaves the shape alone, and restores it when the op reshaped out.
+func TestKeepShapeNoAllocation(t *testing.T) {
+	out := poisoned(tensor.Float32, 3, 4)
+	keep := func() {
+		var ks keepShape
+		ks.save(out)
+		ks.restore(out)
+	}
+	require.Zero(t, testing.AllocsPerRun(10, keep))
+	var ks keepShape
+	ks.save(out)
+	require.NoError(t, out.Reshape(12))
+	ks.restore(out)
+	require.Equal(t, []int{3, 4}, []int(out.Shape()))
+}

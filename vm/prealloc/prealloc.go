@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 
 	"gorgonia.org/gorgonia"
@@ -278,6 +279,8 @@ func (k *keepShape) save(out *tensor.Dense) {
 
 func (k *keepShape) restore(out *tensor.Dense) {
 	if !out.Shape().Eq(tensor.Shape(k.buf[:k.n])) || out.Dims() != k.n {
-		_ = out.Reshape(k.buf[:k.n]...)
+		// A copy: handing Reshape k's own array would put every keepShape on the heap,
+		// reshaped or not.
+		_ = out.Reshape(slices.Clone(k.buf[:k.n])...)
 	}
 }
