@@ -12,7 +12,7 @@ import (
 
 // maxStepAllocs bounds the Go heap allocations of one steady-state training
 // step (run, Adam, reset) at batch 2, in core and at the least budget. What
-// is left, about 80 a step for smallcnn and resnet18 alike (a model of 94
+// is left, about 75 a step for smallcnn and resnet18 alike (a model of 94
 // nodes and one of 288), is the loss head, the same in every bundled CNN:
 // gorgonia's Do for its scalar nodes (the mean's sizes, divisions and
 // negations make new scalars), tensor's Repeat under the mean's gradient,
