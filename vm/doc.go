@@ -29,7 +29,11 @@
 // per use), and reused only while still exactly the header that would be
 // built: an op that reshaped or transposed its header in place gets a new
 // one. The user is never handed one of them: results and gradients are
-// copied into host values of the machine's (see publish).
+// copied into host values of the machine's (see publish). So are view leaves'
+// headers, while their base is the same tensor over the same memory. The
+// blocks a step frees go back to the allocator at its end (alloc.Recycler)
+// and the copy engines reuse their events, so a steady step allocates on the
+// Go heap only what gorgonia's own ops do (its scalar nodes, chiefly).
 //
 // A device whose memory the host cannot address (a GPU) computes through a
 // Backend, registered by its package (vm/cuda/dispatch for CUDA): the
