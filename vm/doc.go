@@ -32,8 +32,11 @@
 // copied into host values of the machine's (see publish). So are view leaves'
 // headers, while their base is the same tensor over the same memory. The
 // blocks a step frees go back to the allocator at its end (alloc.Recycler)
-// and the copy engines reuse their events, so a steady step allocates on the
-// Go heap only what gorgonia's own ops do (its scalar nodes, chiefly).
+// and the copy engines reuse their events; the scalar ops of a loss write
+// into their blocks (prealloc.ScalarFor). A steady step then allocates on the
+// Go heap only inside gorgonia's and tensor's own code (the loss's Repeat and
+// its sum to a scalar, a scalar operand's elementwise op) and the scalar
+// values it publishes.
 //
 // A device whose memory the host cannot address (a GPU) computes through a
 // Backend, registered by its package (vm/cuda/dispatch for CUDA): the

@@ -151,8 +151,11 @@ type Machine struct {
 	scratch []gorgonia.Value
 	hdrs    [][]header // per function: its operands' and output's tensor headers, kept across steps
 
-	replan     func(map[string]time.Duration) (*Program, error)
-	runs       []prealloc.Func // per function: how it writes into device memory (nil: Do and a copy)
+	replan func(map[string]time.Duration) (*Program, error)
+	runs   []prealloc.Func // per function: how it writes into device memory (nil: Do and a copy)
+	// scalarRuns are, per function with a scalar result, how it writes that into device
+	// memory (nil, or declining a call: Do and a copy).
+	scalarRuns []prealloc.ScalarFunc
 	sim        *Sim
 	clock      simClock
 	persistent []*alloc.Block
@@ -228,8 +231,13 @@ func New(p *Program, cfg Config) (*Machine, error) {
 		return nil, err
 	}
 	m.runs = make([]prealloc.Func, len(p.Funcs))
+	m.scalarRuns = make([]prealloc.ScalarFunc, len(p.Funcs))
 	for i := range p.Funcs {
-		m.runs[i] = deviceRun(&p.Funcs[i], &p.Vars[p.Funcs[i].Output])
+		out := &p.Vars[p.Funcs[i].Output]
+		m.runs[i] = deviceRun(&p.Funcs[i], out)
+		if isScalarNode(out) {
+			m.scalarRuns[i], _ = prealloc.ScalarFor(p.Funcs[i].Op)
+		}
 	}
 	_, simulated := cfg.Device.(*Sim)
 	for _, f := range p.Funcs {
@@ -932,6 +940,15 @@ func (m *Machine) run1(fi int, blk, ws *alloc.Block, ins []gorgonia.Value, ops [
 			return kind, fmt.Errorf("op %v: %w", f.Op, err)
 		}
 	default:
+		if scalarNode && m.scalarRuns[fi] != nil {
+			done, err := m.scalarRuns[fi](blk.Bytes(), ins...)
+			if err != nil {
+				return kind, fmt.Errorf("op %v: %w", f.Op, err)
+			}
+			if done {
+				return kindScalar, nil
+			}
+		}
 		var res gorgonia.Value
 		if res, err = f.Op.Do(ins...); err != nil {
 			return kind, fmt.Errorf("op %v: %w", f.Op, err)

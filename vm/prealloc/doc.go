@@ -79,7 +79,10 @@
 // dtypes). Inputs are expected to be plain tensors, as the VM makes them:
 // views are copied in their logical order by the data-movement Funcs and
 // refused where Do's kernel reads a view's raw backing. Scalar results
-// are not handled; the caller runs Do for scalar nodes.
+// are not For's: ScalarFor computes the scalar ops a loss is made of
+// (arithmetic of two float scalars, a unary function of one, a tensor's
+// size along an axis) into caller memory, and the caller runs Do for the
+// other scalar nodes.
 //
 // # Ops
 //
