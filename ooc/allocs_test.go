@@ -12,17 +12,18 @@ import (
 
 // maxStepAllocs bounds the Go heap allocations of one steady-state training
 // step (run, Adam, reset) at batch 2, in core and at the least budget. What
-// is left, about 75 a step for smallcnn and resnet18 alike (a model of 94
-// nodes and one of 288), is the loss head, the same in every bundled CNN:
-// gorgonia's Do for its scalar nodes (the mean's sizes, divisions and
-// negations make new scalars), tensor's Repeat under the mean's gradient,
-// elementwise ops with a scalar operand through gorgonia's UsePreallocDo, and
-// the scalar results the machine publishes (a new value per scalar node per
-// step, as TapeMachine makes, and gorgonia's UnsafeLet cloning the node's
-// shape). The layers, the allocator, the swaps and the softmax allocate
-// nothing. Before (issue 28) a smallcnn step made about 560 in core and 620 at
-// the least budget, and before the VM kept its tensor headers 2,330 and 2,400.
-const maxStepAllocs = 100
+// is left, about 48 a step for smallcnn and resnet18 alike (a model of 94
+// nodes and one of 288), is the loss head, the same in every bundled CNN: the
+// scalar results the machine publishes (a new value per scalar node per step,
+// as TapeMachine makes, and gorgonia's UnsafeLet cloning the node's shape),
+// tensor's Repeat under the mean's gradient, the mean's sum to a scalar
+// (gorgonia's Do), and elementwise ops with a scalar operand through
+// gorgonia's UsePreallocDo. The layers, the allocator, the swaps, the
+// softmax, the matrix products and the loss's scalar arithmetic allocate
+// nothing. Before (issue 28) a smallcnn step made about 533 in core and 594
+// at the least budget, and before the VM kept its tensor headers 2,330 and
+// 2,400.
+const maxStepAllocs = 60
 
 // TestTrainStepAllocs holds the training step's hot path to few
 // allocations, in core and at LeastBudget (the tape then frees, swaps or
