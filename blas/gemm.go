@@ -186,8 +186,11 @@ func gemmPanel[T float](cfg *config[T], workers int, tA, tB bool, m, n, k int, a
 	defer putBuf(ws)
 	buf := *ws
 	// One struct instead of closures: a closure capturing the loop variables would put each of
-	// them on the heap, five allocations per call, which small products notice.
-	j := &panelJob[T]{
+	// them on the heap, five allocations per call, which small products notice. The struct
+	// itself is the workers' (workpool.Run takes it as a Job), so it comes from a free list.
+	j := getJob[T]()
+	defer putJob(j)
+	*j = panelJob[T]{
 		cfg: cfg, tA: tA, tB: tB, m: m, alpha: alpha, a: a, lda: lda, b: b, ldb: ldb, c: c, ldc: ldc,
 		ap:   buf[:mp*kcMax],
 		bp:   buf[mp*kcMax : mp*kcMax+npMax*kcMax],
@@ -450,6 +453,7 @@ func unsafeSlice[T float](p *T, n int) []T { return unsafe.Slice(p, n) }
 type bufCache[T float] struct {
 	mu   sync.Mutex
 	free []*[]T
+	jobs []*panelJob[T] // gemmPanel's, see getJob
 }
 
 var (
@@ -497,5 +501,29 @@ func putBuf[T float](p *[]T) {
 	c := cacheOf[T]()
 	c.mu.Lock()
 	c.free = append(c.free, p)
+	c.mu.Unlock()
+}
+
+// getJob is a panelJob for gemmPanel from the free list, or a new one: one a call was a heap
+// allocation per GEMM.
+func getJob[T float]() *panelJob[T] {
+	c := cacheOf[T]()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.jobs); n > 0 {
+		j := c.jobs[n-1]
+		c.jobs[n-1] = nil
+		c.jobs = c.jobs[:n-1]
+		return j
+	}
+	return new(panelJob[T])
+}
+
+// putJob returns a finished job, its references to the operands dropped.
+func putJob[T float](j *panelJob[T]) {
+	*j = panelJob[T]{}
+	c := cacheOf[T]()
+	c.mu.Lock()
+	c.jobs = append(c.jobs, j)
 	c.mu.Unlock()
 }

@@ -186,3 +186,31 @@ func TestEdgeTilesNoAlloc(t *testing.T) {
 		t.Errorf("GemmPacked with edge tiles: %v allocations per call, want 0", allocs)
 	}
 }
+
+// TestGemmNoAlloc: a plain Gemm (gorgonia's matrix products, through Implementation) allocates
+// nothing once its buffers and its job exist, in both dtypes, with and without transposes.
+func TestGemmNoAlloc(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 5))
+	for _, s := range []struct{ m, n, k int }{{64, 10, 1568}, {3, 17, 70}, {1, 1, 1}} {
+		a32, b32, c32 := randSlice[float32](r, s.m*s.k), randSlice[float32](r, s.k*s.n), make([]float32, s.m*s.n)
+		a64, b64, c64 := randSlice[float64](r, s.m*s.k), randSlice[float64](r, s.k*s.n), make([]float64, s.m*s.n)
+		for _, tr := range []bool{false, true} {
+			lda, ldb := s.k, s.n
+			if tr {
+				lda, ldb = s.m, s.k
+			}
+			run := func() {
+				if err := Gemm(tr, tr, s.m, s.n, s.k, 1, a32, lda, b32, ldb, 0, c32, s.n); err != nil {
+					t.Fatal(err)
+				}
+				if err := Gemm(tr, tr, s.m, s.n, s.k, 1, a64, lda, b64, ldb, 0, c64, s.n); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run()
+			if allocs := testing.AllocsPerRun(10, run); allocs != 0 {
+				t.Errorf("Gemm %dx%dx%d transposed=%v: %v allocations per call pair, want 0", s.m, s.n, s.k, tr, allocs)
+			}
+		}
+	}
+}

@@ -18,6 +18,10 @@ type copyEngine struct {
 	jobs  chan *copyEvent
 	done  chan struct{}
 	piece int // the least piece of a copy one core takes at a time
+	// spare are events that have been waited for, for submit to use again once the engine
+	// has passed them too: a new event (and its channel) per copy were two heap allocations
+	// per swap. Only the machine's goroutine, which submits and waits, touches the list.
+	spare []*copyEvent
 }
 
 // copyPiece is the least piece of a copy one core takes at a time. Go's
@@ -25,14 +29,18 @@ type copyEngine struct {
 // stores), as a DMA engine's land in memory, and smaller pieces would not.
 var copyPiece = 1 << 20
 
-// copyEvent is one copy, and tells compute that it has landed.
+// copyEvent is one copy, and tells compute that it has landed: whoever
+// copies its last piece sends one value on done, which wait receives.
 type copyEvent struct {
 	dst, src []byte
-	piece    int // bytes in each piece but the last
+	piece    int // bytes in each piece; the last may be shorter
 	pieces   int32
 	next     atomic.Int32 // the next piece to take
 	left     atomic.Int32 // pieces not yet copied
-	done     chan struct{}
+	// passed is set once the engine has taken its last look at the event: a
+	// waiter may have copied every piece before the engine came to it.
+	passed atomic.Bool
+	done   chan struct{}
 }
 
 func newCopyEngine(piece int) *copyEngine {
@@ -45,17 +53,43 @@ func (e *copyEngine) run() {
 	defer close(e.done)
 	for ev := range e.jobs {
 		ev.work()
+		ev.passed.Store(true)
 	}
 }
 
 // submit queues a copy; the slices must stay untouched until the event fires.
 func (e *copyEngine) submit(dst, src []byte) *copyEvent {
+	ev := e.spareEvent()
 	n := len(src)
 	pieces := max(1, n/e.piece)
-	ev := &copyEvent{dst: dst[:n], src: src, piece: (n + pieces - 1) / pieces, pieces: int32(pieces), done: make(chan struct{})}
+	ev.dst, ev.src, ev.piece, ev.pieces = dst[:n], src, (n+pieces-1)/pieces, int32(pieces)
+	ev.next.Store(0)
 	ev.left.Store(ev.pieces)
 	e.jobs <- ev
 	return ev
+}
+
+// spareEvent takes an event off the spare list that the engine is done
+// with, or makes one.
+func (e *copyEngine) spareEvent() *copyEvent {
+	for i, ev := range e.spare {
+		if ev.passed.Load() {
+			last := len(e.spare) - 1
+			e.spare[i] = e.spare[last]
+			e.spare[last] = nil
+			e.spare = e.spare[:last]
+			ev.passed.Store(false)
+			return ev
+		}
+	}
+	return &copyEvent{done: make(chan struct{}, 1)}
+}
+
+// reuse takes back an event of this engine that wait has returned for: its
+// one signal is consumed, so once the engine has passed it, it is as new.
+func (e *copyEngine) reuse(ev *copyEvent) {
+	ev.dst, ev.src = nil, nil
+	e.spare = append(e.spare, ev)
 }
 
 func (e *copyEngine) stop() {
@@ -64,7 +98,7 @@ func (e *copyEngine) stop() {
 }
 
 // work copies pieces of the event's copy until none is left to take; the
-// one that copies the last piece fires the event.
+// one that copies the last piece signals the event.
 func (ev *copyEvent) work() {
 	for {
 		p := ev.next.Add(1) - 1
@@ -74,13 +108,14 @@ func (ev *copyEvent) work() {
 		lo, hi := int(p)*ev.piece, min(int(p+1)*ev.piece, len(ev.src))
 		copy(ev.dst[lo:hi], ev.src[lo:hi])
 		if ev.left.Add(-1) == 0 {
-			close(ev.done)
+			ev.done <- struct{}{}
 		}
 	}
 }
 
 // wait blocks until the copy has landed, copying pieces the engine has not
-// taken yet meanwhile, and says how long that took.
+// taken yet meanwhile, and says how long that took. It is called once per
+// event and submission.
 func (ev *copyEvent) wait() time.Duration {
 	select {
 	case <-ev.done:

@@ -29,7 +29,14 @@
 // per use), and reused only while still exactly the header that would be
 // built: an op that reshaped or transposed its header in place gets a new
 // one. The user is never handed one of them: results and gradients are
-// copied into host values of the machine's (see publish).
+// copied into host values of the machine's (see publish). So are view leaves'
+// headers, while their base is the same tensor over the same memory. The
+// blocks a step frees go back to the allocator at its end (alloc.Recycler)
+// and the copy engines reuse their events; the scalar ops of a loss write
+// into their blocks (prealloc.ScalarFor). A steady step then allocates on the
+// Go heap only inside gorgonia's and tensor's own code (the loss's Repeat and
+// its sum to a scalar, a scalar operand's elementwise op) and the scalar
+// values it publishes.
 //
 // On the CPU device the machine also fuses, at run time, an op with the one
 // after it where nothing can tell (Fuser: models/layers' batch norm and the

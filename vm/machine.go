@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 	"unsafe"
@@ -150,13 +151,22 @@ type Machine struct {
 	scratch []gorgonia.Value
 	hdrs    [][]header // per function: its operands' and output's tensor headers, kept across steps
 
-	replan     func(map[string]time.Duration) (*Program, error)
-	runs       []prealloc.Func // per function: how it writes into device memory (nil: Do and a copy)
+	replan func(map[string]time.Duration) (*Program, error)
+	runs   []prealloc.Func // per function: how it writes into device memory (nil: Do and a copy)
+	// scalarRuns are, per function with a scalar result, how it writes that into device
+	// memory (nil, or declining a call: Do and a copy).
+	scalarRuns []prealloc.ScalarFunc
 	sim        *Sim
 	clock      simClock
 	persistent []*alloc.Block
 	opTimes    []time.Duration // per function, summed over steps
 	opCalls    []int64         // per function, the calls opTimes sums
+	// views are the view leaves' headers kept across steps (see leafView), by var index.
+	views []leafView
+	// freed are the blocks released since the last releaseAll, handed back to an
+	// alloc.Recycler there, when no variable holds one any more: a step then takes its
+	// blocks' Block structs from the allocator again instead of the heap.
+	freed []*alloc.Block
 
 	// run is the backend of a device that computes on itself (nil on CPU
 	// and simulated devices); leafBlocks hold the leaves on it.
@@ -227,8 +237,13 @@ func New(p *Program, cfg Config) (*Machine, error) {
 		return nil, err
 	}
 	m.runs = make([]prealloc.Func, len(p.Funcs))
+	m.scalarRuns = make([]prealloc.ScalarFunc, len(p.Funcs))
 	for i := range p.Funcs {
-		m.runs[i] = deviceRun(&p.Funcs[i], &p.Vars[p.Funcs[i].Output])
+		out := &p.Vars[p.Funcs[i].Output]
+		m.runs[i] = deviceRun(&p.Funcs[i], out)
+		if isScalarNode(out) {
+			m.scalarRuns[i], _ = prealloc.ScalarFor(p.Funcs[i].Op)
+		}
 	}
 	_, simulated := cfg.Device.(*Sim)
 	for _, f := range p.Funcs {
@@ -557,9 +572,7 @@ func (m *Machine) loadLeaves() error {
 		var val gorgonia.Value
 		var err error
 		if v.View {
-			// As gorgonia does: the view op on the base's value (a header
-			// over the same data).
-			val, err = v.Node.Op().Do(m.leaves[v.Base])
+			val, err = m.leafView(i, v)
 		} else {
 			val, err = leafValue(v.Node)
 		}
@@ -573,6 +586,52 @@ func (m *Machine) loadLeaves() error {
 		m.leaves[i] = val
 	}
 	return nil
+}
+
+// leafView is view leaf i over its base's value, as gorgonia makes it: the view op on the
+// base's value (a header over the same data). The header made at an earlier step is used
+// again while the base is the same tensor over the same memory and the header is as it was
+// made (an op may transpose or reshape its operand's header in place): the view op built a
+// new header, with its shape and strides, every step.
+func (m *Machine) leafView(i int, v *Var) (gorgonia.Value, error) {
+	base := m.leaves[v.Base]
+	if m.views == nil {
+		m.views = make([]leafView, len(m.prog.Vars))
+	}
+	c := &m.views[i]
+	if c.val != nil && c.base == base && c.unchanged() {
+		return c.val, nil
+	}
+	val, err := v.Node.Op().Do(base)
+	if err != nil {
+		return nil, err
+	}
+	*c = leafView{}
+	bd, ok1 := base.(*tensor.Dense)
+	vd, ok2 := val.(*tensor.Dense)
+	if ok1 && ok2 && bd.IsNativelyAccessible() && vd.IsNativelyAccessible() {
+		*c = leafView{base: base, bd: bd, val: vd, baseAt: bd.Uintptr(), baseLen: len(bd.Raw),
+			baseShape: slices.Clone(bd.Shape()), shape: slices.Clone(vd.Shape()),
+			strides: slices.Clone(vd.Strides()), order: vd.DataOrder(), at: vd.Uintptr()}
+	}
+	return val, nil
+}
+
+// leafView is a view leaf's header as made, and what it was made over.
+type leafView struct {
+	base             gorgonia.Value
+	bd, val          *tensor.Dense
+	baseAt, at       uintptr
+	baseLen          int
+	baseShape, shape tensor.Shape
+	strides          []int
+	order            tensor.DataOrder
+}
+
+func (c *leafView) unchanged() bool {
+	return c.bd.Uintptr() == c.baseAt && len(c.bd.Raw) == c.baseLen && slices.Equal(c.bd.Shape(), c.baseShape) &&
+		c.val.Uintptr() == c.at && slices.Equal(c.val.Shape(), c.shape) &&
+		slices.Equal(c.val.Strides(), c.strides) && c.val.DataOrder() == c.order
 }
 
 // leafValue is what an input, learnable or constant node holds.
@@ -659,7 +718,11 @@ func (m *Machine) holdHost(size int64, what string) error {
 
 func (m *Machine) release(b *alloc.Block) error {
 	m.live -= b.Size()
-	return m.al.Free(b)
+	if err := m.al.Free(b); err != nil {
+		return err
+	}
+	m.freed = append(m.freed, b)
+	return nil
 }
 
 // value is the gorgonia value of a variable, as an op's operand; h is the
@@ -902,6 +965,15 @@ func (m *Machine) run1(fi int, blk, ws *alloc.Block, ins []gorgonia.Value, ops [
 			return kind, fmt.Errorf("op %v: %w", f.Op, err)
 		}
 	default:
+		if scalarNode && m.scalarRuns[fi] != nil {
+			done, err := m.scalarRuns[fi](blk.Bytes(), ins...)
+			if err != nil {
+				return kind, fmt.Errorf("op %v: %w", f.Op, err)
+			}
+			if done {
+				return kindScalar, nil
+			}
+		}
 		var res gorgonia.Value
 		if res, err = f.Op.Do(ins...); err != nil {
 			return kind, fmt.Errorf("op %v: %w", f.Op, err)
@@ -1169,6 +1241,18 @@ func (m *Machine) hostBytes(i int) ([]byte, valueKind, error) {
 			return s.block.Bytes(), kindDense, nil
 		}
 	}
+	if !v.IsLeaf() && v.View {
+		// A view of a computed variable is a dense header over its base's whole block
+		// (value): the block's bytes, again without the header.
+		if s := &m.vars[v.Base]; s.block != nil || s.in != nil {
+			if s.in != nil {
+				m.waitIn(v.Base)
+			}
+			if s.block != nil {
+				return s.block.Bytes(), kindDense, nil
+			}
+		}
+	}
 	val, err := m.value(i, nil)
 	if err != nil {
 		return nil, 0, err
@@ -1321,6 +1405,7 @@ func (m *Machine) waitIn(i int) {
 		return
 	}
 	m.stats.StallTime += s.in.wait()
+	m.h2d.reuse(s.in)
 	s.in = nil
 }
 
@@ -1331,6 +1416,7 @@ func (m *Machine) waitOut(i int) {
 		return
 	}
 	m.stats.StallTime += s.out.wait()
+	m.d2h.reuse(s.out)
 	s.out = nil
 }
 
@@ -1398,4 +1484,12 @@ func (m *Machine) releaseAll() {
 			s.host = nil
 		}
 	}
+	// No variable holds a block now, and the step's locals are gone: what was freed may be
+	// reused. (A block released twice, as a failed function's output can be, fails its second
+	// Free and is listed once.)
+	if r, ok := m.al.(alloc.Recycler); ok && len(m.freed) > 0 {
+		r.Recycle(m.freed)
+	}
+	clear(m.freed)
+	m.freed = m.freed[:0]
 }

@@ -97,3 +97,34 @@ func TestMachineStatsAndClose(t *testing.T) {
 	require.NoError(t, m.Close(), "Close is idempotent")
 	require.ErrorContains(t, m.RunAll(), "closed machine")
 }
+
+// TestLeafViewsFollowTheirBase: a view of a leaf (here a reshape of the input) keeps its
+// header across steps, and still follows the base when the user lets a new tensor, or changes
+// the bound one's numbers in place, as a fresh view would.
+func TestLeafViewsFollowTheirBase(t *testing.T) {
+	g := G.NewGraph()
+	x := G.NewMatrix(g, tensor.Float64, G.WithShape(2, 3), G.WithName("x"),
+		G.WithValue(tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float64{1, 2, 3, 4, 5, 6}))))
+	w := G.NewMatrix(g, tensor.Float64, G.WithShape(3, 2), G.WithName("w"),
+		G.WithValue(tensor.New(tensor.WithShape(3, 2), tensor.WithBacking([]float64{1, 10, 100, 1000, 1e4, 1e5}))))
+	y := G.Must(G.Reshape(x, tensor.Shape{3, 2}))
+	cost := G.Must(G.Sum(G.Must(G.HadamardProd(y, w))))
+	m, err := ooc.Compile(g, ooc.Baseline())
+	require.NoError(t, err)
+	defer m.Close()
+	step := func() float64 {
+		t.Helper()
+		require.NoError(t, m.RunAll())
+		v := cost.Value().Data().(float64)
+		m.Reset()
+		return v
+	}
+	require.Equal(t, 654321.0, step())
+	require.Equal(t, 654321.0, step())
+	x.Value().Data().([]float64)[0] = 2
+	require.Equal(t, 654322.0, step(), "the bound tensor changed in place")
+	require.NoError(t, G.Let(x, tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float64{0, 0, 0, 0, 0, 7}))))
+	require.Equal(t, 700000.0, step(), "a new tensor let")
+	require.NoError(t, G.Let(x, tensor.New(tensor.WithShape(2, 3), tensor.WithBacking([]float64{1, 0, 0, 0, 0, 0}))))
+	require.Equal(t, 1.0, step())
+}

@@ -36,6 +36,7 @@ import (
 // and leaves them unchanged.
 type BatchNormOp struct {
 	pure
+	shapeMemo
 	eps      float64
 	momentum float64
 	dims     int
@@ -234,7 +235,7 @@ func (op *BatchNormOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, e
 	if err != nil {
 		return nil, err
 	}
-	dbeta, err := G.ApplyOp(channelSumOp{dims: op.dims, owner: op.serial}, grad)
+	dbeta, err := G.ApplyOp(&channelSumOp{dims: op.dims, owner: op.serial}, grad)
 	if err != nil {
 		return nil, err
 	}
@@ -415,6 +416,48 @@ func channelMoments[T float](s *lanes, buf []T, training bool, rm, rv []float64,
 	return mean, 1 / math.Sqrt(variance+eps), variance
 }
 
+// bnForwardJob is bnForward's parallel body: channels [c0, c1).
+type bnForwardJob[T float] struct {
+	training             bool
+	rm, rv, mean, invStd []float64
+	eps                  float64
+	x, y, gamma, beta    []T
+	fwd                  *bnSums
+	relu                 bool // rectify each plane once normalised: bnReLUOp
+	N, C, plane          int
+}
+
+var (
+	bnForwardJobs32 jobList[bnForwardJob[float32]]
+	bnForwardJobs64 jobList[bnForwardJob[float64]]
+)
+
+func (j *bnForwardJob[T]) chunk(c0, c1 int) {
+	x, y, N, C, plane := j.x, j.y, j.N, j.C, j.plane
+	var s lanes
+	var buf [gatherLen]T
+	for c := c0; c < c1; c++ {
+		mc, is, v := channelMoments(&s, buf[:], j.training, j.rm, j.rv, j.eps, x, N, C, plane, c)
+		j.fwd.mean[c], j.fwd.invStd[c] = mc, is
+		m, a, b := T(mc), T(float64(j.gamma[c])*is), j.beta[c]
+		for n := 0; n < N; n++ {
+			o := (n*C + c) * plane
+			xr, yr := x[o:o+plane], y[o:o+plane]
+			if x32, ok := any(xr).([]float32); ok {
+				k := affineF32Fast(any(yr).([]float32), x32, float32(m), float32(a), float32(b))
+				xr, yr = xr[k:], yr[k:]
+			}
+			for i, v := range xr {
+				yr[i] = (v-m)*a + b
+			}
+			if j.relu {
+				reluPlane(y[o : o+plane])
+			}
+		}
+		j.mean[c], j.invStd[c] = mc, v
+	}
+}
+
 // bnForward writes the batch norm of in into out, each plane rectified right after it is
 // normalised (as reluMask does it) when relu is set: bnReLUOp.
 func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value, relu bool) error {
@@ -455,30 +498,12 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value, r
 	// One pass over the channels does each channel's statistics and its normalisation while the
 	// channel is still in cache; the batch variance then takes invStd's place in the workspace
 	// (the channel is done with it) for the running statistics.
-	parallelFor(C, int64(len(x)), func(c0, c1 int) {
-		var s lanes
-		var buf [gatherLen]T
-		for c := c0; c < c1; c++ {
-			mc, is, v := channelMoments(&s, buf[:], training, rm, rv, op.eps, x, N, C, plane, c)
-			fwd.mean[c], fwd.invStd[c] = mc, is
-			m, a, b := T(mc), T(float64(gamma[c])*is), beta[c]
-			for n := 0; n < N; n++ {
-				o := (n*C + c) * plane
-				xr, yr := x[o:o+plane], y[o:o+plane]
-				if x32, ok := any(xr).([]float32); ok {
-					k := affineF32Fast(any(yr).([]float32), x32, float32(m), float32(a), float32(b))
-					xr, yr = xr[k:], yr[k:]
-				}
-				for i, v := range xr {
-					yr[i] = (v-m)*a + b
-				}
-				if relu {
-					reluPlane(y[o : o+plane])
-				}
-			}
-			mean[c], invStd[c] = mc, v
-		}
-	})
+	jobs := jobsFor[T, bnForwardJob[T]](&bnForwardJobs32, &bnForwardJobs64)
+	j := jobs.get()
+	*j = bnForwardJob[T]{training: training, rm: rm, rv: rv, eps: op.eps, x: x, y: y, gamma: gamma, beta: beta,
+		fwd: fwd, relu: relu, mean: mean, invStd: invStd, N: N, C: C, plane: plane}
+	parallelChunks(C, int64(len(x)), j)
+	jobs.put(j)
 	// Only a training forward's statistics are the backward's; y written over x leaves no x to
 	// match them to.
 	var k bnKey
@@ -509,6 +534,7 @@ func bnForward[T float](op *BatchNormOp, out G.Value, ws []byte, in []G.Value, r
 // (bnSums). They read the parent op for its mode and constants, and for those handoffs.
 type bnGradOp struct {
 	pure
+	shapeMemo
 	noDiff
 	bn       *BatchNormOp
 	wrtGamma bool
@@ -604,6 +630,62 @@ func (op *bnGradOp) String() string {
 	return fmt.Sprintf("%s{C=%d eps=%v}", op.name(), len(op.bn.runMean), op.bn.eps)
 }
 
+// bnBackwardJob is bnBackward's parallel body: channels [c0, c1).
+type bnBackwardJob[T float] struct {
+	have, haveStats, training, wrtGamma bool
+	sums                                *bnSums
+	rm, rv, mean, invStd                []float64
+	eps, cnt                            float64
+	x, dy, res, gamma                   []T
+	N, C, plane                         int
+}
+
+var (
+	bnBackwardJobs32 jobList[bnBackwardJob[float32]]
+	bnBackwardJobs64 jobList[bnBackwardJob[float64]]
+)
+
+func (j *bnBackwardJob[T]) chunk(c0, c1 int) {
+	x, dy, sums, N, C, plane := j.x, j.dy, j.sums, j.N, j.C, j.plane
+	var a, b lanes
+	var bx, bdy [gatherLen]T
+	for c := c0; c < c1; c++ {
+		var m, is, sdy, sdxh float64
+		if j.have {
+			m, is, sdy, sdxh = sums.mean[c], sums.invStd[c], sums.sdy[c], sums.sdxh[c]
+		} else {
+			if j.haveStats {
+				m, is = sums.mean[c], sums.invStd[c]
+			} else {
+				m, is, _ = channelMoments(&a, bx[:], j.training, j.rm, j.rv, j.eps, x, N, C, plane, c)
+			}
+			// sdy = Σdy, sdxh = Σdy·x̂ with x̂ = (x-mean)/std.
+			if j.training || j.wrtGamma {
+				M := N * plane
+				a.reset(M)
+				b.reset(M)
+				l := 0
+				for n := 0; n < N; {
+					var xr, dr []T
+					xr, _ = channelRun(bx[:], x, N, C, plane, c, n)
+					dr, n = channelRun(bdy[:], dy, N, C, plane, c, n)
+					l = laneGradSums(&a, &b, l, dr, xr, m)
+				}
+				sdy, sdxh = a.totalN(M), b.totalN(M)*is
+			}
+			if sums != nil {
+				sums.mean[c], sums.invStd[c], sums.sdy[c], sums.sdxh[c] = m, is, sdy, sdxh
+			}
+		}
+		j.mean[c], j.invStd[c] = m, is
+		if j.wrtGamma {
+			j.res[c] = T(sdxh)
+			continue
+		}
+		bnDxChannel(j.res, x, dy, j.gamma[c], j.training, m, is, sdy, sdxh, j.cnt, N, C, plane, c)
+	}
+}
+
 func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) error {
 	xs := in[0].Shape()
 	N, C, plane, err := bnShape(op.bn, xs)
@@ -651,45 +733,13 @@ func bnBackward[T float](op *bnGradOp, out G.Value, ws []byte, in []G.Value) err
 		haveStats = !have && op.bn.forwardStats(key, sums)
 	}
 	// Each channel's statistics, gradient sums and dx in one visit, while it is in cache.
-	parallelFor(C, int64(len(x)), func(c0, c1 int) {
-		var a, b lanes
-		var bx, bdy [gatherLen]T
-		for c := c0; c < c1; c++ {
-			var m, is, sdy, sdxh float64
-			if have {
-				m, is, sdy, sdxh = sums.mean[c], sums.invStd[c], sums.sdy[c], sums.sdxh[c]
-			} else {
-				if haveStats {
-					m, is = sums.mean[c], sums.invStd[c]
-				} else {
-					m, is, _ = channelMoments(&a, bx[:], training, rm, rv, op.bn.eps, x, N, C, plane, c)
-				}
-				// sdy = Σdy, sdxh = Σdy·x̂ with x̂ = (x-mean)/std.
-				if training || op.wrtGamma {
-					M := N * plane
-					a.reset(M)
-					b.reset(M)
-					l := 0
-					for n := 0; n < N; {
-						var xr, dr []T
-						xr, _ = channelRun(bx[:], x, N, C, plane, c, n)
-						dr, n = channelRun(bdy[:], dy, N, C, plane, c, n)
-						l = laneGradSums(&a, &b, l, dr, xr, m)
-					}
-					sdy, sdxh = a.totalN(M), b.totalN(M)*is
-				}
-				if sums != nil {
-					sums.mean[c], sums.invStd[c], sums.sdy[c], sums.sdxh[c] = m, is, sdy, sdxh
-				}
-			}
-			mean[c], invStd[c] = m, is
-			if op.wrtGamma {
-				res[c] = T(sdxh)
-				continue
-			}
-			bnDxChannel(res, x, dy, gamma[c], training, m, is, sdy, sdxh, cnt, N, C, plane, c)
-		}
-	})
+	jobs := jobsFor[T, bnBackwardJob[T]](&bnBackwardJobs32, &bnBackwardJobs64)
+	j := jobs.get()
+	*j = bnBackwardJob[T]{have: have, haveStats: haveStats, training: training, wrtGamma: op.wrtGamma, sums: sums,
+		rm: rm, rv: rv, mean: mean, invStd: invStd, eps: op.bn.eps, cnt: cnt, x: x, dy: dy, res: res, gamma: gamma,
+		N: N, C: C, plane: plane}
+	parallelChunks(C, int64(len(x)), j)
+	jobs.put(j)
 	if sums != nil {
 		// dx written over x or dy leaves nothing for the sibling to read its sums from.
 		r := unsafe.Pointer(&res[0])

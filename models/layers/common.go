@@ -4,6 +4,7 @@ import (
 	"fmt"
 	goreflect "reflect"
 	"runtime"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -90,7 +91,7 @@ func denseData[T float](v G.Value, want tensor.Shape) ([]T, error) {
 		return nil, fmt.Errorf("layers: expected *tensor.Dense, got %T", v)
 	}
 	if want != nil && !d.Shape().Eq(want) {
-		return nil, fmt.Errorf("layers: expected shape %v, got %v", want, d.Shape())
+		return nil, fmt.Errorf("layers: expected shape %v, got %v", shapeArg(want), d.Shape())
 	}
 	if d.RequiresIterator() {
 		d = d.Materialize().(*tensor.Dense)
@@ -115,7 +116,7 @@ func outData[T float](v G.Value, want tensor.Shape) ([]T, error) {
 		return nil, fmt.Errorf("layers: expected *tensor.Dense output, got %T", v)
 	}
 	if !d.Shape().Eq(want) {
-		return nil, fmt.Errorf("layers: output has shape %v, want %v", d.Shape(), want)
+		return nil, fmt.Errorf("layers: output has shape %v, want %v", d.Shape(), shapeArg(want))
 	}
 	if d.RequiresIterator() {
 		return nil, fmt.Errorf("layers: output tensor must be contiguous")
@@ -127,10 +128,14 @@ func outData[T float](v G.Value, want tensor.Shape) ([]T, error) {
 	}
 	n := want.TotalSize()
 	if len(data) < n {
-		return nil, fmt.Errorf("layers: output of shape %v has only %d elements", want, len(data))
+		return nil, fmt.Errorf("layers: output of shape %v has only %d elements", shapeArg(want), len(data))
 	}
 	return data[:n], nil
 }
+
+// shapeArg is a copy of want for an error message: formatting want itself would make every
+// caller's shape literal escape to the heap, an allocation per call on the hot path.
+func shapeArg(want tensor.Shape) tensor.Shape { return slices.Clone(want) }
 
 // elems views a dense tensor's storage as []T without going through Data, whose
 // reflect.Value.Interface allocates on every call (a training step makes hundreds of them).
@@ -213,23 +218,39 @@ func fnType(dims ...int) hm.Type {
 // goroutine start-up would cost more than it saves.
 //
 // The chunks run on internal/workpool's long-lived goroutines, the caller's among them, so a call
-// allocates nothing but its caller's closure: a training step makes thousands of these calls. A
-// panic in any chunk is raised again on the calling goroutine once every chunk has finished.
+// allocates nothing but its caller's closure: a training step makes thousands of these calls
+// (the kernels of the bundled CNNs pass a pooled chunker to parallelChunks instead, and allocate
+// nothing). A panic in any chunk is raised again on the calling goroutine once every chunk has
+// finished.
 func parallelFor(n int, work int64, fn func(lo, hi int)) {
+	parallelChunks(n, work, chunkFunc(fn))
+}
+
+// chunker is a parallelFor body as a method of a struct. The kernels every training step
+// runs keep theirs in a free list (jobList): a closure handed to parallelFor escapes to the
+// heap, an allocation or two per call.
+type chunker interface{ chunk(lo, hi int) }
+
+type chunkFunc func(lo, hi int)
+
+func (f chunkFunc) chunk(lo, hi int) { f(lo, hi) }
+
+// parallelChunks is parallelFor with the body body.chunk.
+func parallelChunks(n int, work int64, body chunker) {
 	workers := min(runtime.NumCPU(), blas.Workers())
 	if workers > n {
 		workers = n
 	}
 	if workers <= 1 || work < 1<<15 {
 		if n > 0 {
-			fn(0, n)
+			body.chunk(0, n)
 		}
 		return
 	}
 	c := chunkJobs.Get().(*chunkJob)
-	c.fn, c.n, c.size = fn, n, (n+workers-1)/workers
+	c.body, c.n, c.size = body, n, (n+workers-1)/workers
 	defer func() {
-		c.fn = nil
+		c.body = nil
 		chunkJobs.Put(c)
 	}()
 	workpool.Run(workers, (n+c.size-1)/c.size, c)
@@ -237,13 +258,48 @@ func parallelFor(n int, work int64, fn func(lo, hi int)) {
 
 // chunkJob is one parallelFor call as a workpool.Job: item i is the i-th chunk.
 type chunkJob struct {
-	fn      func(lo, hi int)
+	body    chunker
 	n, size int
 }
 
 func (c *chunkJob) Run(item, _ int) {
 	lo := item * c.size
-	c.fn(lo, min(lo+c.size, c.n))
+	c.body.chunk(lo, min(lo+c.size, c.n))
+}
+
+// jobList is a free list of a kernel's chunker structs, one per element type (jobsFor).
+type jobList[J any] struct {
+	mu   sync.Mutex
+	free []*J
+}
+
+func (l *jobList[J]) get() *J {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n := len(l.free); n > 0 {
+		j := l.free[n-1]
+		l.free[n-1] = nil
+		l.free = l.free[:n-1]
+		return j
+	}
+	return new(J)
+}
+
+// put takes back a finished job, its references to tensors dropped.
+func (l *jobList[J]) put(j *J) {
+	var zero J
+	*j = zero
+	l.mu.Lock()
+	l.free = append(l.free, j)
+	l.mu.Unlock()
+}
+
+// jobsFor is the free list for T of a kernel's job J[T], given its lists for float32 and float64.
+func jobsFor[T float, J any](l32, l64 any) *jobList[J] {
+	if l, ok := l32.(*jobList[J]); ok {
+		return l
+	}
+	return l64.(*jobList[J])
 }
 
 var chunkJobs = sync.Pool{New: func() any { return new(chunkJob) }}

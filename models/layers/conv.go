@@ -85,6 +85,7 @@ func (k convKind) String() string {
 // both operands and each one's derivatives are the other two, so the set is closed under SymDiff.
 type convOp struct {
 	pure
+	shapeMemo
 	kind   convKind
 	p      ConvParams
 	kh, kw int // kernel size, needed by convFilter whose operands do not carry it
@@ -186,13 +187,19 @@ func (op *convOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
 
 // outShapeOf is the output's shape for checked dims.
 func (op *convOp) outShapeOf(d convDims) tensor.Shape {
+	s := op.outDims(d)
+	return s[:]
+}
+
+// outDims is outShapeOf as an array, which a caller can keep on its stack.
+func (op *convOp) outDims(d convDims) [4]int {
 	switch op.kind {
 	case convForward:
-		return tensor.Shape{d.N, d.O, d.OH, d.OW}
+		return [4]int{d.N, d.O, d.OH, d.OW}
 	case convData:
-		return tensor.Shape{d.N, d.C, d.H, d.W}
+		return [4]int{d.N, d.C, d.H, d.W}
 	default:
-		return tensor.Shape{d.O, d.C, d.KH, d.KW}
+		return [4]int{d.O, d.C, d.KH, d.KW}
 	}
 }
 
@@ -406,7 +413,7 @@ func (op *convOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 	}
 	grads := G.Nodes{ga, gb}
 	if op.bias && op.kind != convFilter {
-		gbias, err := G.ApplyOp(channelSumOp{dims: grad.Dims(), owner: op.serial}, grad)
+		gbias, err := G.ApplyOp(&channelSumOp{dims: grad.Dims(), owner: op.serial}, grad)
 		if err != nil {
 			return nil, err
 		}
@@ -595,6 +602,7 @@ func col2im[T blas.Float](col []T, ld int, x []T, d convDims, p ConvParams, p0, 
 type channelSumOp struct {
 	pure
 	noDiff
+	shapeMemo
 	dims int
 	// owner is the serial number of the layer whose bias or shift this is the gradient of. Two
 	// layers fed the same gradient node (the two branches of a residual add) would otherwise get
@@ -607,48 +615,48 @@ type channelSumOp struct {
 // serials numbers the layers that own a channelSumOp gradient.
 var serials atomic.Uint64
 
-func (channelSumOp) Arity() int       { return 1 }
-func (op channelSumOp) Type() hm.Type { return fnType(op.dims, 1) }
+func (*channelSumOp) Arity() int       { return 1 }
+func (op *channelSumOp) Type() hm.Type { return fnType(op.dims, 1) }
 
-func (op channelSumOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
+func (op *channelSumOp) outShape(in []tensor.Shape) (tensor.Shape, error) {
 	if len(in) != 1 || in[0].Dims() != op.dims || in[0].Dims() < 2 {
 		return nil, fmt.Errorf("layers: ChannelSum needs one (N,C,...) input, got %v", in)
 	}
 	return tensor.Shape{in[0][1]}, nil
 }
-func (op channelSumOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
+func (op *channelSumOp) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
 	in, err := dimSizersToShapes(ds)
 	if err != nil {
 		return nil, err
 	}
 	return op.outShape(in)
 }
-func (channelSumOp) wsBytes(tensor.Dtype, []tensor.Shape) int64        { return 0 }
-func (channelSumOp) WorkspaceBytes(tensor.Dtype, []tensor.Shape) int64 { return 0 }
-func (channelSumOp) FLOPs(in []tensor.Shape) int64 {
+func (*channelSumOp) wsBytes(tensor.Dtype, []tensor.Shape) int64        { return 0 }
+func (*channelSumOp) WorkspaceBytes(tensor.Dtype, []tensor.Shape) int64 { return 0 }
+func (*channelSumOp) FLOPs(in []tensor.Shape) int64 {
 	if len(in) != 1 {
 		return 0
 	}
 	return int64(in[0].TotalSize())
 }
-func (op channelSumOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
-func (op channelSumOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
+func (op *channelSumOp) Do(in ...G.Value) (G.Value, error) { return doAlloc(op, in) }
+func (op *channelSumOp) UsePreallocDo(p G.Value, in ...G.Value) (G.Value, error) {
 	return doPrealloc(op, p, in)
 }
-func (op channelSumOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
+func (op *channelSumOp) DoWorkspace(out G.Value, ws []byte, in ...G.Value) error {
 	return doWorkspace(op, out, ws, in, false)
 }
-func (op channelSumOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) error {
+func (op *channelSumOp) exec(dt tensor.Dtype, out G.Value, _ []byte, in []G.Value) error {
 	if dt == tensor.Float32 {
 		return channelSumExec[float32](out, in[0])
 	}
 	return channelSumExec[float64](out, in[0])
 }
-func (op channelSumOp) WriteHash(h hash.Hash) {
+func (op *channelSumOp) WriteHash(h hash.Hash) {
 	fmt.Fprintf(h, "layers.ChannelSum%d#%d", op.dims, op.owner)
 }
-func (op channelSumOp) Hashcode() uint32 { return hashOf(op) }
-func (channelSumOp) String() string      { return "ChannelSum" }
+func (op *channelSumOp) Hashcode() uint32 { return hashOf(op) }
+func (*channelSumOp) String() string      { return "ChannelSum" }
 
 func channelSumExec[T float](out, in G.Value) error {
 	s := in.Shape()
@@ -662,15 +670,33 @@ func channelSumExec[T float](out, in G.Value) error {
 	}
 	N, C := s[0], s[1]
 	plane := s.TotalSize() / (N * C)
-	parallelFor(C, int64(len(x)), func(c0, c1 int) {
-		for c := c0; c < c1; c++ {
-			var acc lanes
-			l := 0
-			for n := 0; n < N; n++ {
-				l = laneSum(&acc, l, x[(n*C+c)*plane:(n*C+c+1)*plane])
-			}
-			y[c] = T(acc.total())
-		}
-	})
+	jobs := jobsFor[T, channelSumJob[T]](&channelSumJobs32, &channelSumJobs64)
+	j := jobs.get()
+	*j = channelSumJob[T]{x: x, y: y, N: N, C: C, plane: plane}
+	parallelChunks(C, int64(len(x)), j)
+	jobs.put(j)
 	return nil
+}
+
+// channelSumJob is channelSumExec's parallel body: y[c] for channels [c0, c1).
+type channelSumJob[T float] struct {
+	x, y        []T
+	N, C, plane int
+}
+
+var (
+	channelSumJobs32 jobList[channelSumJob[float32]]
+	channelSumJobs64 jobList[channelSumJob[float64]]
+)
+
+func (j *channelSumJob[T]) chunk(c0, c1 int) {
+	N, C, plane, x := j.N, j.C, j.plane, j.x
+	for c := c0; c < c1; c++ {
+		var acc lanes
+		l := 0
+		for n := 0; n < N; n++ {
+			l = laneSum(&acc, l, x[(n*C+c)*plane:(n*C+c+1)*plane])
+		}
+		j.y[c] = T(acc.total())
+	}
 }

@@ -138,7 +138,8 @@ func convExec[T blas.Float](op *convOp, d convDims, out G.Value, ws []byte, in [
 			return err
 		}
 	}
-	y, err := outData[T](out, op.outShapeOf(d))
+	od := op.outDims(d)
+	y, err := outData[T](out, od[:])
 	if err != nil {
 		return err
 	}

@@ -110,8 +110,6 @@ func Describe(op G.Op) (d DeviceOp, ok bool) {
 	case *convOp:
 		d = DeviceOp{Conv: o.p.norm(), KH: o.kh, KW: o.kw, H: o.h, W: o.w, Bias: o.bias}
 		d.Kind = map[convKind]DeviceKind{convForward: DevConv, convData: DevConvData, convFilter: DevConvFilter}[o.kind]
-	case channelSumOp:
-		d.Kind = DevChannelSum
 	case *channelSumOp:
 		d.Kind = DevChannelSum
 	case *BatchNormOp:

@@ -41,6 +41,7 @@ type inPlaceSpec interface {
 // frameOp is a spec as a gorgonia.Op.
 type frameOp struct {
 	pure
+	shapeMemo
 	s spec
 }
 

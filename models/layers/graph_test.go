@@ -205,7 +205,7 @@ func TestDoPreallocWorkspaceBitIdentical(t *testing.T) {
 				checkRunPaths(t, n, dt, in, shapes)
 			})
 		}
-		for _, typ := range []string{"*layers.convOp", "*layers.BatchNormOp", "*layers.bnGradOp", "layers.channelSumOp",
+		for _, typ := range []string{"*layers.convOp", "*layers.BatchNormOp", "*layers.bnGradOp", "*layers.channelSumOp",
 			"*layers.maxPoolOp", "*layers.maxPoolGradOp", "*layers.avgPoolOp", "*layers.avgPoolGradOp",
 			"*layers.globalAvgPoolOp", "*layers.globalAvgPoolGradOp", "*layers.reluOp", "*layers.reluGradOp"} {
 			require.True(t, seen[typ], "zoo graph has no %s", typ)
@@ -520,7 +520,7 @@ func TestParallelPathsDeterministic(t *testing.T) {
 		{bn, []tensor.Shape{x, sh(16), sh(16)}},
 		{&bnGradOp{bn: bn}, []tensor.Shape{x, sh(16), x}},
 		{&bnGradOp{bn: bn, wrtGamma: true}, []tensor.Shape{x, x}},
-		{channelSumOp{dims: 4}, []tensor.Shape{x}},
+		{&channelSumOp{dims: 4}, []tensor.Shape{x}},
 		{&maxPoolOp{g: poolGeom{3, 3, 2, 2, 1, 1}}, []tensor.Shape{x}},
 		{&maxPoolGradOp{g: poolGeom{3, 3, 2, 2, 1, 1}}, []tensor.Shape{x, sh(4, 16, 20, 20)}},
 		{&avgPoolOp{g: poolGeom{2, 2, 2, 2, 0, 0}}, []tensor.Shape{x}},

@@ -47,11 +47,11 @@ func (s gatesSpec) diff(n int) []bool             { return []bool{true, true, tr
 // inPlace: elementwise over either product (the biases have another shape).
 func (s gatesSpec) inPlace(operand int) bool { return operand < 2 }
 func (s gatesSpec) grads(in G.Nodes, out, grad *G.Node) (G.Nodes, error) {
-	dbih, err := G.ApplyOp(channelSumOp{dims: 2, owner: s.ownerIH}, grad)
+	dbih, err := G.ApplyOp(&channelSumOp{dims: 2, owner: s.ownerIH}, grad)
 	if err != nil {
 		return nil, err
 	}
-	dbhh, err := G.ApplyOp(channelSumOp{dims: 2, owner: s.ownerHH}, grad)
+	dbhh, err := G.ApplyOp(&channelSumOp{dims: 2, owner: s.ownerHH}, grad)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"hash"
 	"hash/fnv"
+	"slices"
+	"sync/atomic"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -62,19 +64,16 @@ func doPrealloc(k kernel, prealloc G.Value, in []G.Value) (G.Value, error) {
 }
 
 func doWorkspace(k kernel, out G.Value, ws []byte, in []G.Value, alloc bool) error {
-	dt, shapes, err := checkInputs(k, in)
+	c, err := checkShapes(k, in)
 	if err != nil {
 		return err
 	}
+	dt, shapes, os := c.dt, c.in, c.out
 	if out == nil {
 		return fmt.Errorf("layers: %v: nil output", k)
 	}
 	if out.Dtype() != dt {
 		return fmt.Errorf("layers: %v: output dtype %v, inputs %v", k, out.Dtype(), dt)
-	}
-	os, err := k.outShape(shapes)
-	if err != nil {
-		return err
 	}
 	if !out.Shape().Eq(os) {
 		return fmt.Errorf("layers: %v: output shape %v, want %v", k, out.Shape(), os)
@@ -89,6 +88,64 @@ func doWorkspace(k kernel, out G.Value, ws []byte, in []G.Value, alloc bool) err
 		return fmt.Errorf("layers: %v: workspace of %d bytes, need %d", k, len(ws), need)
 	}
 	return k.exec(dt, out, ws, in)
+}
+
+// shapeCheck is what checkShapes found for one call: the operands' dtype and shapes (owned
+// here) and the output shape they give.
+type shapeCheck struct {
+	dt  tensor.Dtype
+	in  []tensor.Shape
+	out tensor.Shape
+}
+
+// matches reports whether operands of dtype dt have exactly the shapes the check was made for.
+func (c *shapeCheck) matches(dt tensor.Dtype, in []G.Value) bool {
+	if c.dt != dt || len(c.in) != len(in) {
+		return false
+	}
+	for i, v := range in {
+		if !slices.Equal(v.Shape(), c.in[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// shapeMemo keeps an op's last shapeCheck. A training step calls each op with the same shapes
+// every time, and building the shape lists again was a hundred allocations a step. Checks are
+// immutable once stored and swapped atomically, so concurrent calls are safe. Ops embed it;
+// the ones that do not (value types) build their check on every call.
+type shapeMemo struct{ last atomic.Pointer[shapeCheck] }
+
+func (m *shapeMemo) memo() *shapeMemo { return m }
+
+// checkShapes is checkInputs and the op's output shape, from the op's memo when the operands'
+// dtype and shapes are the last ones it checked. Neither the memo's lists nor the shape it
+// returns may be changed: they are shared.
+func checkShapes(k kernel, in []G.Value) (*shapeCheck, error) {
+	m, memoized := k.(interface{ memo() *shapeMemo })
+	if memoized && len(in) == k.Arity() {
+		if dt, err := commonDtype(in); err == nil {
+			if c := m.memo().last.Load(); c != nil && c.matches(dt, in) {
+				return c, nil
+			}
+		}
+	}
+	dt, shapes, err := checkInputs(k, in)
+	if err != nil {
+		return nil, err
+	}
+	c := &shapeCheck{dt: dt, in: make([]tensor.Shape, len(shapes))}
+	for i, s := range shapes {
+		c.in[i] = slices.Clone(s)
+	}
+	if c.out, err = k.outShape(c.in); err != nil {
+		return nil, err
+	}
+	if memoized {
+		m.memo().last.Store(c)
+	}
+	return c, nil
 }
 
 func hashOf(op interface{ WriteHash(hash.Hash) }) uint32 {

@@ -3,6 +3,7 @@ package layers
 import (
 	"fmt"
 	"hash"
+	"slices"
 
 	"github.com/chewxy/hm"
 	G "gorgonia.org/gorgonia"
@@ -29,15 +30,24 @@ func (g poolGeom) String() string {
 
 // out returns the pooled shape of an (N,C,H,W) input.
 func (g poolGeom) out(x tensor.Shape) (tensor.Shape, error) {
-	if err := want4D("pool input", x); err != nil {
+	d, err := g.outDims(x)
+	if err != nil {
 		return nil, err
+	}
+	return d[:], nil
+}
+
+// outDims is out as an array, which a caller can keep on its stack.
+func (g poolGeom) outDims(x tensor.Shape) ([4]int, error) {
+	if err := want4D("pool input", x); err != nil {
+		return [4]int{}, err
 	}
 	oh := (x[2]+2*g.ph-g.kh)/g.sh + 1
 	ow := (x[3]+2*g.pw-g.kw)/g.sw + 1
 	if x[2]+2*g.ph < g.kh || x[3]+2*g.pw < g.kw {
-		return nil, fmt.Errorf("layers: pool window %v does not fit input %v", g, x)
+		return [4]int{}, fmt.Errorf("layers: pool window %v does not fit input %v", g, slices.Clone(x))
 	}
-	return tensor.Shape{x[0], x[1], oh, ow}, nil
+	return [4]int{x[0], x[1], oh, ow}, nil
 }
 
 // window clips output position (oh, ow)'s window to the image.
@@ -54,6 +64,7 @@ func (g poolGeom) window(oh, ow, H, W int) (h0, h1, w0, w1 int) {
 // batch sizes) and hidden state. The backward finds the argmax again from x.
 type maxPoolOp struct {
 	pure
+	shapeMemo
 	g poolGeom
 }
 
@@ -112,6 +123,7 @@ func (op *maxPoolOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, err
 // and not reading y lets the VM free y as soon as its forward consumers are done.
 type maxPoolGradOp struct {
 	pure
+	shapeMemo
 	noDiff
 	g poolGeom
 }
@@ -168,10 +180,11 @@ func (op *maxPoolGradOp) String() string        { return fmt.Sprintf("MaxPool2DG
 // gorgonia's (strict > from the window start); a NaN wins and stays, so NaNs propagate.
 func maxPoolExec[T float](g poolGeom, out, xv, dyv G.Value) error {
 	xs := xv.Shape()
-	ys, err := g.out(xs)
+	yd, err := g.outDims(xs)
 	if err != nil {
 		return err
 	}
+	ys := tensor.Shape(yd[:])
 	x, err := denseData[T](xv, xs)
 	if err != nil {
 		return err
@@ -188,24 +201,43 @@ func maxPoolExec[T float](g poolGeom, out, xv, dyv G.Value) error {
 	if err != nil {
 		return err
 	}
-	H, W, OH, OW := xs[2], xs[3], ys[2], ys[3]
-	parallelFor(xs[0]*xs[1], int64(len(x)), func(p0, p1 int) {
-		for p := p0; p < p1; p++ {
-			xp, yp := x[p*H*W:(p+1)*H*W], res[p*OH*OW:(p+1)*OH*OW]
-			var dyp []T
-			if dy != nil {
-				dyp, yp = dy[p*OH*OW:(p+1)*OH*OW], res[p*H*W:(p+1)*H*W]
-			}
-			switch {
-			case g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0:
-				maxPool2x2Plane(xp, yp, dyp, W, OH, OW)
-			case g == stemPool && isF32(xp) && maxPool3x3s2Plane32(f32s(xp), f32s(yp), f32s(dyp), H, W, OH, OW):
-			default:
-				maxPoolPlane(g, xp, yp, dyp, H, W, OH, OW)
-			}
-		}
-	})
+	jobs := jobsFor[T, maxPoolJob[T]](&maxPoolJobs32, &maxPoolJobs64)
+	j := jobs.get()
+	*j = maxPoolJob[T]{g: g, x: x, dy: dy, res: res, H: xs[2], W: xs[3], OH: ys[2], OW: ys[3]}
+	parallelChunks(xs[0]*xs[1], int64(len(x)), j)
+	jobs.put(j)
 	return nil
+}
+
+// maxPoolJob is maxPoolExec's parallel body: planes [p0, p1).
+type maxPoolJob[T float] struct {
+	g            poolGeom
+	x, dy, res   []T
+	H, W, OH, OW int
+}
+
+var (
+	maxPoolJobs32 jobList[maxPoolJob[float32]]
+	maxPoolJobs64 jobList[maxPoolJob[float64]]
+)
+
+func (j *maxPoolJob[T]) chunk(p0, p1 int) {
+	g, x, dy, res := j.g, j.x, j.dy, j.res
+	H, W, OH, OW := j.H, j.W, j.OH, j.OW
+	for p := p0; p < p1; p++ {
+		xp, yp := x[p*H*W:(p+1)*H*W], res[p*OH*OW:(p+1)*OH*OW]
+		var dyp []T
+		if dy != nil {
+			dyp, yp = dy[p*OH*OW:(p+1)*OH*OW], res[p*H*W:(p+1)*H*W]
+		}
+		switch {
+		case g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0:
+			maxPool2x2Plane(xp, yp, dyp, W, OH, OW)
+		case g == stemPool && isF32(xp) && maxPool3x3s2Plane32(f32s(xp), f32s(yp), f32s(dyp), H, W, OH, OW):
+		default:
+			maxPoolPlane(g, xp, yp, dyp, H, W, OH, OW)
+		}
+	}
 }
 
 // isF32 and f32s see a generic slice as []float32 (nil stays nil).
@@ -367,6 +399,7 @@ func maxPool2x2Plane[T float](xp, yp, dyp []T, W, OH, OW int) {
 // gorgonia's AveragePool2D gives wrong values forward and backward.
 type avgPoolOp struct {
 	pure
+	shapeMemo
 	g       poolGeom
 	exclude bool
 }
@@ -435,6 +468,7 @@ func (op *avgPoolOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, err
 // dy; the input's spatial size is recorded because a strided pool cannot recover it.
 type avgPoolGradOp struct {
 	pure
+	shapeMemo
 	noDiff
 	g       poolGeom
 	h, w    int
@@ -572,7 +606,10 @@ func avgPoolExec[T float](g poolGeom, exclude bool, out, xv, dyv G.Value) error 
 
 // globalAvgPoolOp: (N,C,H,W) -> (N,C). gorgonia's GlobalAveragePool2D has no gradient and keeps
 // the 4-D shape; a classifier head wants the (N,C) matrix anyway.
-type globalAvgPoolOp struct{ pure }
+type globalAvgPoolOp struct {
+	pure
+	shapeMemo
+}
 
 func (op *globalAvgPoolOp) Arity() int    { return 1 }
 func (op *globalAvgPoolOp) Type() hm.Type { return fnType(4, 2) }
@@ -629,6 +666,7 @@ func (op *globalAvgPoolOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Node
 // globalAvgPoolGradOp: dy (N,C) -> dx (N,C,H,W) = dy/(H*W) everywhere in the plane.
 type globalAvgPoolGradOp struct {
 	pure
+	shapeMemo
 	noDiff
 	h, w int
 }

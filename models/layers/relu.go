@@ -14,7 +14,10 @@ import (
 // product node, i.e. an extra activation-sized mask kept alive until the backward, whose gradient
 // also needs x. This op's gradient needs only its own output y (which the next layer keeps anyway),
 // with PyTorch's convention that the gradient at exactly 0 is 0.
-type reluOp struct{ pure }
+type reluOp struct {
+	pure
+	shapeMemo
+}
 
 func (op *reluOp) Arity() int { return 1 }
 func (op *reluOp) Type() hm.Type {
@@ -70,6 +73,7 @@ func (op *reluOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 // reluGradOp: (y, dy) -> dy where y > 0, else 0.
 type reluGradOp struct {
 	pure
+	shapeMemo
 	noDiff
 }
 
@@ -121,25 +125,41 @@ func reluExec[T float](out, xv, dyv G.Value) error {
 	if err != nil {
 		return err
 	}
-	const chunk = 1 << 14
-	parallelFor((len(x)+chunk-1)/chunk, int64(len(x)), func(c0, c1 int) {
-		lo, hi := c0*chunk, min(c1*chunk, len(x))
-		xr, rr := x[lo:hi], res[lo:hi]
-		var dr []T
-		if dy != nil {
-			dr = dy[lo:hi]
-		}
-		// Through bit masks rather than branches: a branch on the sign of activations is
-		// mispredicted about every other element. The values are those of the branches: x (or
-		// dy) where x > 0, NaN kept in the forward pass, +0 elsewhere.
-		switch xr := any(xr).(type) {
-		case []float32:
-			reluMask32(any(rr).([]float32), xr, asF32(dr))
-		case []float64:
-			reluMask64(any(rr).([]float64), xr, asF64(dr))
-		}
-	})
+	jobs := jobsFor[T, reluJob[T]](&reluJobs32, &reluJobs64)
+	j := jobs.get()
+	*j = reluJob[T]{x: x, dy: dy, res: res}
+	parallelChunks((len(x)+reluChunk-1)/reluChunk, int64(len(x)), j)
+	jobs.put(j)
 	return nil
+}
+
+// reluChunk is the elements of one unit of reluExec's parallel work.
+const reluChunk = 1 << 14
+
+// reluJob is reluExec's parallel body: res from x (and dy), chunks [c0, c1) of reluChunk.
+type reluJob[T float] struct{ x, dy, res []T }
+
+var (
+	reluJobs32 jobList[reluJob[float32]]
+	reluJobs64 jobList[reluJob[float64]]
+)
+
+func (j *reluJob[T]) chunk(c0, c1 int) {
+	lo, hi := c0*reluChunk, min(c1*reluChunk, len(j.x))
+	xr, rr := j.x[lo:hi], j.res[lo:hi]
+	var dr []T
+	if j.dy != nil {
+		dr = j.dy[lo:hi]
+	}
+	// Through bit masks rather than branches: a branch on the sign of activations is
+	// mispredicted about every other element. The values are those of the branches: x (or
+	// dy) where x > 0, NaN kept in the forward pass, +0 elsewhere.
+	switch xr := any(xr).(type) {
+	case []float32:
+		reluMask32(any(rr).([]float32), xr, asF32(dr))
+	case []float64:
+		reluMask64(any(rr).([]float64), xr, asF64(dr))
+	}
 }
 
 // InPlaceSafe tells the out-of-core VM that y may be written over x: ReLU

@@ -59,6 +59,42 @@ func (b *Block) Size() int64 { return b.size }
 // of one Memory and aligned to at least 256 bytes (in practice 512).
 func (b *Block) Addr() uintptr { return b.addr }
 
+// Recycler is implemented by the allocators here: Recycle takes back the *Block structs of
+// blocks the caller has freed and keeps no reference to, and a later Alloc may return one of
+// them for new memory. A training step frees and allocates the same tensors every step, and a
+// new Block for each was a heap allocation per tensor per step. A Block that is not freed, or
+// is another allocator's, is left alone. Once recycled, a Block must not be used at all: Free
+// cannot tell a stale pointer to it from the block it now stands for.
+type Recycler interface {
+	Recycle(blocks []*Block)
+}
+
+// spareBlocks are recycled Block structs (see Recycler), guarded by their allocator's lock.
+type spareBlocks struct{ spare []*Block }
+
+// newBlock is a Block with the given fields, a recycled one when there is one.
+func (s *spareBlocks) newBlock(v Block) *Block {
+	var b *Block
+	if n := len(s.spare); n > 0 {
+		b = s.spare[n-1]
+		s.spare[n-1] = nil
+		s.spare = s.spare[:n-1]
+	} else {
+		b = new(Block)
+	}
+	*b = v
+	return b
+}
+
+func (s *spareBlocks) recycle(owner any, blocks []*Block) {
+	for _, b := range blocks {
+		if b != nil && b.owner == owner && b.freed {
+			*b = Block{}
+			s.spare = append(s.spare, b)
+		}
+	}
+}
+
 // Allocator hands out device memory from a Memory. Implementations are safe for concurrent use.
 type Allocator interface {
 	// Alloc returns a block of size > 0 bytes. A failure for lack of memory wraps

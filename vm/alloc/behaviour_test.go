@@ -206,3 +206,103 @@ func TestVASmallPool(t *testing.T) {
 		t.Errorf("10 MiB maps %d, 10 MiB + 1 maps %d; want the limit at C/4", small.mapped, large.mapped)
 	}
 }
+
+// TestSteadyAllocsReuseSplitPieces: a step that allocates and frees the same sizes splits
+// and merges pieces every time; the pieces a merge frees are reused by the next split, so
+// the step's only heap allocations are the Blocks it is handed, and none when it recycles
+// them (Recycler).
+func TestSteadyAllocsReuseSplitPieces(t *testing.T) {
+	sizes := []int64{4 << 10, 100 << 10, 3 << 10, 700, 64 << 10, 12 << 10}
+	for _, ak := range allocKinds {
+		t.Run(ak.name, func(t *testing.T) {
+			a := ak.new(t, memKinds[1].new(t, 256*mib))
+			defer a.Close()
+			blocks := make([]*Block, len(sizes))
+			step := func() {
+				for i, s := range sizes {
+					b, err := a.Alloc(s)
+					if err != nil {
+						t.Fatal(err)
+					}
+					blocks[i] = b
+				}
+				// Freed in another order than made, so merges run both ways.
+				for _, i := range []int{1, 3, 5, 0, 2, 4} {
+					if err := a.Free(blocks[i]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			step()
+			allocs := testing.AllocsPerRun(20, step)
+			if want := float64(len(sizes)); allocs != want {
+				t.Errorf("a step of %d allocations makes %.1f heap allocations, want %.0f (its Blocks)", len(sizes), allocs, want)
+			}
+			recycling := func() {
+				step()
+				a.(Recycler).Recycle(blocks)
+			}
+			recycling()
+			if allocs := testing.AllocsPerRun(20, recycling); allocs != 0 {
+				t.Errorf("a step that recycles its Blocks makes %.1f heap allocations, want 0", allocs)
+			}
+		})
+	}
+}
+
+// TestRecycle: only freed blocks of the allocator itself are taken back, and a recycled Block
+// comes back from Alloc standing for its new memory.
+func TestRecycle(t *testing.T) {
+	for _, ak := range allocKinds {
+		t.Run(ak.name, func(t *testing.T) {
+			mem := memKinds[0].new(t, 64*mib)
+			a := ak.new(t, mem)
+			defer a.Close()
+			other := ak.new(t, memKinds[1].new(t, 64*mib))
+			defer other.Close()
+			r := a.(Recycler)
+			live, err := a.Alloc(3000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			foreign, err := other.Alloc(3000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := other.Free(foreign); err != nil {
+				t.Fatal(err)
+			}
+			r.Recycle([]*Block{live, foreign, nil})
+			if live.Size() != 3000 || len(live.Bytes()) != 3000 {
+				t.Fatalf("a live block was recycled: size %d, %d bytes", live.Size(), len(live.Bytes()))
+			}
+			if foreign.Size() != 3000 {
+				t.Fatalf("another allocator's block was recycled")
+			}
+			if err := a.Free(live); err != nil {
+				t.Fatal(err)
+			}
+			r.Recycle([]*Block{live})
+			for _, size := range []int64{5 << 20, 700} {
+				b, err := a.Alloc(size)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if b != live {
+					t.Fatalf("Alloc(%d) made a new Block with one recycled", size)
+				}
+				if b.Size() != size || int64(len(b.Bytes())) != size || b.Addr() == 0 {
+					t.Fatalf("recycled block of %d bytes: size %d, %d bytes at %#x", size, b.Size(), len(b.Bytes()), b.Addr())
+				}
+				b.Bytes()[size-1] = 7
+				if err := a.Free(b); err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Free(b); err == nil {
+					t.Fatal("a recycled block freed twice")
+				}
+				r.Recycle([]*Block{b})
+			}
+		})
+	}
+}

@@ -24,6 +24,7 @@ type bestFit struct {
 	regions map[*region]struct{}
 	stats   Stats
 	closed  bool
+	blocks  spareBlocks
 }
 
 // NewBestFit returns the best-fit caching allocator over mem: PyTorch's CUDA caching
@@ -109,7 +110,7 @@ func (a *bestFit) Alloc(size int64) (*Block, error) {
 	}
 	p.split(x, rounded)
 	a.stats.noteAlloc(size, x.size)
-	return x.block(a, size), nil
+	return x.block(&a.blocks, a, size), nil
 }
 
 // newSegment gets a segment from the Memory, and when that runs out returns every cached
@@ -170,6 +171,13 @@ func (a *bestFit) fail(size int64) error {
 	return oomError(a.Name(), size, a.stats, a.stats.Reserved-a.stats.Mapped)
 }
 
+// Recycle implements Recycler.
+func (a *bestFit) Recycle(blocks []*Block) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.blocks.recycle(a, blocks)
+}
+
 func (a *bestFit) Free(b *Block) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -178,6 +186,7 @@ func (a *bestFit) Free(b *Block) error {
 	}
 	b.freed = true
 	b.piece.reg.pool.release(b.piece)
+	b.piece = nil // the piece may be merged away and reused
 	a.stats.noteFree(b.size, b.mapped)
 	return nil
 }

@@ -30,9 +30,10 @@ func (p *piece) addr() uintptr { return p.reg.addr + uintptr(p.off) }
 // whole reports whether the piece is its entire region, i.e. the region is unsplit.
 func (p *piece) whole() bool { return p.prev == nil && p.next == nil }
 
-// block makes the Block handed out for an in-use piece; the piece may be larger than size.
-func (p *piece) block(owner any, size int64) *Block {
-	b := &Block{owner: owner, addr: p.addr(), size: size, mapped: p.size, piece: p}
+// block makes the Block handed out for an in-use piece, from spare when it has one; the piece
+// may be larger than size.
+func (p *piece) block(spare *spareBlocks, owner any, size int64) *Block {
+	b := spare.newBlock(Block{owner: owner, addr: p.addr(), size: size, mapped: p.size, piece: p})
 	if p.reg.data != nil {
 		b.data = p.reg.data[p.off : p.off+size]
 	}
@@ -46,6 +47,32 @@ type pool struct {
 	free []*piece
 	// splitMin is the least remainder worth keeping as a free piece when splitting.
 	splitMin int64
+	// spare are pieces a merge made unused, for split to take again: a training step splits
+	// and merges as often as it allocates, and a new piece each time was a heap allocation
+	// per tensor per step. No one else points to them: the block of a merged piece is freed,
+	// and Free no longer follows its link (it forgets it).
+	spare     []*piece
+	spareRegs []*region // regions dropped whole (VA's small pool returns them every step)
+}
+
+// newPiece is a piece with the given fields, a spare one when there is one.
+func (p *pool) newPiece(v piece) *piece {
+	var x *piece
+	if n := len(p.spare); n > 0 {
+		x = p.spare[n-1]
+		p.spare[n-1] = nil
+		p.spare = p.spare[:n-1]
+	} else {
+		x = new(piece)
+	}
+	*x = v
+	return x
+}
+
+// retire keeps a piece a merge absorbed for newPiece.
+func (p *pool) retire(x *piece) {
+	*x = piece{}
+	p.spare = append(p.spare, x)
 }
 
 func comparePieces(a, b *piece) int {
@@ -82,8 +109,24 @@ func (p *pool) bestFit(size int64) *piece {
 // newRegion makes a region of the pool and returns its single piece, in use, for the caller
 // to split.
 func (p *pool) newRegion(addr uintptr, data []byte, size int64) *piece {
-	reg := &region{addr: addr, data: data, size: size, pool: p}
-	return &piece{reg: reg, size: size}
+	var reg *region
+	if n := len(p.spareRegs); n > 0 {
+		reg = p.spareRegs[n-1]
+		p.spareRegs[n-1] = nil
+		p.spareRegs = p.spareRegs[:n-1]
+	} else {
+		reg = new(region)
+	}
+	*reg = region{addr: addr, data: data, size: size, pool: p}
+	return p.newPiece(piece{reg: reg, size: size})
+}
+
+// retireRegion keeps a whole piece, out of the pool, and its region for newRegion: the
+// caller has given the region's memory back.
+func (p *pool) retireRegion(x *piece) {
+	*x.reg = region{}
+	p.spareRegs = append(p.spareRegs, x.reg)
+	p.retire(x)
 }
 
 // split trims an in-use piece to size, keeping the rest as a free piece when the rest is
@@ -94,7 +137,7 @@ func (p *pool) split(x *piece, size int64) {
 	if rest < p.splitMin || rest <= 0 {
 		return
 	}
-	tail := &piece{reg: x.reg, off: x.off + size, size: rest, prev: x, next: x.next}
+	tail := p.newPiece(piece{reg: x.reg, off: x.off + size, size: rest, prev: x, next: x.next})
 	if x.next != nil {
 		x.next.prev = tail
 	}
@@ -113,6 +156,7 @@ func (p *pool) release(x *piece) *piece {
 		if x.next != nil {
 			x.next.prev = prev
 		}
+		p.retire(x)
 		x = prev
 	}
 	if next := x.next; next != nil && next.free {
@@ -122,6 +166,7 @@ func (p *pool) release(x *piece) *piece {
 		if next.next != nil {
 			next.next.prev = x
 		}
+		p.retire(next)
 	}
 	p.insert(x)
 	return x

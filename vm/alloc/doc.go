@@ -41,6 +41,14 @@
 // device. A VA chunk is any positive multiple of it, so on the CPU device a small model's
 // chunks can be a few pages rather than CUDA's 2 MiB.
 //
+// # Steady state
+//
+// A training step frees and allocates the same tensors every step. Neither allocator takes Go
+// heap for that once warm: the pieces a merge frees are kept for the next split (and VA's whole
+// pool chunks with their regions), and a caller that holds no reference to its freed blocks any
+// more hands their Block structs back with Recycle (Recycler), for Alloc to return again. The
+// out-of-core VM does so at the end of each step.
+//
 // # Fragmentation
 //
 // Stats give, for live blocks, the bytes Requested and the bytes Mapped for them after

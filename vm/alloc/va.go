@@ -40,6 +40,7 @@ type va struct {
 	ranges       map[*vaRange]struct{} // every range held, for Close
 	stats        Stats
 	closed       bool
+	blocks       spareBlocks
 }
 
 // NewVA returns the virtual-addressing allocator over mem with physical chunks of chunkSize
@@ -102,7 +103,7 @@ func (a *va) Alloc(size int64) (*Block, error) {
 	if err != nil {
 		return nil, a.failWith(size, err)
 	}
-	b := &Block{owner: a, addr: r.r.Addr, size: size, mapped: int64(n) * a.c, rng: r}
+	b := a.blocks.newBlock(Block{owner: a, addr: r.r.Addr, size: size, mapped: int64(n) * a.c, rng: r})
 	if r.r.Data != nil {
 		b.data = r.r.Data[:size]
 	}
@@ -123,7 +124,7 @@ func (a *va) allocSmall(size int64) (*Block, error) {
 	}
 	a.small.split(x, rounded)
 	a.stats.noteAlloc(size, x.size)
-	return x.block(a, size), nil
+	return x.block(&a.blocks, a, size), nil
 }
 
 // getRange returns a mapped range of n chunks: a cached one if there is one of that size,
@@ -257,6 +258,13 @@ func (a *va) fail(size int64) error {
 	return oomError(a.Name(), size, a.stats, a.stats.Capacity-a.stats.Mapped-usable)
 }
 
+// Recycle implements Recycler.
+func (a *va) Recycle(blocks []*Block) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.blocks.recycle(a, blocks)
+}
+
 func (a *va) Free(b *Block) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -269,9 +277,12 @@ func (a *va) Free(b *Block) error {
 		a.putCache(b.rng)
 		return nil
 	}
-	if x := a.small.release(b.piece); x.whole() {
+	x := a.small.release(b.piece)
+	b.piece = nil // the piece may be merged away and reused
+	if x.whole() {
 		a.small.remove(x)
 		a.putCache(x.reg.rng)
+		a.small.retireRegion(x)
 	}
 	return nil
 }

@@ -26,7 +26,10 @@
 //   - a copy of the input, then UnsafeDo on it (elementwise unary ops);
 //   - a strided copy, for ops that only move elements (any order of copying
 //     gives the same bits);
-//   - Do's arithmetic rewritten to write into out, operation for operation.
+//   - Do's arithmetic rewritten to write into out, operation for operation
+//     (softmax's kernels run row after row, without tensor's goroutine per
+//     row and its allocations: no row reads what another writes, so the
+//     order changes no bit).
 //
 // # Reductions
 //
@@ -65,8 +68,8 @@
 // A Func allocates headers, not data, except: gorgonia's GroupNorm and the
 // CTC loss gradient allocate scratch inside, in Do as well (GroupNorm
 // about a sixth of the tensor's bytes per call, the CTC gradient a
-// transposed copy of its input); tensor's softmax and gorgonia's
-// batch-norm start a goroutine per row or channel; a non-contiguous view
+// transposed copy of its input); gorgonia's batch-norm starts a goroutine
+// per channel; a non-contiguous view
 // handed to Sum or Max is materialised first, as Do does.
 //
 // A Func does not panic: bad inputs give errors, and inputs that would
@@ -76,7 +79,10 @@
 // dtypes). Inputs are expected to be plain tensors, as the VM makes them:
 // views are copied in their logical order by the data-movement Funcs and
 // refused where Do's kernel reads a view's raw backing. Scalar results
-// are not handled; the caller runs Do for scalar nodes.
+// are not For's: ScalarFor computes the scalar ops a loss is made of
+// (arithmetic of two float scalars, a unary function of one, a tensor's
+// size along an axis) into caller memory, and the caller runs Do for the
+// other scalar nodes.
 //
 // # Ops
 //
@@ -108,9 +114,13 @@
 //   - *gorgonia.maxPoolDiffOp: own UsePreallocDo
 //   - *gorgonia.maxPoolOp: own UsePreallocDo (also fills the op's argmax mask, as Do does)
 //   - *gorgonia.repeatOp: own UsePreallocDo
-//   - *gorgonia.sliceOp: the input's tensor.Slice view copied into out
-//   - *gorgonia.softmaxDiffOp: zero out, own UsePreallocDo
-//   - *gorgonia.softmaxOp: zero out, own UsePreallocDo
+//   - *gorgonia.sliceOp: a range of step 1 within the axis copied into out from a layout made
+//     here; any other slice: the input's tensor.Slice view copied into out
+//   - *gorgonia.softmaxDiffOp: tensor's softmax gradient kernels run row after row in the
+//     caller's goroutine; zero out and own UsePreallocDo off tensor's StdEng
+//   - *gorgonia.softmaxOp: tensor's softmax kernels run row after row in the caller's
+//     goroutine, without the goroutine per row (its first-row maximum included); zero out and
+//     own UsePreallocDo off tensor's StdEng
 //   - *gorgonia.upsampleDiffOp: Do's loop (float64 sums in Do's order) into out
 //   - *gorgonia.upsampleOp: each input element copied to its (s+1)x(s+1) block
 //   - gorgonia.Iop: copy
@@ -126,7 +136,9 @@
 //   - gorgonia.elemUnaryOp: copy x into out (nothing to copy when out is x), own UnsafeDo on
 //     out
 //   - gorgonia.im2colOp: own UsePreallocDo
-//   - gorgonia.linAlgBinOp: own UsePreallocDo (vector dot products are scalars: not handled)
+//   - gorgonia.linAlgBinOp: the GEMM call of tensor's MatMul made here, with its arguments, for a
+//     matrix product of plain row-major operands; own UsePreallocDo for the other products and
+//     operands (vector dot products are scalars: not handled)
 //   - gorgonia.maxBetween: own UsePreallocDo
 //   - gorgonia.minBetween: own UsePreallocDo
 //   - gorgonia.reshapeOp: copy in row-major order

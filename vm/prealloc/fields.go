@@ -48,6 +48,14 @@ func intField(op any, name string) (int, error) {
 	return int(f.Int()), nil
 }
 
+func boolField(op any, name string) (bool, error) {
+	f, err := field(op, name, reflect.Bool)
+	if err != nil {
+		return false, err
+	}
+	return f.Bool(), nil
+}
+
 func floatField(op any, name string) (float64, error) {
 	f, err := field(op, name, reflect.Float64)
 	if err != nil {

@@ -2,6 +2,7 @@ package prealloc
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"gorgonia.org/gorgonia"
@@ -126,20 +127,22 @@ func (l layout) check() error {
 	}
 	last := 0
 	for i, d := range l.shape {
+		// The messages format copies, so that the layout's arrays (often on the caller's
+		// stack) do not escape to the heap on every call.
 		if d < 0 {
-			return fmt.Errorf("negative dimension in %v", l.shape)
+			return fmt.Errorf("negative dimension in %v", slices.Clone(l.shape))
 		}
 		if d == 0 {
 			return nil
 		}
 		if l.strides[i] < 0 {
-			return fmt.Errorf("negative stride in %v", l.strides)
+			return fmt.Errorf("negative stride in %v", slices.Clone(l.strides))
 		}
 		last += (d - 1) * l.strides[i]
 	}
 	if (last+1)*l.es > len(l.data) {
 		return fmt.Errorf("shape %v with strides %v needs %d bytes, the tensor has %d",
-			l.shape, l.strides, (last+1)*l.es, len(l.data))
+			slices.Clone(l.shape), slices.Clone(l.strides), (last+1)*l.es, len(l.data))
 	}
 	return nil
 }
@@ -151,13 +154,10 @@ func copyLayout(dst, src layout) error {
 	if dst.es != src.es {
 		return fmt.Errorf("element sizes %d and %d differ", dst.es, src.es)
 	}
-	if len(dst.shape) != len(src.shape) {
-		return fmt.Errorf("shapes %v and %v differ", dst.shape, src.shape)
-	}
-	for i := range dst.shape {
-		if dst.shape[i] != src.shape[i] {
-			return fmt.Errorf("shapes %v and %v differ", dst.shape, src.shape)
-		}
+	if !slices.Equal(dst.shape, src.shape) {
+		// Copies: formatting the shapes themselves would put every caller's shape array on
+		// the heap, an allocation per call.
+		return fmt.Errorf("shapes %v and %v differ", slices.Clone(dst.shape), slices.Clone(src.shape))
 	}
 	if err := dst.check(); err != nil {
 		return err

@@ -133,6 +133,39 @@ func buildConcat(op gorgonia.Op) (Func, error) {
 	}, nil
 }
 
+// copyRange copies the elements of x in [start, end) along axis along (the plain slice
+// s: step 1, within the axis) into out, in row-major order, as the copy of Do's view would:
+// the same elements in the same order, without building the view (tensor's Slice makes a
+// header and clones shapes and strides, a handful of heap allocations a call). It reports
+// false for any other slice, which then goes through tensor's own Slice.
+func copyRange(out, x *tensor.Dense, along int, s tensor.Slice, all bool) (bool, error) {
+	if all || s == nil || s.Step() != 1 {
+		return false, nil
+	}
+	xl, err := denseLayout(x)
+	if err != nil || along < 0 || along >= len(xl.shape) || xl.es <= 0 {
+		return false, nil
+	}
+	start, end := s.Start(), s.End()
+	if start < 0 || end > xl.shape[along] || start >= end {
+		return false, nil
+	}
+	var shp, str, ost [maxDims]int
+	n := copy(shp[:], xl.shape)
+	copy(str[:], xl.strides)
+	shp[along] = end - start
+	view := layout{data: xl.data[start*xl.strides[along]*xl.es:], es: xl.es, shape: shp[:n], strides: str[:n]}
+	ob, err := outBytes(out, x.Dtype(), view.size())
+	if err != nil {
+		return true, err
+	}
+	if overlap(ob, xl.data) {
+		return true, fmt.Errorf("out overlaps its input")
+	}
+	dst := layout{data: ob, es: xl.es, shape: view.shape, strides: rowMajorStrides(view.shape, ost[:n])}
+	return true, copyLayout(dst, view)
+}
+
 // slicer is what *sliceOp tells of itself.
 type slicer interface {
 	IsSlice() tensor.Slice
@@ -159,6 +192,9 @@ func buildSlice(op gorgonia.Op) (Func, error) {
 		}
 		x, err := denseArg(inputs, 0)
 		if err != nil {
+			return err
+		}
+		if done, err := copyRange(out, x, along, s, all); done {
 			return err
 		}
 		// The same slicing call as Do's, so the same view (or error).

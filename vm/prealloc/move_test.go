@@ -102,6 +102,11 @@ func TestSlice(t *testing.T) {
 		{[]int{3, 4, 5}, []tensor.Slice{nil, nil, G.S(4)}},
 		{[]int{3, 4, 5}, []tensor.Slice{G.S(2), G.S(1, 3)}},
 		{[]int{2, 3, 4, 5}, []tensor.Slice{nil, G.S(1, 3), nil, G.S(1, 5, 2)}},
+		{[]int{64, 32, 7, 7}, []tensor.Slice{nil, G.S(0, 16)}},
+		{[]int{64, 32, 7, 7}, []tensor.Slice{nil, G.S(16, 32)}},
+		{[]int{3, 4, 5}, []tensor.Slice{nil, nil, G.S(0, 5)}},
+		{[]int{1, 4}, []tensor.Slice{nil, G.S(1, 3)}},
+		{[]int{4, 1}, []tensor.Slice{G.S(1, 3)}},
 	}
 	for _, dt := range floats {
 		for _, c := range cases {

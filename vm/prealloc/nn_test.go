@@ -20,6 +20,10 @@ func TestSoftmax(t *testing.T) {
 	}{
 		{[]int{5, 7}, nil}, {[]int{5, 7}, []int{0}}, {[]int{5, 7}, []int{1}},
 		{[]int{6}, nil}, {[]int{2, 3, 4}, []int{0}}, {[]int{2, 3, 4}, []int{1}}, {[]int{2, 3, 4}, nil},
+		// A column vector takes axis 0, tensor's kernel for an axis that is
+		// not the last, with one element after it; a row vector the last.
+		{[]int{5, 1}, nil}, {[]int{1, 7}, nil}, {[]int{5, 1}, []int{1}}, {[]int{2, 3, 1}, []int{1}},
+		{[]int{2, 3, 4}, []int{2}}, {[]int{2, 3, 4}, []int{-2}}, {[]int{3, 2, 2, 5}, []int{1}}, {[]int{64, 10}, nil},
 	}
 	for _, dt := range floats {
 		for _, c := range cases {
@@ -33,9 +37,51 @@ func TestSoftmax(t *testing.T) {
 					}
 					n := G.Must(sm(x, c.axes...))
 					checkNode(t, n, 20)
+					ins := inputsOf(n, 20)
+					// tensor starts every row's maximum from the first row's
+					// first element: made the largest, it decides every row.
+					ins[0].(*tensor.Dense).Set(0, valueOf(dt, 40))
+					runBoth(t, n.Op(), ins, n.Dtype(), n.Shape())
+					runBoth(t, n.Op(), []G.Value{special(filled(dt, 3, c.shape...))}, n.Dtype(), n.Shape())
+
 					gradOf(t, n, x)
-					checkNode(t, findOp(t, g, "*gorgonia.softmaxDiffOp"), 21)
+					d := findOp(t, g, "*gorgonia.softmaxDiffOp")
+					checkNode(t, d, 21)
+					ins = inputsOf(d, 21)
+					special(ins[1].(*tensor.Dense))
+					special(ins[2].(*tensor.Dense))
+					runBoth(t, d.Op(), ins, d.Dtype(), d.Shape())
 				})
+			}
+		}
+	}
+}
+
+func valueOf(dt tensor.Dtype, v float64) any {
+	if dt == tensor.Float32 {
+		return float32(v)
+	}
+	return v
+}
+
+// TestSoftmaxNoAllocation: the softmax Funcs run their rows in the
+// caller's goroutine, so a call allocates nothing (tensor's kernels start
+// a goroutine per row, two heap objects each: the loss of a batch of 64
+// made 258 allocations a step).
+func TestSoftmaxNoAllocation(t *testing.T) {
+	for _, dt := range floats {
+		for _, axes := range [][]int{nil, {0}} {
+			g := G.NewGraph()
+			x := input(g, dt, "x", 64, 10)
+			n := G.Must(G.LogSoftMax(x, axes...))
+			gradOf(t, n, x)
+			for _, node := range []*G.Node{n, findOp(t, g, "*gorgonia.softmaxDiffOp")} {
+				f, ok := For(node.Op())
+				require.True(t, ok)
+				ins := inputsOf(node, 1)
+				out := poisoned(dt, node.Shape()...)
+				allocs := testing.AllocsPerRun(10, func() { require.NoError(t, f(out, ins...)) })
+				require.Zero(t, allocs, "%v %T axes %v: allocations per call", dt, node.Op(), axes)
 			}
 		}
 	}
@@ -261,6 +307,34 @@ func TestLinAlg(t *testing.T) {
 				}
 				checkNode(t, n, 80+i)
 			})
+		}
+	}
+}
+
+// TestMatMulGEMM: a matrix product and its gradients (transposed operands) are tensor's GEMM
+// call made directly, bit for bit and without allocating, for every mix of dimensions of 1
+// (where T() is a no-op or turns a vector) and larger ones, including the GEMM's packed
+// and edge paths.
+func TestMatMulGEMM(t *testing.T) {
+	dims := []int{1, 3, 17, 70}
+	for _, dt := range floats {
+		for _, m := range dims {
+			for _, k := range dims {
+				for _, n := range dims {
+					g := G.NewGraph()
+					a, b := input(g, dt, "a", m, k), input(g, dt, "b", k, n)
+					gradOf(t, G.Must(G.Mul(a, b)), a, b)
+					for i, node := range findOps(g, "gorgonia.linAlgBinOp") {
+						checkNode(t, node, 90+i)
+						f, ok := For(node.Op())
+						require.True(t, ok)
+						ins := inputsOf(node, 90+i)
+						out := poisoned(dt, node.Shape()...)
+						allocs := testing.AllocsPerRun(3, func() { require.NoError(t, f(out, ins...)) })
+						require.Zero(t, allocs, "%v (%d,%d)x(%d,%d) %v: allocations", dt, m, k, k, n, node.Op())
+					}
+				}
+			}
 		}
 	}
 }

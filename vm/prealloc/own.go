@@ -3,6 +3,8 @@ package prealloc
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"sync/atomic"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -42,6 +44,7 @@ func usePrealloc(check func(op gorgonia.Op, out *tensor.Dense, inputs []gorgonia
 		if err != nil {
 			return nil, err
 		}
+		var sized sizeMemo
 		return func(out *tensor.Dense, inputs ...gorgonia.Value) error {
 			if err := arity(inputs, op.Arity()); err != nil {
 				return err
@@ -52,8 +55,11 @@ func usePrealloc(check func(op gorgonia.Op, out *tensor.Dense, inputs []gorgonia
 			if len(inputs) > 0 && inputs[0] != nil && out.Dtype() != inputs[0].Dtype() {
 				return fmt.Errorf("out is %v, the input %v", out.Dtype(), inputs[0].Dtype())
 			}
-			if err := inferredSize(op, out, inputs); err != nil {
-				return err
+			if !sized.holds(out, inputs) {
+				if err := inferredSize(op, out, inputs); err != nil {
+					return err
+				}
+				sized.remember(out, inputs)
 			}
 			if check != nil {
 				if err := check(op, out, inputs); err != nil {
@@ -63,6 +69,49 @@ func usePrealloc(check func(op gorgonia.Op, out *tensor.Dense, inputs []gorgonia
 			return runPrealloc(pd, out, inputs)
 		}, nil
 	}
+}
+
+// sizeMemo remembers the operand and output shapes inferredSize last
+// passed, which a training step gives every time: gorgonia's InferShape and
+// the DimSizer list for it were allocations per call. A stored entry is
+// never changed, and entries are swapped atomically.
+type sizeMemo struct{ last atomic.Pointer[sizedShapes] }
+
+type sizedShapes struct {
+	out tensor.Shape
+	in  []tensor.Shape // nil for a scalar operand
+}
+
+func (m *sizeMemo) holds(out *tensor.Dense, inputs []gorgonia.Value) bool {
+	c := m.last.Load()
+	if c == nil || len(c.in) != len(inputs) || !slices.Equal(c.out, out.Shape()) {
+		return false
+	}
+	for i, in := range inputs {
+		if in == nil {
+			return false
+		}
+		if _, ok := in.(gorgonia.Scalar); ok {
+			if c.in[i] != nil {
+				return false
+			}
+			continue
+		}
+		if c.in[i] == nil || !slices.Equal(c.in[i], in.Shape()) {
+			return false
+		}
+	}
+	return true
+}
+
+func (m *sizeMemo) remember(out *tensor.Dense, inputs []gorgonia.Value) {
+	c := &sizedShapes{out: slices.Clone(out.Shape()), in: make([]tensor.Shape, len(inputs))}
+	for i, in := range inputs {
+		if _, ok := in.(gorgonia.Scalar); !ok {
+			c.in[i] = append(tensor.Shape{}, in.Shape()...)
+		}
+	}
+	m.last.Store(c)
 }
 
 // inferredSize compares out with the shape the op infers from the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 
 	"gorgonia.org/gorgonia"
@@ -78,7 +79,7 @@ type strategy struct {
 // documentation's table.
 var strategies = map[string]strategy{
 	// The op's own UsePreallocDo writes the whole result whatever out holds.
-	"gorgonia.linAlgBinOp":    {"own UsePreallocDo (vector dot products are scalars: not handled)", usePrealloc(nil)},
+	"gorgonia.linAlgBinOp":    {"the GEMM call of tensor's MatMul made here, with its arguments, for a matrix product of plain row-major operands; own UsePreallocDo for the other products and operands (vector dot products are scalars: not handled)", buildLinAlg},
 	"gorgonia.im2colOp":       {"own UsePreallocDo", usePrealloc(checkIm2Col)},
 	"gorgonia.col2imOp":       {"own UsePreallocDo", usePrealloc(checkCol2Im)},
 	"*gorgonia.maxPoolOp":     {"own UsePreallocDo (also fills the op's argmax mask, as Do does)", usePrealloc(nil)},
@@ -88,8 +89,6 @@ var strategies = map[string]strategy{
 	"gorgonia.maxBetween":     {"own UsePreallocDo", usePrealloc(nil)},
 
 	// Do is UsePreallocDo on a freshly zeroed tensor: zero out, then the same.
-	"*gorgonia.softmaxOp":     {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(0, true))},
-	"*gorgonia.softmaxDiffOp": {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(1, true))},
 	"gorgonia.sliceIncrOp":    {"zero out, own UsePreallocDo", buildSliceIncr},
 	"*gorgonia.avgPoolOp":     {"zero out, own UsePreallocDo (also fills the op's mask, as Do does)", zeroThenPrealloc(likeInput(0, false))},
 	"*gorgonia.avgPoolDiffOp": {"zero out, own UsePreallocDo", zeroThenPrealloc(likeInput(0, true))},
@@ -111,7 +110,7 @@ var strategies = map[string]strategy{
 	// Data movement: every element copied as bits, no arithmetic.
 	"gorgonia.transposeOp":          {"strided copy through the permuted strides", buildTranspose},
 	"gorgonia.concatOp":             {"each input copied into its block of out", buildConcat},
-	"*gorgonia.sliceOp":             {"the input's tensor.Slice view copied into out", buildSlice},
+	"*gorgonia.sliceOp":             {"a range of step 1 within the axis copied into out from a layout made here; any other slice: the input's tensor.Slice view copied into out", buildSlice},
 	"gorgonia.reshapeOp":            {"copy in row-major order", buildReshape},
 	"gorgonia.Iop":                  {"copy", buildIdentity},
 	"*gorgonia.upsampleOp":          {"each input element copied to its (s+1)x(s+1) block", buildUpsample},
@@ -125,6 +124,8 @@ var strategies = map[string]strategy{
 	"gorgonia.sumOp":           {"tensor v0.9.24's reduction kernels replayed axis by axis without intermediates, its middle-axis indexing bug included", buildSum},
 	"*gorgonia.maxOp":          {"as sumOp, with the max kernels", buildMax},
 	"*gorgonia.upsampleDiffOp": {"Do's loop (float64 sums in Do's order) into out", buildUpsampleDiff},
+	"*gorgonia.softmaxOp":      {"tensor's softmax kernels run row after row in the caller's goroutine, without the goroutine per row (its first-row maximum included); zero out and own UsePreallocDo off tensor's StdEng", buildSoftmax},
+	"*gorgonia.softmaxDiffOp":  {"tensor's softmax gradient kernels run row after row in the caller's goroutine; zero out and own UsePreallocDo off tensor's StdEng", buildSoftmaxDiff},
 	"*gorgonia.dropoutOp": {"Do's loop into zeroed out, drawing from the op's own generator (read from its unexported field); copy of x when not training or probability 0. " +
 		"Its UsePreallocDo always panics in v0.9.18", buildDropout},
 
@@ -278,6 +279,8 @@ func (k *keepShape) save(out *tensor.Dense) {
 
 func (k *keepShape) restore(out *tensor.Dense) {
 	if !out.Shape().Eq(tensor.Shape(k.buf[:k.n])) || out.Dims() != k.n {
-		_ = out.Reshape(k.buf[:k.n]...)
+		// A copy: handing Reshape k's own array would put every keepShape on the heap,
+		// reshaped or not.
+		_ = out.Reshape(slices.Clone(k.buf[:k.n])...)
 	}
 }

@@ -3,6 +3,7 @@ package prealloc
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -85,7 +86,7 @@ func reducePlan(shape []int, along []int, steps *[maxDims]redStep) (nsteps, n in
 			total *= d
 		}
 		if total == 0 {
-			return 0, 0, fmt.Errorf("reduction of an empty tensor of shape %v", s)
+			return 0, 0, fmt.Errorf("reduction of an empty tensor of shape %v", slices.Clone(s))
 		}
 		var st redStep
 		switch {
@@ -104,7 +105,7 @@ func reducePlan(shape []int, along []int, steps *[maxDims]redStep) (nsteps, n in
 			// and reads innerStart(j) + k*stride in it.
 			j := expected - 1
 			if last := j + (j/st.stride)*st.stride + (st.dimSize-1)*st.stride; last >= st.outerStride {
-				return 0, 0, fmt.Errorf("gorgonia's reduction over axis %d of shape %v reads out of range (Do panics)", axis, s)
+				return 0, 0, fmt.Errorf("gorgonia's reduction over axis %d of shape %v reads out of range (Do panics)", axis, slices.Clone(s))
 			}
 		}
 		steps[i] = st
