@@ -269,8 +269,8 @@ func New(p *Program, cfg Config) (*Machine, error) {
 			}
 		}
 	}
-	m.d2h = newCopyEngine(copyPiece)
-	m.h2d = newCopyEngine(copyPiece)
+	m.d2h = newCopyEngine()
+	m.h2d = newCopyEngine()
 	m.planFusion()
 	return m, nil
 }
