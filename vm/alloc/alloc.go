@@ -69,28 +69,41 @@ type Recycler interface {
 	Recycle(blocks []*Block)
 }
 
-// spareBlocks are recycled Block structs (see Recycler), guarded by their allocator's lock.
-type spareBlocks struct{ spare []*Block }
+// spares are structs of type T made unused, to be taken again instead of new ones from the heap:
+// a training step allocates and frees as often as it makes tensors.
+type spares[T any] struct{ spare []*T }
 
-// newBlock is a Block with the given fields, a recycled one when there is one.
-func (s *spareBlocks) newBlock(v Block) *Block {
-	var b *Block
+// take returns a spare set to v, or a new one.
+func (s *spares[T]) take(v T) *T {
+	var x *T
 	if n := len(s.spare); n > 0 {
-		b = s.spare[n-1]
+		x = s.spare[n-1]
 		s.spare[n-1] = nil
 		s.spare = s.spare[:n-1]
 	} else {
-		b = new(Block)
+		x = new(T)
 	}
-	*b = v
-	return b
+	*x = v
+	return x
 }
+
+// keep clears x and keeps it for take.
+func (s *spares[T]) keep(x *T) {
+	var zero T
+	*x = zero
+	s.spare = append(s.spare, x)
+}
+
+// spareBlocks are recycled Block structs (see Recycler), guarded by their allocator's lock.
+type spareBlocks struct{ spares[Block] }
+
+// newBlock is a Block with the given fields, a recycled one when there is one.
+func (s *spareBlocks) newBlock(v Block) *Block { return s.take(v) }
 
 func (s *spareBlocks) recycle(owner any, blocks []*Block) {
 	for _, b := range blocks {
 		if b != nil && b.owner == owner && b.freed {
-			*b = Block{}
-			s.spare = append(s.spare, b)
+			s.keep(b)
 		}
 	}
 }

@@ -51,29 +51,15 @@ type pool struct {
 	// and merges as often as it allocates, and a new piece each time was a heap allocation
 	// per tensor per step. No one else points to them: the block of a merged piece is freed,
 	// and Free no longer follows its link (it forgets it).
-	spare     []*piece
-	spareRegs []*region // regions dropped whole (VA's small pool returns them every step)
+	spare     spares[piece]
+	spareRegs spares[region] // regions dropped whole (VA's small pool returns them every step)
 }
 
 // newPiece is a piece with the given fields, a spare one when there is one.
-func (p *pool) newPiece(v piece) *piece {
-	var x *piece
-	if n := len(p.spare); n > 0 {
-		x = p.spare[n-1]
-		p.spare[n-1] = nil
-		p.spare = p.spare[:n-1]
-	} else {
-		x = new(piece)
-	}
-	*x = v
-	return x
-}
+func (p *pool) newPiece(v piece) *piece { return p.spare.take(v) }
 
 // retire keeps a piece a merge absorbed for newPiece.
-func (p *pool) retire(x *piece) {
-	*x = piece{}
-	p.spare = append(p.spare, x)
-}
+func (p *pool) retire(x *piece) { p.spare.keep(x) }
 
 func comparePieces(a, b *piece) int {
 	return cmp.Or(cmp.Compare(a.size, b.size), cmp.Compare(a.addr(), b.addr()))
@@ -109,23 +95,14 @@ func (p *pool) bestFit(size int64) *piece {
 // newRegion makes a region of the pool and returns its single piece, in use, for the caller
 // to split.
 func (p *pool) newRegion(addr uintptr, data []byte, size int64) *piece {
-	var reg *region
-	if n := len(p.spareRegs); n > 0 {
-		reg = p.spareRegs[n-1]
-		p.spareRegs[n-1] = nil
-		p.spareRegs = p.spareRegs[:n-1]
-	} else {
-		reg = new(region)
-	}
-	*reg = region{addr: addr, data: data, size: size, pool: p}
+	reg := p.spareRegs.take(region{addr: addr, data: data, size: size, pool: p})
 	return p.newPiece(piece{reg: reg, size: size})
 }
 
 // retireRegion keeps a whole piece, out of the pool, and its region for newRegion: the
 // caller has given the region's memory back.
 func (p *pool) retireRegion(x *piece) {
-	*x.reg = region{}
-	p.spareRegs = append(p.spareRegs, x.reg)
+	p.spareRegs.keep(x.reg)
 	p.retire(x)
 }
 
