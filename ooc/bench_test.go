@@ -366,35 +366,40 @@ func fusedSteps(b *testing.B, m *models.Model) {
 	step := trainStep(b, m, machine)
 	step()
 	step()
-	b.ResetTimer()
-	var took [2]time.Duration
-	ratios := make([]float64, b.N) // per pair of steps: less swayed by a burst of other load
-	for i := 0; i < b.N; i++ {
-		var pair [2]time.Duration
-		for k := 0; k < 2; k++ {
-			on := (i+k)%2 == 1
-			machine.SetFusion(on)
-			t0 := time.Now()
-			step()
-			pair[b2i(on)] = time.Since(t0)
-		}
-		took[0], took[1] = took[0]+pair[0], took[1]+pair[1]
-		ratios[i] = float64(pair[1]) / float64(pair[0])
-	}
-	b.ReportMetric(float64(took[0].Nanoseconds())/float64(b.N), "unfused-ns/step")
-	b.ReportMetric(float64(took[1].Nanoseconds())/float64(b.N), "fused-ns/step")
-	b.ReportMetric(float64(took[1])/float64(took[0]), "fused/unfused")
-	slices.Sort(ratios)
-	b.ReportMetric(ratios[len(ratios)/2], "median-pair-ratio")
+	byTurns(b, [2]string{"unfused", "fused"}, [2]func(){
+		func() { machine.SetFusion(false); step() },
+		func() { machine.SetFusion(true); step() },
+	})
 	machine.SetFusion(true)
 	b.ReportMetric(float64(len(machine.Fused())), "fused-pairs")
 }
 
-func b2i(b bool) int {
-	if b {
-		return 1
+// byTurns times b.N pairs of steps, one of each, the order alternating (so
+// both see the same machine load), and reports each one's ns a step, their
+// ratio (second/first) and the median of the per-pair ratios, which a burst
+// of other load sways less.
+func byTurns(b *testing.B, names [2]string, steps [2]func()) {
+	b.ResetTimer()
+	var took [2]time.Duration
+	ratios := make([]float64, b.N)
+	for i := 0; i < b.N; i++ {
+		var pair [2]time.Duration
+		for j := 0; j < 2; j++ {
+			k := (i + j) % 2
+			t0 := time.Now()
+			steps[k]()
+			pair[k] = time.Since(t0)
+		}
+		took[0], took[1] = took[0]+pair[0], took[1]+pair[1]
+		ratios[i] = float64(pair[1]) / float64(pair[0])
 	}
-	return 0
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64(took[0].Nanoseconds())/n, names[0]+"-ns/step")
+	b.ReportMetric(float64(took[1].Nanoseconds())/n, names[1]+"-ns/step")
+	b.ReportMetric(float64(took[1])/float64(took[0]), names[1]+"/"+names[0])
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "median-pair-ratio")
 }
 
 // BenchmarkOutOfCoreStep is BenchmarkTrainStep's step (smallcnn, 1x28x28,
@@ -439,28 +444,9 @@ func pairedSteps(b *testing.B, budget int64) {
 		steps[k]()
 	}
 	before := machines[1].Stats()
-	b.ResetTimer()
-	var took [2]time.Duration
-	ratios := make([]float64, b.N)
-	for i := 0; i < b.N; i++ {
-		var pair [2]time.Duration
-		for j := 0; j < 2; j++ {
-			k := (i + j) % 2
-			t0 := time.Now()
-			steps[k]()
-			pair[k] = time.Since(t0)
-		}
-		took[0], took[1] = took[0]+pair[0], took[1]+pair[1]
-		ratios[i] = float64(pair[1]) / float64(pair[0])
-	}
-	b.StopTimer()
+	byTurns(b, [2]string{"in-core", "budget"}, steps)
 	after := machines[1].Stats()
 	n := float64(b.N)
-	b.ReportMetric(float64(took[0].Nanoseconds())/n, "in-core-ns/step")
-	b.ReportMetric(float64(took[1].Nanoseconds())/n, "budget-ns/step")
-	b.ReportMetric(float64(took[1])/float64(took[0]), "budget/in-core")
-	slices.Sort(ratios)
-	b.ReportMetric(ratios[len(ratios)/2], "median-pair-ratio")
 	b.ReportMetric(float64(after.SwapInBytes-before.SwapInBytes+after.SwapOutBytes-before.SwapOutBytes)/n/1e6, "swapped-MB/step")
 	b.ReportMetric(float64((after.StallTime-before.StallTime).Nanoseconds())/n, "stall-ns/step")
 }
