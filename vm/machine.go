@@ -1241,9 +1241,9 @@ func (m *Machine) hostBytes(i int) ([]byte, valueKind, error) {
 			return s.block.Bytes(), kindDense, nil
 		}
 	}
-	if !v.IsLeaf() && v.View {
-		// A view of a computed variable is a dense header over its base's whole block
-		// (value): the block's bytes, again without the header.
+	if !v.IsLeaf() && v.View && v.Bytes == m.prog.Vars[v.Base].Bytes {
+		// A view of a computed variable of its base's size is a dense header over its base's
+		// whole block (value): the block's bytes, again without the header.
 		if s := &m.vars[v.Base]; s.block != nil || s.in != nil {
 			if s.in != nil {
 				m.waitIn(v.Base)
