@@ -304,6 +304,17 @@ func leastPlanned(g *G.ExprGraph, peak int64) int64 {
 	})
 }
 
+// fashionPeakAndLeast is fashionModel's in-core peak and the least budget
+// the planner serves it.
+func fashionPeakAndLeast(b *testing.B, batch int) (peak, least int64) {
+	probe := fashionModel(b, batch)
+	inCore, err := ooc.Plan(probe.Graph, ooc.Baseline())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return inCore.Peak, leastPlanned(probe.Graph, inCore.Peak)
+}
+
 // BenchmarkTrainStep is a whole training step (forward, backward, Adam,
 // Reset) of ooc train's Fashion-MNIST model (smallcnn, 1x28x28, batch 64) on
 // the CPU device, in core and at the least budget the planner serves. Run it
@@ -312,12 +323,7 @@ func leastPlanned(g *G.ExprGraph, peak int64) int64 {
 // go test -run XXX -bench TrainStep -benchmem -benchtime 10x ./ooc/
 func BenchmarkTrainStep(b *testing.B) {
 	const batch = 64
-	probe := fashionModel(b, batch)
-	inCore, err := ooc.Plan(probe.Graph, ooc.Baseline())
-	if err != nil {
-		b.Fatal(err)
-	}
-	least := leastPlanned(probe.Graph, inCore.Peak)
+	peak, least := fashionPeakAndLeast(b, batch)
 	for _, c := range []struct {
 		name   string
 		budget int64
@@ -330,7 +336,7 @@ func BenchmarkTrainStep(b *testing.B) {
 			vm := compileAt(b, m, c.budget, ooc.WithNodeValues(0))
 			defer vm.Close()
 			benchSteps(b, m, vm)
-			b.ReportMetric(100*float64(c.budget)/float64(inCore.Peak), "budget-%")
+			b.ReportMetric(100*float64(c.budget)/float64(peak), "budget-%")
 		})
 	}
 }
@@ -413,19 +419,14 @@ func byTurns(b *testing.B, names [2]string, steps [2]func()) {
 // go test -run XXX -bench OutOfCoreStep -benchtime 40x ./ooc/
 func BenchmarkOutOfCoreStep(b *testing.B) {
 	const batch = 64
-	probe := fashionModel(b, batch)
-	inCore, err := ooc.Plan(probe.Graph, ooc.Baseline())
-	if err != nil {
-		b.Fatal(err)
-	}
-	least := leastPlanned(probe.Graph, inCore.Peak)
+	peak, least := fashionPeakAndLeast(b, batch)
 	for _, c := range []struct {
 		name   string
 		budget int64
-	}{{"least", least}, {"40%", inCore.Peak * 4 / 10}, {"60%", inCore.Peak * 6 / 10}} {
+	}{{"least", least}, {"40%", peak * 4 / 10}, {"60%", peak * 6 / 10}} {
 		b.Run(c.name, func(b *testing.B) {
 			pairedSteps(b, c.budget)
-			b.ReportMetric(100*float64(c.budget)/float64(inCore.Peak), "budget-%")
+			b.ReportMetric(100*float64(c.budget)/float64(peak), "budget-%")
 		})
 	}
 }
