@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/gorgonia-ooc/outofcore/internal/freelist"
 	"github.com/gorgonia-ooc/outofcore/internal/workpool"
 )
 
@@ -453,7 +454,7 @@ func unsafeSlice[T float](p *T, n int) []T { return unsafe.Slice(p, n) }
 type bufCache[T float] struct {
 	mu   sync.Mutex
 	free []*[]T
-	jobs []*panelJob[T] // gemmPanel's, see getJob
+	jobs freelist.List[panelJob[T]] // gemmPanel's, see getJob
 }
 
 var (
@@ -510,13 +511,7 @@ func getJob[T float]() *panelJob[T] {
 	c := cacheOf[T]()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n := len(c.jobs); n > 0 {
-		j := c.jobs[n-1]
-		c.jobs[n-1] = nil
-		c.jobs = c.jobs[:n-1]
-		return j
-	}
-	return new(panelJob[T])
+	return c.jobs.Get()
 }
 
 // putJob returns a finished job, its references to the operands dropped.
@@ -524,6 +519,6 @@ func putJob[T float](j *panelJob[T]) {
 	*j = panelJob[T]{}
 	c := cacheOf[T]()
 	c.mu.Lock()
-	c.jobs = append(c.jobs, j)
+	c.jobs.Put(j)
 	c.mu.Unlock()
 }

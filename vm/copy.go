@@ -2,6 +2,8 @@ package vm
 
 import (
 	"time"
+
+	"github.com/gorgonia-ooc/outofcore/internal/freelist"
 )
 
 // copyEngine is one DMA engine: a goroutine that performs copies in the
@@ -14,7 +16,7 @@ type copyEngine struct {
 	// spare are events that have fired and been waited for, for submit to use again: a new
 	// event (and its channel) per copy were two heap allocations per swap. Only the machine's
 	// goroutine, which submits and waits, touches it.
-	spare []*copyEvent
+	spare freelist.List[copyEvent]
 }
 
 type copyJob struct {
@@ -44,13 +46,9 @@ func (e *copyEngine) run() {
 
 // submit queues a copy; the slices must stay untouched until the event fires.
 func (e *copyEngine) submit(dst, src []byte) *copyEvent {
-	var ev *copyEvent
-	if n := len(e.spare); n > 0 {
-		ev = e.spare[n-1]
-		e.spare[n-1] = nil
-		e.spare = e.spare[:n-1]
-	} else {
-		ev = &copyEvent{done: make(chan struct{}, 1)}
+	ev := e.spare.Get()
+	if ev.done == nil {
+		ev.done = make(chan struct{}, 1)
 	}
 	e.jobs <- copyJob{dst: dst, src: src, ev: ev}
 	return ev
@@ -59,7 +57,7 @@ func (e *copyEngine) submit(dst, src []byte) *copyEvent {
 // reuse takes back an event of this engine that wait has returned for: its one signal is
 // consumed, so it is as new.
 func (e *copyEngine) reuse(ev *copyEvent) {
-	e.spare = append(e.spare, ev)
+	e.spare.Put(ev)
 }
 
 func (e *copyEngine) stop() {

@@ -13,6 +13,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/gorgonia-ooc/outofcore/blas"
+	"github.com/gorgonia-ooc/outofcore/internal/freelist"
 	"github.com/gorgonia-ooc/outofcore/internal/workpool"
 )
 
@@ -270,19 +271,13 @@ func (c *chunkJob) Run(item, _ int) {
 // jobList is a free list of a kernel's chunker structs, one per element type (jobsFor).
 type jobList[J any] struct {
 	mu   sync.Mutex
-	free []*J
+	free freelist.List[J]
 }
 
 func (l *jobList[J]) get() *J {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if n := len(l.free); n > 0 {
-		j := l.free[n-1]
-		l.free[n-1] = nil
-		l.free = l.free[:n-1]
-		return j
-	}
-	return new(J)
+	return l.free.Get()
 }
 
 // put takes back a finished job, its references to tensors dropped.
@@ -290,7 +285,7 @@ func (l *jobList[J]) put(j *J) {
 	var zero J
 	*j = zero
 	l.mu.Lock()
-	l.free = append(l.free, j)
+	l.free.Put(j)
 	l.mu.Unlock()
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/gorgonia-ooc/outofcore/internal/freelist"
 )
 
 // Granularity is the unit of physical mapping of current NVIDIA GPUs, as
@@ -71,18 +73,11 @@ type Recycler interface {
 
 // spares are structs of type T made unused, to be taken again instead of new ones from the heap:
 // a training step allocates and frees as often as it makes tensors.
-type spares[T any] struct{ spare []*T }
+type spares[T any] struct{ freelist.List[T] }
 
 // take returns a spare set to v, or a new one.
 func (s *spares[T]) take(v T) *T {
-	var x *T
-	if n := len(s.spare); n > 0 {
-		x = s.spare[n-1]
-		s.spare[n-1] = nil
-		s.spare = s.spare[:n-1]
-	} else {
-		x = new(T)
-	}
+	x := s.Get()
 	*x = v
 	return x
 }
@@ -91,7 +86,7 @@ func (s *spares[T]) take(v T) *T {
 func (s *spares[T]) keep(x *T) {
 	var zero T
 	*x = zero
-	s.spare = append(s.spare, x)
+	s.Put(x)
 }
 
 // spareBlocks are recycled Block structs (see Recycler), guarded by their allocator's lock.
