@@ -207,18 +207,7 @@ func TestMaxPool2x2SpecialsSameBits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	y := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(ys...))
-	dx := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(xs...))
-	fill(dx.Data().([]float32), 7)
-	xv := tensor.New(tensor.WithShape(xs...), tensor.WithBacking(x))
-	if err := (&maxPoolOp{g: g}).DoWorkspace(y, nil, xv); err != nil {
-		t.Fatal(err)
-	}
-	if err := (&maxPoolGradOp{g: g}).DoWorkspace(dx, nil, xv, tensor.New(tensor.WithShape(ys...), tensor.WithBacking(dy))); err != nil {
-		t.Fatal(err)
-	}
-	sameBits(t, "forward", y.Data().([]float32), prevMaxPool(g, x, nil, xs, ys))
-	sameBits(t, "backward", dx.Data().([]float32), prevMaxPool(g, x, dy, xs, ys))
+	poolSameBits(t, "", g, xs, ys, x, dy)
 }
 
 // The stem pool's AVX2 windows on planes of special values drawn at random (NaNs of both signs
@@ -240,18 +229,7 @@ func TestMaxPoolStemSpecialsSameBits(t *testing.T) {
 		for i := range dy {
 			dy[i] = special[rng.Intn(len(special))]
 		}
-		y := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(ys...))
-		dx := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(xs...))
-		fill(dx.Data().([]float32), 7)
-		xv := tensor.New(tensor.WithShape(xs...), tensor.WithBacking(x))
-		if err := (&maxPoolOp{g: g}).DoWorkspace(y, nil, xv); err != nil {
-			t.Fatal(err)
-		}
-		if err := (&maxPoolGradOp{g: g}).DoWorkspace(dx, nil, xv, tensor.New(tensor.WithShape(ys...), tensor.WithBacking(dy))); err != nil {
-			t.Fatal(err)
-		}
-		sameBits(t, fmt.Sprint(xs, " forward"), y.Data().([]float32), prevMaxPool(g, x, nil, xs, ys))
-		sameBits(t, fmt.Sprint(xs, " backward"), dx.Data().([]float32), prevMaxPool(g, x, dy, xs, ys))
+		poolSameBits(t, fmt.Sprint(xs, " "), g, xs, ys, x, dy)
 	}
 }
 
@@ -384,4 +362,23 @@ func TestReLUMask32LongSameBits(t *testing.T) {
 			}
 		}
 	}
+}
+
+// poolSameBits runs max pooling g and its gradient on x and dy (float32, shapes xs and ys) and
+// checks both against prevMaxPool bit for bit; dx starts as garbage, so every element must be
+// written.
+func poolSameBits(t *testing.T, name string, g poolGeom, xs, ys tensor.Shape, x, dy []float32) {
+	t.Helper()
+	y := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(ys...))
+	dx := tensor.New(tensor.Of(tensor.Float32), tensor.WithShape(xs...))
+	fill(dx.Data().([]float32), 7)
+	xv := tensor.New(tensor.WithShape(xs...), tensor.WithBacking(x))
+	if err := (&maxPoolOp{g: g}).DoWorkspace(y, nil, xv); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&maxPoolGradOp{g: g}).DoWorkspace(dx, nil, xv, tensor.New(tensor.WithShape(ys...), tensor.WithBacking(dy))); err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, name+"forward", y.Data().([]float32), prevMaxPool(g, x, nil, xs, ys))
+	sameBits(t, name+"backward", dx.Data().([]float32), prevMaxPool(g, x, dy, xs, ys))
 }
