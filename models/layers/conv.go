@@ -386,12 +386,15 @@ func (op *convOp) SymDiff(inputs G.Nodes, output, grad *G.Node) (G.Nodes, error)
 	var err error
 	switch op.kind {
 	case convForward: // a = x, b = w
-		xs := a.Shape()
-		if ga, err = G.ApplyOp(&convOp{kind: convData, p: op.p, h: xs[2], w: xs[3]}, b, grad); err != nil {
-			return nil, err
-		}
+		// The filter's gradient is made first, so gorgonia's order runs it first: it is often x's
+		// last read, and x may then go before dx takes its place (the other order holds x, dy
+		// and dx at once).
 		ws := b.Shape()
 		if gb, err = G.ApplyOp(&convOp{kind: convFilter, p: op.p, kh: ws[2], kw: ws[3]}, a, grad); err != nil {
+			return nil, err
+		}
+		xs := a.Shape()
+		if ga, err = G.ApplyOp(&convOp{kind: convData, p: op.p, h: xs[2], w: xs[3]}, b, grad); err != nil {
 			return nil, err
 		}
 	case convData: // a = w, b = dy; grad has the data side's shape
