@@ -84,11 +84,18 @@ func (c *CPU) Close() error { return c.mem.Close() }
 
 // LinkBandwidth is the bandwidth of a swap on the CPU device, which is a
 // memory copy: bytes/s, measured once per process (best of 5 copies of
-// 64 MiB).
+// 64 MiB, more than a cache holds).
 func (c *CPU) LinkBandwidth() float64 {
 	memcpyOnce.Do(func() {
 		src := make([]byte, 64<<20)
 		dst := make([]byte, len(src))
+		// Both written first: untouched pages all map the kernel's one zero page, which a
+		// copy reads from the cache, and the first write to a page faults. Either made the
+		// measured link 2.5 times faster than a swap is (37 against 14 GB/s here).
+		for i := range src {
+			src[i] = byte(i)
+		}
+		copy(dst, src)
 		best := time.Duration(1 << 62)
 		for i := 0; i < 5; i++ {
 			t := time.Now()
