@@ -58,7 +58,10 @@
 // implements gorgonia.UsePreallocDoer (writing into memory the caller owns, whatever it held), the
 // WorkspaceOp interface (scratch memory declared up front so a VM can count it against its budget;
 // ops without scratch declare 0) and FLOPser (multiply-adds count 2). Do, UsePreallocDo and
-// DoWorkspace run the same code and give bit-identical results.
+// DoWorkspace run the same code and give bit-identical results. A convolution's SymDiff makes
+// its filter gradient before its data gradient, so gorgonia's order runs it first: it is often the
+// last read of the layer's input, which can then leave memory before dx takes its place (a budget
+// holds dy and x, or dy and dx, never all three; TestConvFilterGradientRunsFirst).
 //
 // Results are reproducible bit for bit: work is split across at most runtime.NumCPU goroutines
 // only where each goroutine writes its own elements (channels, planes, GEMM blocks), every sum is
