@@ -84,7 +84,7 @@ var strategies = map[string]strategy{
 	"gorgonia.col2imOp":       {"own UsePreallocDo", usePrealloc(checkCol2Im)},
 	"*gorgonia.maxPoolOp":     {"own UsePreallocDo (also fills the op's argmax mask, as Do does)", usePrealloc(nil)},
 	"*gorgonia.maxPoolDiffOp": {"own UsePreallocDo", usePrealloc(nil)},
-	"*gorgonia.repeatOp":      {"own UsePreallocDo", usePrealloc(nil)},
+	"*gorgonia.repeatOp":      {"own UsePreallocDo, replayed on out's bytes (tensor's repeat copier and its stride choices) for plain float tensors on tensor's engine", buildRepeat},
 	"gorgonia.minBetween":     {"own UsePreallocDo", usePrealloc(nil)},
 	"gorgonia.maxBetween":     {"own UsePreallocDo", usePrealloc(nil)},
 
