@@ -3,6 +3,7 @@ package prealloc
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -146,6 +147,8 @@ func buildElemBin(op gorgonia.Op) (Func, error) {
 			return settle(out, res)
 		case sym == "+" && alias <= 0 && aT && bT && addVV(out, a, b):
 			return nil
+		case aT && bT && vvArith(sym, out, a, b):
+			return nil
 		}
 		return runPrealloc(pd, out, inputs)
 	}, nil
@@ -178,6 +181,53 @@ func addVV(out, a, b *tensor.Dense) bool {
 		blas.Add(elemsOf[float64](ob), elemsOf[float64](bb))
 	}
 	return true
+}
+
+// vvArith is Do of a + b, a - b or a ⊙ b for two contiguous float tensors of out's shape and
+// dtype: tensor's vecf32/vecf64 Add, Sub and Mul on a clone of a, a[i] = a[i] op b[i], with a's
+// NaN kept where both are NaNs (addFirst, mulFirst: the operand tensor's compiled loops keep on
+// amd64). UsePreallocDo gives the same numbers through tensor's *Recv kernels, but boxes its
+// options and operands on every call. Each element is read before it is written, so out may
+// be a's or b's memory. It reports whether it did the operation.
+func vvArith(sym string, out, a, b *tensor.Dense) bool {
+	if sym != "+" && sym != "-" && sym != "⊙" {
+		return false
+	}
+	dt := a.Dtype()
+	if !isFloat(dt) || b.Dtype() != dt || out.Dtype() != dt ||
+		!slices.Equal(a.Shape(), b.Shape()) || !slices.Equal(out.Shape(), a.Shape()) {
+		return false
+	}
+	ab, errA := contiguousBytes(a)
+	bb, errB := contiguousBytes(b)
+	ob, errO := contiguousBytes(out)
+	if errA != nil || errB != nil || errO != nil || len(ab) != len(ob) || len(bb) != len(ob) {
+		return false
+	}
+	if dt == tensor.Float32 {
+		vvApply(sym, elemsOf[float32](ob), elemsOf[float32](ab), elemsOf[float32](bb))
+	} else {
+		vvApply(sym, elemsOf[float64](ob), elemsOf[float64](ab), elemsOf[float64](bb))
+	}
+	return true
+}
+
+func vvApply[T float32 | float64](sym string, out, a, b []T) {
+	a, b = a[:len(out)], b[:len(out)]
+	switch sym {
+	case "+":
+		for i := range out {
+			out[i] = addFirst(a[i], b[i])
+		}
+	case "-":
+		for i := range out {
+			out[i] = a[i] - b[i]
+		}
+	default:
+		for i := range out {
+			out[i] = mulFirst(a[i], b[i])
+		}
+	}
 }
 
 // elemsOf is b's elements.

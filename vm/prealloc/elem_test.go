@@ -244,3 +244,51 @@ func TestElemBinaryPreallocDiffersFromDo(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, bytesOf(t, want), bytesOf(t, got), "vecf32.Pow squares (keeping the NaN), math32.Pow returns its own NaN")
 }
+
+// TestTensorArithBothNaN: +, - and ⊙ of two tensors of one shape, as a loss's gradient
+// multiplies them, give Do's bits where both operands are NaNs of different payloads (the
+// left one's survives, as in tensor's compiled loops), written to fresh memory or over either
+// operand, and allocate nothing.
+func TestTensorArithBothNaN(t *testing.T) {
+	for _, c := range []binCase{{"Add", G.Add}, {"Sub", G.Sub}, {"HadamardProd", G.HadamardProd}} {
+		for _, dt := range floats {
+			for _, shape := range [][]int{{64, 10}, {3, 5, 7}, {1}} {
+				t.Run(fmt.Sprintf("%s/%v/%v", c.name, dt, shape), func(t *testing.T) {
+					g := G.NewGraph()
+					n, err := c.f(input(g, dt, "a", shape...), input(g, dt, "b", shape...))
+					require.NoError(t, err)
+					x := special(filled(dt, 1, shape...))
+					y := special(filled(dt, 2, shape...))
+					repayNaNs(y)
+					ins := []G.Value{x, y}
+					runBoth(t, n.Op(), ins, dt, n.Shape())
+					checkInPlace(t, n.Op(), ins, 0, dt, n.Shape())
+					checkInPlace(t, n.Op(), ins, 1, dt, n.Shape())
+					f, ok := For(n.Op())
+					require.True(t, ok)
+					out := poisoned(dt, shape...)
+					require.Zero(t, testing.AllocsPerRun(5, func() { require.NoError(t, f(out, ins...)) }), "allocations per call")
+				})
+			}
+		}
+	}
+}
+
+// repayNaNs gives every NaN of t another payload (and sign), so a result tells which
+// operand's NaN it kept.
+func repayNaNs(t *tensor.Dense) {
+	switch t.Dtype() {
+	case tensor.Float64:
+		for i, v := range t.Float64s() {
+			if v != v {
+				t.Float64s()[i] = math.Float64frombits(math.Float64bits(v) ^ 0x8000000000000555)
+			}
+		}
+	case tensor.Float32:
+		for i, v := range t.Float32s() {
+			if v != v {
+				t.Float32s()[i] = math.Float32frombits(math.Float32bits(v) ^ 0x80000555)
+			}
+		}
+	}
+}
