@@ -728,16 +728,7 @@ func gapExec[T float](out, xv, dyv G.Value) error {
 		if err != nil {
 			return err
 		}
-		plane := xs[2] * xs[3]
-		parallelFor(len(y), int64(len(x)), func(p0, p1 int) {
-			for p := p0; p < p1; p++ {
-				var s float64
-				for _, v := range x[p*plane : (p+1)*plane] {
-					s += float64(v)
-				}
-				y[p] = T(s / float64(plane))
-			}
-		})
+		runGAP(gapJob[T]{fwd: true, x: x, y: y, plane: xs[2] * xs[3]}, len(y), int64(len(x)))
 		return nil
 	}
 	xs := out.Shape()
@@ -749,15 +740,50 @@ func gapExec[T float](out, xv, dyv G.Value) error {
 	if err != nil {
 		return err
 	}
-	plane := xs[2] * xs[3]
-	parallelFor(len(dy), int64(len(dx)), func(p0, p1 int) {
-		for p := p0; p < p1; p++ {
-			g := dy[p] / T(plane)
-			row := dx[p*plane : (p+1)*plane]
-			for i := range row {
-				row[i] = g
-			}
-		}
-	})
+	runGAP(gapJob[T]{dy: dy, dx: dx, plane: xs[2] * xs[3]}, len(dy), int64(len(dx)))
 	return nil
+}
+
+// gapJob is gapExec's parallel body over planes [p0, p1): forward, x's planes averaged into y;
+// backward, dx's planes filled from dy. A struct from a free list, not a closure: a closure
+// handed to parallelFor escapes, an allocation per call.
+type gapJob[T float] struct {
+	fwd          bool
+	x, y, dy, dx []T
+	plane        int
+}
+
+var (
+	gapJobs32 jobList[gapJob[float32]]
+	gapJobs64 jobList[gapJob[float64]]
+)
+
+// runGAP runs job over n planes (work: the elements touched) with a job struct from the free list.
+func runGAP[T float](job gapJob[T], n int, work int64) {
+	jobs := jobsFor[T, gapJob[T]](&gapJobs32, &gapJobs64)
+	j := jobs.get()
+	*j = job
+	parallelChunks(n, work, j)
+	jobs.put(j)
+}
+
+func (j *gapJob[T]) chunk(p0, p1 int) {
+	plane := j.plane
+	if j.fwd {
+		for p := p0; p < p1; p++ {
+			var s float64
+			for _, v := range j.x[p*plane : (p+1)*plane] {
+				s += float64(v)
+			}
+			j.y[p] = T(s / float64(plane))
+		}
+		return
+	}
+	for p := p0; p < p1; p++ {
+		g := j.dy[p] / T(plane)
+		row := j.dx[p*plane : (p+1)*plane]
+		for i := range row {
+			row[i] = g
+		}
+	}
 }
