@@ -38,7 +38,7 @@
 // publishes: a new value per scalar node per run, carved from one slab a run,
 // and gorgonia's UnsafeLet binding each (it clones the node's shape; gorgonia
 // exports no cheaper way to bind). Ops prealloc leaves to gorgonia's own
-// UsePreallocDo (an elementwise op with a scalar right operand, for one)
+// UsePreallocDo (elementwise comparisons, for one)
 // still allocate inside gorgonia and tensor.
 //
 // On the CPU device the machine also fuses, at run time, an op with the one

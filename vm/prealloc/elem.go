@@ -149,6 +149,8 @@ func buildElemBin(op gorgonia.Op) (Func, error) {
 			return nil
 		case aT && bT && vvArith(sym, out, a, b):
 			return nil
+		case arith && aT && !bT && vsArith(sym, out, a, inputs[1]):
+			return nil
 		}
 		return runPrealloc(pd, out, inputs)
 	}, nil
@@ -228,6 +230,68 @@ func vvApply[T float32 | float64](sym string, out, a, b []T) {
 			out[i] = mulFirst(a[i], b[i])
 		}
 	}
+}
+
+// vsArith is Do of a OP s for a contiguous float tensor a and a scalar s of its dtype, OP one
+// of + - ⊙ ÷ ^: tensor's MulScalar and kin on a clone of a, whose kernel is chosen by the
+// clone's length: one element goes through the vecf32/vecf64 kernels (÷ gives +Inf for a zero
+// divisor, ^ squares by multiplying: vecApply), more through the *VS loops (a[i] OP s, IEEE
+// division, math.Pow), a's NaN kept where both are NaNs. UsePreallocDo gives the same numbers
+// but boxes the scalar and its options on every call. Each element is read before it is
+// written, so out may be a's memory. It reports whether it did the operation.
+func vsArith(sym string, out, a *tensor.Dense, s gorgonia.Value) bool {
+	dt := a.Dtype()
+	if !isFloat(dt) || out.Dtype() != dt || s.Dtype() != dt || !slices.Equal(out.Shape(), a.Shape()) {
+		return false
+	}
+	if _, ok := s.(gorgonia.Scalar); !ok {
+		return false
+	}
+	sl, err := valueLayout(s)
+	if err != nil || len(sl.data) != int(dt.Size()) {
+		return false
+	}
+	ab, errA := contiguousBytes(a)
+	ob, errO := contiguousBytes(out)
+	if errA != nil || errO != nil || len(ab) != len(ob) || len(ab) == 0 || len(ab) != len(a.Raw) {
+		return false
+	}
+	if dt == tensor.Float32 {
+		return vsApply(sym, elemsOf[float32](ob), elemsOf[float32](ab), elemsOf[float32](sl.data), math32.Pow)
+	}
+	return vsApply(sym, elemsOf[float64](ob), elemsOf[float64](ab), elemsOf[float64](sl.data), math.Pow)
+}
+
+func vsApply[T float32 | float64](sym string, out, a, s []T, pow func(x, y T) T) bool {
+	if len(a) == 1 {
+		return vecApply(sym, out, a, s, false, pow) == nil
+	}
+	a, v := a[:len(out)], s[0]
+	switch sym {
+	case "+":
+		for i := range out {
+			out[i] = addFirst(a[i], v)
+		}
+	case "-":
+		for i := range out {
+			out[i] = a[i] - v
+		}
+	case "⊙":
+		for i := range out {
+			out[i] = mulFirst(a[i], v)
+		}
+	case "÷":
+		for i := range out {
+			out[i] = a[i] / v
+		}
+	case "^":
+		for i := range out {
+			out[i] = pow(a[i], v)
+		}
+	default:
+		return false
+	}
+	return true
 }
 
 // elemsOf is b's elements.
