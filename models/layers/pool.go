@@ -536,11 +536,13 @@ func avgPoolExec[T float](g poolGeom, exclude bool, out, xv, dyv G.Value) error 
 	var xs, ys tensor.Shape
 	var x, dy, res []T
 	var err error
+	var yd [4]int // the output shape, on the stack
 	if xv != nil {
 		xs = xv.Shape()
-		if ys, err = g.out(xs); err != nil {
+		if yd, err = g.outDims(xs); err != nil {
 			return err
 		}
+		ys = yd[:]
 		if x, err = denseData[T](xv, xs); err != nil {
 			return err
 		}
@@ -548,8 +550,8 @@ func avgPoolExec[T float](g poolGeom, exclude bool, out, xv, dyv G.Value) error 
 	} else {
 		ys = dyv.Shape()
 		xs = out.Shape()
-		if s, e := g.out(xs); e != nil || !s.Eq(ys) {
-			return fmt.Errorf("layers: avg pool gradient %v does not fit output %v", ys, xs)
+		if d, e := g.outDims(xs); e != nil || !tensor.Shape(d[:]).Eq(ys) {
+			return fmt.Errorf("layers: avg pool gradient %v does not fit output %v", slices.Clone(ys), slices.Clone(xs))
 		}
 		if dy, err = denseData[T](dyv, ys); err != nil {
 			return err
@@ -559,47 +561,69 @@ func avgPoolExec[T float](g poolGeom, exclude bool, out, xv, dyv G.Value) error 
 	if err != nil {
 		return err
 	}
-	H, W, OH, OW := xs[2], xs[3], ys[2], ys[3]
+	jobs := jobsFor[T, avgPoolJob[T]](&avgPoolJobs32, &avgPoolJobs64)
+	j := jobs.get()
+	*j = avgPoolJob[T]{g: g, exclude: exclude, x: x, dy: dy, res: res, H: xs[2], W: xs[3], OH: ys[2], OW: ys[3]}
+	parallelChunks(xs[0]*xs[1], int64(xs.TotalSize()), j)
+	jobs.put(j)
+	return nil
+}
+
+// avgPoolJob is avgPoolExec's parallel body: planes [p0, p1), forward (x set) or gradient. A
+// struct from a free list, not a closure: a closure handed to parallelFor escapes, an
+// allocation per call.
+type avgPoolJob[T float] struct {
+	g            poolGeom
+	exclude      bool
+	x, dy, res   []T
+	H, W, OH, OW int
+}
+
+var (
+	avgPoolJobs32 jobList[avgPoolJob[float32]]
+	avgPoolJobs64 jobList[avgPoolJob[float64]]
+)
+
+func (j *avgPoolJob[T]) chunk(p0, p1 int) {
+	g, exclude, x, dy, res := j.g, j.exclude, j.x, j.dy, j.res
+	H, W, OH, OW := j.H, j.W, j.OH, j.OW
 	count := T(g.kh * g.kw)
-	parallelFor(xs[0]*xs[1], int64(xs.TotalSize()), func(p0, p1 int) {
-		for p := p0; p < p1; p++ {
-			var xp, dxp []T
-			if x != nil {
-				xp = x[p*H*W : (p+1)*H*W]
-			} else {
-				dxp = res[p*H*W : (p+1)*H*W]
-				clear(dxp)
-			}
-			for oh := 0; oh < OH; oh++ {
-				for ow := 0; ow < OW; ow++ {
-					h0, h1, w0, w1 := g.window(oh, ow, H, W)
-					o := p*OH*OW + oh*OW + ow
-					count := count
-					if exclude {
-						count = T((h1 - h0) * (w1 - w0))
-					}
-					if x != nil {
-						var s T
-						for h := h0; h < h1; h++ {
-							for _, v := range xp[h*W+w0 : h*W+w1] {
-								s += v
-							}
+	for p := p0; p < p1; p++ {
+		var xp, dxp []T
+		if x != nil {
+			xp = x[p*H*W : (p+1)*H*W]
+		} else {
+			dxp = res[p*H*W : (p+1)*H*W]
+			clear(dxp)
+		}
+		for oh := 0; oh < OH; oh++ {
+			for ow := 0; ow < OW; ow++ {
+				h0, h1, w0, w1 := g.window(oh, ow, H, W)
+				o := p*OH*OW + oh*OW + ow
+				count := count
+				if exclude {
+					count = T((h1 - h0) * (w1 - w0))
+				}
+				if x != nil {
+					var s T
+					for h := h0; h < h1; h++ {
+						for _, v := range xp[h*W+w0 : h*W+w1] {
+							s += v
 						}
-						res[o] = s / count
-					} else {
-						gv := dy[o] / count
-						for h := h0; h < h1; h++ {
-							row := dxp[h*W+w0 : h*W+w1]
-							for i := range row {
-								row[i] += gv
-							}
+					}
+					res[o] = s / count
+				} else {
+					gv := dy[o] / count
+					for h := h0; h < h1; h++ {
+						row := dxp[h*W+w0 : h*W+w1]
+						for i := range row {
+							row[i] += gv
 						}
 					}
 				}
 			}
 		}
-	})
-	return nil
+	}
 }
 
 // ---- global average pooling ----
