@@ -33,10 +33,13 @@
 // headers, while their base is the same tensor over the same memory. The
 // blocks a step frees go back to the allocator at its end (alloc.Recycler)
 // and the copy engines reuse their events; the scalar ops of a loss write
-// into their blocks (prealloc.ScalarFor). A steady step then allocates on the
-// Go heap only inside gorgonia's and tensor's own code (the loss's Repeat and
-// its sum to a scalar, a scalar operand's elementwise op) and the scalar
-// values it publishes.
+// into their blocks (prealloc.ScalarFor). A steady step of the bundled
+// models then allocates on the Go heap only for the scalar values it
+// publishes: a new value per scalar node per run, carved from one slab a run,
+// and gorgonia's UnsafeLet binding each (it clones the node's shape; gorgonia
+// exports no cheaper way to bind). Ops prealloc leaves to gorgonia's own
+// UsePreallocDo (elementwise comparisons, for one)
+// still allocate inside gorgonia and tensor.
 //
 // On the CPU device the machine also fuses, at run time, an op with the one
 // after it where nothing can tell (Fuser: models/layers' batch norm and the

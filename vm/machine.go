@@ -122,6 +122,8 @@ type Machine struct {
 	vars    []varState
 	leaves  []gorgonia.Value // by var index, for leaf variables
 	results map[int]gorgonia.Value
+	// scalars are the new values publish binds to scalar nodes each run.
+	scalars scalarSlab
 	// sharedAcc are the accumulated gradients of the learnables that share
 	// their gradient node with another (Var.Shared), one each.
 	sharedAcc map[*gorgonia.Node]gorgonia.Value
@@ -226,6 +228,11 @@ func New(p *Program, cfg Config) (*Machine, error) {
 		leaves:  make([]gorgonia.Value, len(p.Vars)),
 		results: make(map[int]gorgonia.Value),
 		pool:    hostPool{free: make(map[int][][]byte)},
+	}
+	for i := range p.Vars {
+		if isScalarNode(&p.Vars[i]) {
+			m.scalars.per++
+		}
 	}
 	for i := range p.Vars {
 		v := &p.Vars[i]
@@ -1082,7 +1089,12 @@ func (m *Machine) publish(i int) error {
 				}
 			}
 			if host == nil {
-				if host, err = newHostValue(kind, v.Dtype, v.Shape); err != nil {
+				if kind == kindScalar {
+					host, err = m.scalars.next(v.Dtype)
+				} else {
+					host, err = newHostValue(kind, v.Dtype, v.Shape)
+				}
+				if err != nil {
 					return err
 				}
 			}

@@ -103,6 +103,28 @@ func scalarOver(b []byte, dt tensor.Dtype) (gorgonia.Value, error) {
 	return nil, fmt.Errorf("scalar of dtype %v is not supported", dt)
 }
 
+// scalarSlab hands out the host scalars publish binds, a new one per scalar
+// node per run (see publish), carved from one allocation of a run's worth
+// instead of one allocation each. No piece is handed out twice, so a value
+// a script keeps is never written again; a kept one keeps its slab (a few
+// words) alive.
+type scalarSlab struct {
+	free []uint64 // 8-byte pieces: aligned for any scalar dtype
+	per  int      // pieces per allocation
+}
+
+func (s *scalarSlab) next(dt tensor.Dtype) (gorgonia.Value, error) {
+	if dt.Size() > 8 {
+		return newHostValue(kindScalar, dt, nil)
+	}
+	if len(s.free) == 0 {
+		s.free = make([]uint64, max(s.per, 1))
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&s.free[0])), dt.Size())
+	s.free = s.free[1:]
+	return scalarOver(b, dt)
+}
+
 // newHostValue allocates a value of the given kind in Go memory, for results
 // handed to the user: they must survive the device memory being reused.
 func newHostValue(k valueKind, dt tensor.Dtype, shape tensor.Shape) (gorgonia.Value, error) {

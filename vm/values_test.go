@@ -117,3 +117,43 @@ func TestLabel(t *testing.T) {
 		}
 	}
 }
+
+// TestScalarSlab: every scalar the slab hands out is memory of its own, aligned for its
+// dtype, never handed out again (a script keeps last run's loss while this run's is
+// written), and a run's worth of them costs one allocation.
+func TestScalarSlab(t *testing.T) {
+	s := scalarSlab{per: 4}
+	seen := map[uintptr]bool{}
+	dts := []tensor.Dtype{tensor.Float64, tensor.Float32, tensor.Int, tensor.Uint8, tensor.Bool}
+	for i := 0; i < 11; i++ {
+		dt := dts[i%len(dts)]
+		v, err := s.next(dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Dtype() != dt {
+			t.Fatalf("piece %d is %v, want %v", i, v.Dtype(), dt)
+		}
+		b, err := rawBytes(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := uintptr(unsafe.Pointer(&b[0]))
+		if seen[p] {
+			t.Fatalf("piece %d at %#x was handed out before", i, p)
+		}
+		if p%8 != 0 {
+			t.Fatalf("piece %d at %#x is not 8-byte aligned", i, p)
+		}
+		seen[p] = true
+	}
+	if allocs := testing.AllocsPerRun(25, func() {
+		for i := 0; i < 4; i++ {
+			if _, err := s.next(tensor.Float32); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}); allocs != 1 {
+		t.Errorf("a run of %d scalars made %v allocations, want 1", s.per, allocs)
+	}
+}

@@ -32,6 +32,10 @@ func TestShapeMemoNoAllocation(t *testing.T) {
 		{&maxPoolGradOp{g: poolGeom{2, 2, 2, 2, 0, 0}}, []tensor.Shape{x, sh(2, 8, 3, 3)}},
 		{&reluOp{}, []tensor.Shape{x}},
 		{&reluGradOp{}, []tensor.Shape{x, x}},
+		{&avgPoolOp{g: poolGeom{2, 2, 2, 2, 0, 0}}, []tensor.Shape{x}},
+		{&avgPoolGradOp{g: poolGeom{2, 2, 2, 2, 0, 0}, h: 6, w: 6}, []tensor.Shape{sh(2, 8, 3, 3)}},
+		{&globalAvgPoolOp{}, []tensor.Shape{x}},
+		{&globalAvgPoolGradOp{h: 6, w: 6}, []tensor.Shape{sh(2, 8)}},
 	}
 	rng := rand.New(rand.NewSource(1))
 	for _, c := range cases {

@@ -536,11 +536,13 @@ func avgPoolExec[T float](g poolGeom, exclude bool, out, xv, dyv G.Value) error 
 	var xs, ys tensor.Shape
 	var x, dy, res []T
 	var err error
+	var yd [4]int // the output shape, on the stack
 	if xv != nil {
 		xs = xv.Shape()
-		if ys, err = g.out(xs); err != nil {
+		if yd, err = g.outDims(xs); err != nil {
 			return err
 		}
+		ys = yd[:]
 		if x, err = denseData[T](xv, xs); err != nil {
 			return err
 		}
@@ -548,8 +550,8 @@ func avgPoolExec[T float](g poolGeom, exclude bool, out, xv, dyv G.Value) error 
 	} else {
 		ys = dyv.Shape()
 		xs = out.Shape()
-		if s, e := g.out(xs); e != nil || !s.Eq(ys) {
-			return fmt.Errorf("layers: avg pool gradient %v does not fit output %v", ys, xs)
+		if d, e := g.outDims(xs); e != nil || !tensor.Shape(d[:]).Eq(ys) {
+			return fmt.Errorf("layers: avg pool gradient %v does not fit output %v", slices.Clone(ys), slices.Clone(xs))
 		}
 		if dy, err = denseData[T](dyv, ys); err != nil {
 			return err
@@ -559,47 +561,69 @@ func avgPoolExec[T float](g poolGeom, exclude bool, out, xv, dyv G.Value) error 
 	if err != nil {
 		return err
 	}
-	H, W, OH, OW := xs[2], xs[3], ys[2], ys[3]
+	jobs := jobsFor[T, avgPoolJob[T]](&avgPoolJobs32, &avgPoolJobs64)
+	j := jobs.get()
+	*j = avgPoolJob[T]{g: g, exclude: exclude, x: x, dy: dy, res: res, H: xs[2], W: xs[3], OH: ys[2], OW: ys[3]}
+	parallelChunks(xs[0]*xs[1], int64(xs.TotalSize()), j)
+	jobs.put(j)
+	return nil
+}
+
+// avgPoolJob is avgPoolExec's parallel body: planes [p0, p1), forward (x set) or gradient. A
+// struct from a free list, not a closure: a closure handed to parallelFor escapes, an
+// allocation per call.
+type avgPoolJob[T float] struct {
+	g            poolGeom
+	exclude      bool
+	x, dy, res   []T
+	H, W, OH, OW int
+}
+
+var (
+	avgPoolJobs32 jobList[avgPoolJob[float32]]
+	avgPoolJobs64 jobList[avgPoolJob[float64]]
+)
+
+func (j *avgPoolJob[T]) chunk(p0, p1 int) {
+	g, exclude, x, dy, res := j.g, j.exclude, j.x, j.dy, j.res
+	H, W, OH, OW := j.H, j.W, j.OH, j.OW
 	count := T(g.kh * g.kw)
-	parallelFor(xs[0]*xs[1], int64(xs.TotalSize()), func(p0, p1 int) {
-		for p := p0; p < p1; p++ {
-			var xp, dxp []T
-			if x != nil {
-				xp = x[p*H*W : (p+1)*H*W]
-			} else {
-				dxp = res[p*H*W : (p+1)*H*W]
-				clear(dxp)
-			}
-			for oh := 0; oh < OH; oh++ {
-				for ow := 0; ow < OW; ow++ {
-					h0, h1, w0, w1 := g.window(oh, ow, H, W)
-					o := p*OH*OW + oh*OW + ow
-					count := count
-					if exclude {
-						count = T((h1 - h0) * (w1 - w0))
-					}
-					if x != nil {
-						var s T
-						for h := h0; h < h1; h++ {
-							for _, v := range xp[h*W+w0 : h*W+w1] {
-								s += v
-							}
+	for p := p0; p < p1; p++ {
+		var xp, dxp []T
+		if x != nil {
+			xp = x[p*H*W : (p+1)*H*W]
+		} else {
+			dxp = res[p*H*W : (p+1)*H*W]
+			clear(dxp)
+		}
+		for oh := 0; oh < OH; oh++ {
+			for ow := 0; ow < OW; ow++ {
+				h0, h1, w0, w1 := g.window(oh, ow, H, W)
+				o := p*OH*OW + oh*OW + ow
+				count := count
+				if exclude {
+					count = T((h1 - h0) * (w1 - w0))
+				}
+				if x != nil {
+					var s T
+					for h := h0; h < h1; h++ {
+						for _, v := range xp[h*W+w0 : h*W+w1] {
+							s += v
 						}
-						res[o] = s / count
-					} else {
-						gv := dy[o] / count
-						for h := h0; h < h1; h++ {
-							row := dxp[h*W+w0 : h*W+w1]
-							for i := range row {
-								row[i] += gv
-							}
+					}
+					res[o] = s / count
+				} else {
+					gv := dy[o] / count
+					for h := h0; h < h1; h++ {
+						row := dxp[h*W+w0 : h*W+w1]
+						for i := range row {
+							row[i] += gv
 						}
 					}
 				}
 			}
 		}
-	})
-	return nil
+	}
 }
 
 // ---- global average pooling ----
@@ -728,16 +752,7 @@ func gapExec[T float](out, xv, dyv G.Value) error {
 		if err != nil {
 			return err
 		}
-		plane := xs[2] * xs[3]
-		parallelFor(len(y), int64(len(x)), func(p0, p1 int) {
-			for p := p0; p < p1; p++ {
-				var s float64
-				for _, v := range x[p*plane : (p+1)*plane] {
-					s += float64(v)
-				}
-				y[p] = T(s / float64(plane))
-			}
-		})
+		runGAP(gapJob[T]{fwd: true, x: x, y: y, plane: xs[2] * xs[3]}, len(y), int64(len(x)))
 		return nil
 	}
 	xs := out.Shape()
@@ -749,15 +764,50 @@ func gapExec[T float](out, xv, dyv G.Value) error {
 	if err != nil {
 		return err
 	}
-	plane := xs[2] * xs[3]
-	parallelFor(len(dy), int64(len(dx)), func(p0, p1 int) {
-		for p := p0; p < p1; p++ {
-			g := dy[p] / T(plane)
-			row := dx[p*plane : (p+1)*plane]
-			for i := range row {
-				row[i] = g
-			}
-		}
-	})
+	runGAP(gapJob[T]{dy: dy, dx: dx, plane: xs[2] * xs[3]}, len(dy), int64(len(dx)))
 	return nil
+}
+
+// gapJob is gapExec's parallel body over planes [p0, p1): forward, x's planes averaged into y;
+// backward, dx's planes filled from dy. A struct from a free list, not a closure: a closure
+// handed to parallelFor escapes, an allocation per call.
+type gapJob[T float] struct {
+	fwd          bool
+	x, y, dy, dx []T
+	plane        int
+}
+
+var (
+	gapJobs32 jobList[gapJob[float32]]
+	gapJobs64 jobList[gapJob[float64]]
+)
+
+// runGAP runs job over n planes (work: the elements touched) with a job struct from the free list.
+func runGAP[T float](job gapJob[T], n int, work int64) {
+	jobs := jobsFor[T, gapJob[T]](&gapJobs32, &gapJobs64)
+	j := jobs.get()
+	*j = job
+	parallelChunks(n, work, j)
+	jobs.put(j)
+}
+
+func (j *gapJob[T]) chunk(p0, p1 int) {
+	plane := j.plane
+	if j.fwd {
+		for p := p0; p < p1; p++ {
+			var s float64
+			for _, v := range j.x[p*plane : (p+1)*plane] {
+				s += float64(v)
+			}
+			j.y[p] = T(s / float64(plane))
+		}
+		return
+	}
+	for p := p0; p < p1; p++ {
+		g := j.dy[p] / T(plane)
+		row := j.dx[p*plane : (p+1)*plane]
+		for i := range row {
+			row[i] = g
+		}
+	}
 }

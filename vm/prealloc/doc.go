@@ -81,8 +81,8 @@
 // refused where Do's kernel reads a view's raw backing. Scalar results
 // are not For's: ScalarFor computes the scalar ops a loss is made of
 // (arithmetic of two float scalars, a unary function of one, a tensor's
-// size along an axis) into caller memory, and the caller runs Do for the
-// other scalar nodes.
+// size along an axis, a float tensor's sum over all its axes) into caller
+// memory, and the caller runs Do for the other scalar nodes.
 //
 // # Ops
 //
@@ -113,7 +113,8 @@
 //   - *gorgonia.maxOp: as sumOp, with the max kernels
 //   - *gorgonia.maxPoolDiffOp: own UsePreallocDo
 //   - *gorgonia.maxPoolOp: own UsePreallocDo (also fills the op's argmax mask, as Do does)
-//   - *gorgonia.repeatOp: own UsePreallocDo
+//   - *gorgonia.repeatOp: own UsePreallocDo, replayed on out's bytes (tensor's repeat copier
+//     and its stride choices) for plain float tensors on tensor's engine
 //   - *gorgonia.sliceOp: a range of step 1 within the axis copied into out from a layout made
 //     here; any other slice: the input's tensor.Slice view copied into out
 //   - *gorgonia.softmaxDiffOp: tensor's softmax gradient kernels run row after row in the
@@ -128,11 +129,15 @@
 //   - gorgonia.concatOp: each input copied into its block of out
 //   - gorgonia.diagFlatOp: zero out, input on the diagonal
 //   - gorgonia.elemBinOp: blas.Add for + of two float tensors of one shape, out over a or its
-//     own memory (a first, as tensor's kernel); own UsePreallocDo for the other two-tensor +,
-//     -, ⊙ and the comparisons (a same-type comparison written over its right operand runs
-//     mirrored: b < a for a > b), and for a scalar right operand; Do's vecf32/vecf64 kernels rewritten for ÷
-//     and ^ of two tensors and for any arithmetic with a scalar left operand, where
-//     UsePreallocDo's kernels give other results
+//     own memory (a first, as tensor's kernel); Do's vecf32/vecf64 kernels rewritten for the
+//     other + and for - and ⊙ of two float tensors of one shape and for arithmetic of a float
+//     tensor with a scalar right operand (the left operand's NaN kept; tensor's vec kernels
+//     for a one-element tensor, its *VS loops otherwise), where UsePreallocDo boxes its
+//     options and operands every call, and for ÷ and ^ of two tensors and for any arithmetic
+//     with a scalar left operand, where UsePreallocDo's kernels give other results; own
+//     UsePreallocDo for the other two-tensor +, -, ⊙ (other dtypes or shapes), the comparisons
+//     (a same-type comparison written over its right operand runs mirrored: b < a for a > b)
+//     and other operands
 //   - gorgonia.elemUnaryOp: copy x into out (nothing to copy when out is x), own UnsafeDo on
 //     out
 //   - gorgonia.im2colOp: own UsePreallocDo

@@ -3,6 +3,7 @@ package prealloc
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -146,6 +147,10 @@ func buildElemBin(op gorgonia.Op) (Func, error) {
 			return settle(out, res)
 		case sym == "+" && alias <= 0 && aT && bT && addVV(out, a, b):
 			return nil
+		case aT && bT && vvArith(sym, out, a, b):
+			return nil
+		case arith && aT && !bT && vsArith(sym, out, a, inputs[1]):
+			return nil
 		}
 		return runPrealloc(pd, out, inputs)
 	}, nil
@@ -176,6 +181,115 @@ func addVV(out, a, b *tensor.Dense) bool {
 		blas.Add(elemsOf[float32](ob), elemsOf[float32](bb))
 	} else {
 		blas.Add(elemsOf[float64](ob), elemsOf[float64](bb))
+	}
+	return true
+}
+
+// vvArith is Do of a + b, a - b or a ⊙ b for two contiguous float tensors of out's shape and
+// dtype: tensor's vecf32/vecf64 Add, Sub and Mul on a clone of a, a[i] = a[i] op b[i], with a's
+// NaN kept where both are NaNs (addFirst, mulFirst: the operand tensor's compiled loops keep on
+// amd64). UsePreallocDo gives the same numbers through tensor's *Recv kernels, but boxes its
+// options and operands on every call. Each element is read before it is written, so out may
+// be a's or b's memory. It reports whether it did the operation.
+func vvArith(sym string, out, a, b *tensor.Dense) bool {
+	if sym != "+" && sym != "-" && sym != "⊙" {
+		return false
+	}
+	dt := a.Dtype()
+	if !isFloat(dt) || b.Dtype() != dt || out.Dtype() != dt ||
+		!slices.Equal(a.Shape(), b.Shape()) || !slices.Equal(out.Shape(), a.Shape()) {
+		return false
+	}
+	ab, errA := contiguousBytes(a)
+	bb, errB := contiguousBytes(b)
+	ob, errO := contiguousBytes(out)
+	if errA != nil || errB != nil || errO != nil || len(ab) != len(ob) || len(bb) != len(ob) {
+		return false
+	}
+	if dt == tensor.Float32 {
+		vvApply(sym, elemsOf[float32](ob), elemsOf[float32](ab), elemsOf[float32](bb))
+	} else {
+		vvApply(sym, elemsOf[float64](ob), elemsOf[float64](ab), elemsOf[float64](bb))
+	}
+	return true
+}
+
+func vvApply[T float32 | float64](sym string, out, a, b []T) {
+	a, b = a[:len(out)], b[:len(out)]
+	switch sym {
+	case "+":
+		for i := range out {
+			out[i] = addFirst(a[i], b[i])
+		}
+	case "-":
+		for i := range out {
+			out[i] = a[i] - b[i]
+		}
+	default:
+		for i := range out {
+			out[i] = mulFirst(a[i], b[i])
+		}
+	}
+}
+
+// vsArith is Do of a OP s for a contiguous float tensor a and a scalar s of its dtype, OP one
+// of + - ⊙ ÷ ^: tensor's MulScalar and kin on a clone of a, whose kernel is chosen by the
+// clone's length: one element goes through the vecf32/vecf64 kernels (÷ gives +Inf for a zero
+// divisor, ^ squares by multiplying: vecApply), more through the *VS loops (a[i] OP s, IEEE
+// division, math.Pow), a's NaN kept where both are NaNs. UsePreallocDo gives the same numbers
+// but boxes the scalar and its options on every call. Each element is read before it is
+// written, so out may be a's memory. It reports whether it did the operation.
+func vsArith(sym string, out, a *tensor.Dense, s gorgonia.Value) bool {
+	dt := a.Dtype()
+	if !isFloat(dt) || out.Dtype() != dt || s.Dtype() != dt || !slices.Equal(out.Shape(), a.Shape()) {
+		return false
+	}
+	if _, ok := s.(gorgonia.Scalar); !ok {
+		return false
+	}
+	sl, err := valueLayout(s)
+	if err != nil || len(sl.data) != int(dt.Size()) {
+		return false
+	}
+	ab, errA := contiguousBytes(a)
+	ob, errO := contiguousBytes(out)
+	if errA != nil || errO != nil || len(ab) != len(ob) || len(ab) == 0 || len(ab) != len(a.Raw) {
+		return false
+	}
+	if dt == tensor.Float32 {
+		return vsApply(sym, elemsOf[float32](ob), elemsOf[float32](ab), elemsOf[float32](sl.data), math32.Pow)
+	}
+	return vsApply(sym, elemsOf[float64](ob), elemsOf[float64](ab), elemsOf[float64](sl.data), math.Pow)
+}
+
+func vsApply[T float32 | float64](sym string, out, a, s []T, pow func(x, y T) T) bool {
+	if len(a) == 1 {
+		return vecApply(sym, out, a, s, false, pow) == nil
+	}
+	a, v := a[:len(out)], s[0]
+	switch sym {
+	case "+":
+		for i := range out {
+			out[i] = addFirst(a[i], v)
+		}
+	case "-":
+		for i := range out {
+			out[i] = a[i] - v
+		}
+	case "⊙":
+		for i := range out {
+			out[i] = mulFirst(a[i], v)
+		}
+	case "÷":
+		for i := range out {
+			out[i] = a[i] / v
+		}
+	case "^":
+		for i := range out {
+			out[i] = pow(a[i], v)
+		}
+	default:
+		return false
 	}
 	return true
 }

@@ -244,3 +244,93 @@ func TestElemBinaryPreallocDiffersFromDo(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, bytesOf(t, want), bytesOf(t, got), "vecf32.Pow squares (keeping the NaN), math32.Pow returns its own NaN")
 }
+
+// TestTensorArithBothNaN: +, - and ⊙ of two tensors of one shape, as a loss's gradient
+// multiplies them, give Do's bits where both operands are NaNs of different payloads (the
+// left one's survives, as in tensor's compiled loops), written to fresh memory or over either
+// operand, and allocate nothing.
+func TestTensorArithBothNaN(t *testing.T) {
+	for _, c := range []binCase{{"Add", G.Add}, {"Sub", G.Sub}, {"HadamardProd", G.HadamardProd}} {
+		for _, dt := range floats {
+			for _, shape := range [][]int{{64, 10}, {3, 5, 7}, {1}} {
+				t.Run(fmt.Sprintf("%s/%v/%v", c.name, dt, shape), func(t *testing.T) {
+					g := G.NewGraph()
+					n, err := c.f(input(g, dt, "a", shape...), input(g, dt, "b", shape...))
+					require.NoError(t, err)
+					x := special(filled(dt, 1, shape...))
+					y := special(filled(dt, 2, shape...))
+					repayNaNs(y)
+					ins := []G.Value{x, y}
+					runBoth(t, n.Op(), ins, dt, n.Shape())
+					checkInPlace(t, n.Op(), ins, 0, dt, n.Shape())
+					checkInPlace(t, n.Op(), ins, 1, dt, n.Shape())
+					f, ok := For(n.Op())
+					require.True(t, ok)
+					out := poisoned(dt, shape...)
+					require.Zero(t, testing.AllocsPerRun(5, func() { require.NoError(t, f(out, ins...)) }), "allocations per call")
+				})
+			}
+		}
+	}
+}
+
+// repayNaNs gives every NaN of t another payload (and sign), so a result tells which
+// operand's NaN it kept.
+func repayNaNs(t *tensor.Dense) {
+	switch t.Dtype() {
+	case tensor.Float64:
+		for i, v := range t.Float64s() {
+			if v != v {
+				t.Float64s()[i] = math.Float64frombits(math.Float64bits(v) ^ 0x8000000000000555)
+			}
+		}
+	case tensor.Float32:
+		for i, v := range t.Float32s() {
+			if v != v {
+				t.Float32s()[i] = math.Float32frombits(math.Float32bits(v) ^ 0x80000555)
+			}
+		}
+	}
+}
+
+// TestTensorScalarArith: a tensor OP a scalar (the right operand), for + - ⊙ ÷ ^, gives Do's
+// bits for every scalar that tells conventions apart (signed zeros, infinities, NaNs of other
+// payloads than the tensor's), on a one-element tensor (where tensor's vec kernels run: x/0 is
+// +Inf, powers 2 and 3 by multiplying) and on larger ones, into fresh memory or over the
+// tensor, and allocates nothing.
+func TestTensorScalarArith(t *testing.T) {
+	arith := []binCase{{"Add", G.Add}, {"Sub", G.Sub}, {"HadamardProd", G.HadamardProd}, {"HadamardDiv", G.HadamardDiv}, {"Pow", G.Pow}}
+	for _, c := range arith {
+		for _, dt := range floats {
+			for _, shape := range [][]int{{1}, {1, 1}, {64, 10}, {5, 7}} {
+				t.Run(fmt.Sprintf("%s/%v/%v", c.name, dt, shape), func(t *testing.T) {
+					g := G.NewGraph()
+					n, err := c.f(input(g, dt, "a", shape...), G.NewScalar(g, dt, G.WithName("s")))
+					require.NoError(t, err)
+					require.Equal(t, "gorgonia.elemBinOp", fmt.Sprintf("%T", n.Op()))
+					x := special(filled(dt, 1, shape...))
+					for _, s := range append(scalarsOf(dt), scalarOf(dt, 2), scalarOf(dt, 3)) {
+						ins := []G.Value{x, s}
+						runBoth(t, n.Op(), ins, dt, n.Shape())
+						checkInPlace(t, n.Op(), ins, 0, dt, n.Shape())
+					}
+					if len(shape) == 1 {
+						// a one-element tensor's own values against every scalar
+						for _, v := range scalarsOf(dt) {
+							one := tensor.New(tensor.Of(dt), tensor.WithShape(1))
+							copy(one.Raw, bytesOf(t, v))
+							for _, s := range append(scalarsOf(dt), scalarOf(dt, 1), scalarOf(dt, 2), scalarOf(dt, 3)) {
+								runBoth(t, n.Op(), []G.Value{one, s}, dt, n.Shape())
+							}
+						}
+					}
+					f, ok := For(n.Op())
+					require.True(t, ok)
+					out := poisoned(dt, shape...)
+					ins := []G.Value{x, scalarOf(dt, 0.75)}
+					require.Zero(t, testing.AllocsPerRun(5, func() { require.NoError(t, f(out, ins...)) }), "allocations per call")
+				})
+			}
+		}
+	}
+}

@@ -84,7 +84,7 @@ var strategies = map[string]strategy{
 	"gorgonia.col2imOp":       {"own UsePreallocDo", usePrealloc(checkCol2Im)},
 	"*gorgonia.maxPoolOp":     {"own UsePreallocDo (also fills the op's argmax mask, as Do does)", usePrealloc(nil)},
 	"*gorgonia.maxPoolDiffOp": {"own UsePreallocDo", usePrealloc(nil)},
-	"*gorgonia.repeatOp":      {"own UsePreallocDo", usePrealloc(nil)},
+	"*gorgonia.repeatOp":      {"own UsePreallocDo, replayed on out's bytes (tensor's repeat copier and its stride choices) for plain float tensors on tensor's engine", buildRepeat},
 	"gorgonia.minBetween":     {"own UsePreallocDo", usePrealloc(nil)},
 	"gorgonia.maxBetween":     {"own UsePreallocDo", usePrealloc(nil)},
 
@@ -103,8 +103,8 @@ var strategies = map[string]strategy{
 	"*gorgonia.groupNormDiffOp": {"copy x into out, own UsePreallocDo (gorgonia logs the whole output gradient from inside, as Do does)", copyThenPrealloc(checkGroupNorm)},
 
 	// Elementwise: out may be an operand's own memory.
-	"gorgonia.elemBinOp": {"blas.Add for + of two float tensors of one shape, out over a or its own memory (a first, as tensor's kernel); own UsePreallocDo for the other two-tensor +, -, ⊙ and the comparisons (a same-type comparison written over its right operand runs mirrored: b < a for a > b), and for a scalar right operand; " +
-		"Do's vecf32/vecf64 kernels rewritten for ÷ and ^ of two tensors and for any arithmetic with a scalar left operand, where UsePreallocDo's kernels give other results", buildElemBin},
+	"gorgonia.elemBinOp": {"blas.Add for + of two float tensors of one shape, out over a or its own memory (a first, as tensor's kernel); Do's vecf32/vecf64 kernels rewritten for the other + and for - and ⊙ of two float tensors of one shape and for arithmetic of a float tensor with a scalar right operand (the left operand's NaN kept; tensor's vec kernels for a one-element tensor, its *VS loops otherwise)," +
+		" where UsePreallocDo boxes its options and operands every call, and for ÷ and ^ of two tensors and for any arithmetic with a scalar left operand, where UsePreallocDo's kernels give other results; own UsePreallocDo for the other two-tensor +, -, ⊙ (other dtypes or shapes), the comparisons (a same-type comparison written over its right operand runs mirrored: b < a for a > b) and other operands", buildElemBin},
 	"gorgonia.elemUnaryOp": {"copy x into out (nothing to copy when out is x), own UnsafeDo on out", buildElemUnary},
 
 	// Data movement: every element copied as bits, no arithmetic.

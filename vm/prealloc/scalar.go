@@ -19,8 +19,9 @@ type ScalarFunc func(out []byte, inputs ...gorgonia.Value) (bool, error)
 // a loss is made of, where Do makes a new scalar (and gorgonia's type checks allocate) every
 // call: arithmetic of two float scalars (gorgonia's scalarBinOp: Go's own + - * / and
 // math.Pow, with the left operand's NaN kept where both are NaNs, as gorgonia's compiled code
-// keeps it on amd64), a unary function of a float scalar (the op's own function), and a
-// tensor's size along an axis. It returns false for every other op.
+// keeps it on amd64), a unary function of a float scalar (the op's own function), a tensor's
+// size along an axis, and the sum of a float tensor over all its axes (tensor's SumF32/SumF64
+// loop). It returns false for every other op.
 func ScalarFor(op gorgonia.Op) (f ScalarFunc, ok bool) {
 	defer func() {
 		// Reading a gorgonia op that is not what this package expects declines.
@@ -38,6 +39,8 @@ func ScalarFor(op gorgonia.Op) (f ScalarFunc, ok bool) {
 		return scalarUnary(op)
 	case "sizeOp":
 		return scalarSize(op)
+	case "sumOp":
+		return scalarSum(op)
 	}
 	return nil, false
 }
@@ -177,4 +180,52 @@ func scalarSize(op gorgonia.Op) (ScalarFunc, bool) {
 		}
 		return true, nil
 	}, true
+}
+
+// scalarSum: sumOp.Do over every axis, in order (or none named), is tensor's MonotonicSum: a
+// zero accumulator added every element of the input's array in turn, the accumulator's NaN
+// kept once it is one (see add). Any other list of axes goes through tensor's per-axis
+// reductions, and a view is materialised first: for those the caller runs Do.
+func scalarSum(op gorgonia.Op) (ScalarFunc, bool) {
+	along, err := sharedInts(op, "along")
+	if err != nil {
+		return nil, false
+	}
+	return func(out []byte, inputs ...gorgonia.Value) (bool, error) {
+		t, ok := oneInput[*tensor.Dense](inputs)
+		if !ok || t.Dims() == 0 || t.IsMaterializable() || t.IsMasked() || !t.IsNativelyAccessible() {
+			return false, nil
+		}
+		if len(along) != 0 && (len(along) != t.Dims() || !allAxesInOrder(along)) {
+			return false, nil
+		}
+		switch {
+		case t.Dtype() == tensor.Float32 && len(out) == 4:
+			*(*float32)(unsafe.Pointer(&out[0])) = sumAll(asSlice[float32](t.Raw))
+		case t.Dtype() == tensor.Float64 && len(out) == 8:
+			*(*float64)(unsafe.Pointer(&out[0])) = sumAll(asSlice[float64](t.Raw))
+		default:
+			return false, nil
+		}
+		return true, nil
+	}, true
+}
+
+// allAxesInOrder is tensor's IsMonotonicInts' both answers true: each axis one more than
+// the one before.
+func allAxesInOrder(along []int) bool {
+	for i := 1; i < len(along); i++ {
+		if along[i] != along[i-1]+1 {
+			return false
+		}
+	}
+	return true
+}
+
+func sumAll[T float](x []T) T {
+	var acc T
+	for _, v := range x {
+		acc = add(acc, v)
+	}
+	return acc
 }

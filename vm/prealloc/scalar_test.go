@@ -95,8 +95,8 @@ func TestScalarOps(t *testing.T) {
 			done, err = f(make([]byte, 2), vals[2], vals[3])
 			require.NoError(t, err)
 			require.False(t, done, "an out of the wrong size")
-			_, ok = ScalarFor(G.Must(G.Sum(x)).Op())
-			require.False(t, ok, "reductions are not handled")
+			_, ok = ScalarFor(G.Must(G.Max(x)).Op())
+			require.False(t, ok, "reductions other than sums are not handled")
 			_, ok = ScalarFor(G.Must(G.Gt(a, b, true)).Op())
 			require.False(t, ok, "comparisons are not handled")
 		})
@@ -115,7 +115,8 @@ func TestScalarOpsNoAllocation(t *testing.T) {
 	for _, c := range []struct {
 		n   *G.Node
 		ins []G.Value
-	}{{G.Must(G.Div(a, b)), []G.Value{va, vb}}, {G.Must(G.Neg(a)), []G.Value{va}}, {G.Must(G.SizeOf(1, x)), []G.Value{xv}}} {
+	}{{G.Must(G.Div(a, b)), []G.Value{va, vb}}, {G.Must(G.Neg(a)), []G.Value{va}}, {G.Must(G.SizeOf(1, x)), []G.Value{xv}},
+		{G.Must(G.Sum(x)), []G.Value{xv}}} {
 		f, ok := ScalarFor(c.n.Op())
 		require.True(t, ok)
 		require.Zero(t, testing.AllocsPerRun(10, func() {
@@ -125,4 +126,57 @@ func TestScalarOpsNoAllocation(t *testing.T) {
 		}), "%v", c.n.Op())
 	}
 
+}
+
+// TestScalarSum: a sum over every axis into caller memory gives Do's bits: signed zeros,
+// infinities, and NaNs of several payloads in one input (the first NaN's survives), for the
+// sums a loss takes (Σ[0] of a batch's per-example losses, a mean's sum of a vector or a
+// matrix) and larger ones.
+func TestScalarSum(t *testing.T) {
+	for _, dt := range floats {
+		for _, c := range []struct {
+			shape []int
+			along []int
+		}{
+			{[]int{64}, []int{0}},
+			{[]int{64}, nil},
+			{[]int{64, 10}, nil},
+			{[]int{64, 10}, []int{0, 1}},
+			{[]int{2, 3, 4}, nil},
+			{[]int{1}, nil},
+			{[]int{1000}, nil},
+		} {
+			t.Run(fmt.Sprintf("%v/%v/%v", dt, c.shape, c.along), func(t *testing.T) {
+				g := G.NewGraph()
+				n := G.Must(G.Sum(input(g, dt, "x", c.shape...), c.along...))
+				require.True(t, n.IsScalar())
+				plain := filled(dt, 3, c.shape...)
+				scalarBits(t, n.Op(), plain)
+				nans := special(filled(dt, 4, c.shape...))
+				scalarBits(t, n.Op(), nans)
+				repayNaNs(nans)
+				scalarBits(t, n.Op(), nans)
+			})
+		}
+	}
+}
+
+// TestScalarSumDeclines: views (Do materialises them) and sums of another kind are Do's.
+func TestScalarSumDeclines(t *testing.T) {
+	g := G.NewGraph()
+	x := filled(tensor.Float64, 1, 4, 6)
+	n := G.Must(G.Sum(input(g, tensor.Float64, "x", 4, 6)))
+	f, ok := ScalarFor(n.Op())
+	require.True(t, ok)
+	v, err := x.Slice(nil, G.S(1, 3))
+	require.NoError(t, err)
+	done, err := f(make([]byte, 8), v)
+	require.NoError(t, err)
+	require.False(t, done, "a view")
+	done, err = f(make([]byte, 4), x)
+	require.NoError(t, err)
+	require.False(t, done, "an out of the wrong size")
+	done, err = f(make([]byte, 8), filled(tensor.Float64, 1, 4, 6, 2))
+	require.NoError(t, err)
+	require.False(t, done, "a tensor with an axis the op does not name")
 }
