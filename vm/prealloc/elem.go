@@ -168,10 +168,8 @@ func addVV(out, a, b *tensor.Dense) bool {
 		!a.Shape().Eq(b.Shape()) || !out.Shape().Eq(a.Shape()) {
 		return false
 	}
-	ab, errA := contiguousBytes(a)
-	bb, errB := contiguousBytes(b)
-	ob, errO := contiguousBytes(out)
-	if errA != nil || errB != nil || errO != nil || len(ab) != len(ob) || len(bb) != len(ob) {
+	ob, ab, bb, ok := sameSizeBytes(out, a, b)
+	if !ok {
 		return false
 	}
 	if !sameStart(ob, ab) {
@@ -183,6 +181,15 @@ func addVV(out, a, b *tensor.Dense) bool {
 		blas.Add(elemsOf[float64](ob), elemsOf[float64](bb))
 	}
 	return true
+}
+
+// sameSizeBytes are the memory of out, a and b where the three are contiguous and one size.
+func sameSizeBytes(out, a, b *tensor.Dense) (ob, ab, bb []byte, ok bool) {
+	ab, errA := contiguousBytes(a)
+	bb, errB := contiguousBytes(b)
+	ob, errO := contiguousBytes(out)
+	ok = errA == nil && errB == nil && errO == nil && len(ab) == len(ob) && len(bb) == len(ob)
+	return ob, ab, bb, ok
 }
 
 // vvArith is Do of a + b, a - b or a ⊙ b for two contiguous float tensors of out's shape and
@@ -200,10 +207,8 @@ func vvArith(sym string, out, a, b *tensor.Dense) bool {
 		!slices.Equal(a.Shape(), b.Shape()) || !slices.Equal(out.Shape(), a.Shape()) {
 		return false
 	}
-	ab, errA := contiguousBytes(a)
-	bb, errB := contiguousBytes(b)
-	ob, errO := contiguousBytes(out)
-	if errA != nil || errB != nil || errO != nil || len(ab) != len(ob) || len(bb) != len(ob) {
+	ob, ab, bb, ok := sameSizeBytes(out, a, b)
+	if !ok {
 		return false
 	}
 	if dt == tensor.Float32 {
