@@ -230,14 +230,12 @@ func New(p *Program, cfg Config) (*Machine, error) {
 		pool:    hostPool{free: make(map[int][][]byte)},
 	}
 	for i := range p.Vars {
-		if isScalarNode(&p.Vars[i]) {
-			m.scalars.per++
-		}
-	}
-	for i := range p.Vars {
 		v := &p.Vars[i]
 		if v.IsLeaf() && !v.View {
 			m.stats.LeafBytes += v.Bytes
+		}
+		if isScalarNode(v) {
+			m.scalars.per++
 		}
 	}
 	if err := m.indexSinks(); err != nil {
