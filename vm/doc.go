@@ -34,10 +34,13 @@
 // blocks a step frees go back to the allocator at its end (alloc.Recycler)
 // and the copy engines reuse their events; the scalar ops of a loss write
 // into their blocks (prealloc.ScalarFor). A steady step of the bundled
-// models then allocates on the Go heap only for the scalar values it
-// publishes: a new value per scalar node per run, carved from one slab a run,
-// and gorgonia's UnsafeLet binding each (it clones the node's shape; gorgonia
-// exports no cheaper way to bind). Ops prealloc leaves to gorgonia's own
+// models then allocates nothing on the Go heap: the scalar values it
+// publishes (a new value per scalar node per run, as TapeMachine) are carved
+// from a slab of 64 runs' worth, and bound to their nodes without
+// gorgonia's UnsafeLet, whose shape check clones the node's shape on every
+// call (letScalar: it writes the node's field, found by reflection once and
+// checked against the pinned gorgonia, as bindGradient's dual values are).
+// Ops prealloc leaves to gorgonia's own
 // UsePreallocDo (elementwise comparisons, for one)
 // still allocate inside gorgonia and tensor.
 //

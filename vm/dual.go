@@ -76,6 +76,24 @@ func boundTo(n *gorgonia.Node) gorgonia.Value {
 	return *(*gorgonia.Value)(unsafe.Add(unsafe.Pointer(n), dual.bound))
 }
 
+// letScalar binds the scalar v to the scalar node n as UnsafeLet does,
+// without UnsafeLet's shape check, which clones n's shape: that was the
+// last allocation of a steady step, once per scalar node per run. A node
+// bound to a dual value (by a TapeMachine's BindDualValues) goes through
+// UnsafeLet, which replaces the dual value's Value as gorgonia's bind does.
+func letScalar(n *gorgonia.Node, v gorgonia.Value) error {
+	dual.once.Do(initDual)
+	if dual.failed != nil || !n.IsScalar() || n.Dtype() != v.Dtype() {
+		return gorgonia.UnsafeLet(n, v)
+	}
+	p := (*gorgonia.Value)(unsafe.Add(unsafe.Pointer(n), dual.bound))
+	if cur := *p; cur != nil && reflect.TypeOf(cur) == dual.typ {
+		return gorgonia.UnsafeLet(n, v)
+	}
+	*p = v
+	return nil
+}
+
 // dualGradient is the gradient of a node bound to a dual value (by a
 // TapeMachine with BindDualValues that ran on the graph, or by
 // bindGradient), or nil.

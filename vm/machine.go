@@ -1113,10 +1113,8 @@ func (m *Machine) publish(i int) error {
 		if v.Role == Gradient {
 			target = v.Learnable.Deriv()
 		}
-		if !alreadyLet(target, host) {
-			if err := gorgonia.UnsafeLet(target, host); err != nil {
-				return err
-			}
+		if err := let(target, host, kind); err != nil {
+			return err
 		}
 		if v.Role == Gradient {
 			if d := dualGradient(v.Learnable); d != nil && d != host {
@@ -1147,17 +1145,22 @@ func (m *Machine) publish(i int) error {
 	return nil
 }
 
-// alreadyLet tells whether node n's value already is the tensor host, as it
-// is from the second step on: letting it again changes nothing, and
-// UnsafeLet's shape check clones the node's shape (an allocation per
-// gradient per step).
-func alreadyLet(n *gorgonia.Node, host gorgonia.Value) bool {
-	d, ok := host.(*tensor.Dense)
-	if !ok {
-		return false
+// let binds host, a value publish made to match node n (its dtype, and its
+// shape or a scalar), to n. UnsafeLet's shape check clones the node's
+// shape: an allocation per call, and publish binds every result and
+// gradient each run. A tensor is bound once (from the second step on, n's
+// value already is host) and a scalar is a new value each run (see
+// publish), bound by letScalar.
+func let(n *gorgonia.Node, host gorgonia.Value, kind valueKind) error {
+	if kind == kindScalar {
+		return letScalar(n, host)
 	}
-	cur, ok := n.Value().(*tensor.Dense)
-	return ok && cur == d
+	if d, ok := host.(*tensor.Dense); ok {
+		if cur, ok := n.Value().(*tensor.Dense); ok && cur == d {
+			return nil
+		}
+	}
+	return gorgonia.UnsafeLet(n, host)
 }
 
 // publishShared accumulates a shared gradient node's value into the own

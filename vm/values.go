@@ -104,21 +104,26 @@ func scalarOver(b []byte, dt tensor.Dtype) (gorgonia.Value, error) {
 }
 
 // scalarSlab hands out the host scalars publish binds, a new one per scalar
-// node per run (see publish), carved from one allocation of a run's worth
-// instead of one allocation each. No piece is handed out twice, so a value
-// a script keeps is never written again; a kept one keeps its slab (a few
-// words) alive.
+// node per run (see publish), carved from one allocation of slabRuns runs'
+// worth instead of one allocation each. No piece is handed out twice, so a
+// value a script keeps is never written again; a kept one keeps its slab
+// alive (8 bytes per scalar node per run: well under a KiB for a loss of
+// a few terms).
 type scalarSlab struct {
 	free []uint64 // 8-byte pieces: aligned for any scalar dtype
-	per  int      // pieces per allocation
+	per  int      // pieces a run takes
 }
+
+// slabRuns is how many runs' scalars one allocation holds: a steady step
+// then allocates nothing on the Go heap but once every slabRuns steps.
+const slabRuns = 64
 
 func (s *scalarSlab) next(dt tensor.Dtype) (gorgonia.Value, error) {
 	if dt.Size() > 8 {
 		return newHostValue(kindScalar, dt, nil)
 	}
 	if len(s.free) == 0 {
-		s.free = make([]uint64, max(s.per, 1))
+		s.free = make([]uint64, max(s.per, 1)*slabRuns)
 	}
 	b := unsafe.Slice((*byte)(unsafe.Pointer(&s.free[0])), dt.Size())
 	s.free = s.free[1:]

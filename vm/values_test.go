@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
 
@@ -120,7 +121,7 @@ func TestLabel(t *testing.T) {
 
 // TestScalarSlab: every scalar the slab hands out is memory of its own, aligned for its
 // dtype, never handed out again (a script keeps last run's loss while this run's is
-// written), and a run's worth of them costs one allocation.
+// written), and slabRuns runs' worth of them cost one allocation.
 func TestScalarSlab(t *testing.T) {
 	s := scalarSlab{per: 4}
 	seen := map[uintptr]bool{}
@@ -147,13 +148,59 @@ func TestScalarSlab(t *testing.T) {
 		}
 		seen[p] = true
 	}
-	if allocs := testing.AllocsPerRun(25, func() {
-		for i := 0; i < 4; i++ {
-			if _, err := s.next(tensor.Float32); err != nil {
+	fresh := scalarSlab{per: 4}
+	if allocs := testing.AllocsPerRun(5, func() {
+		for range slabRuns * fresh.per {
+			if _, err := fresh.next(tensor.Float32); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}); allocs != 1 {
-		t.Errorf("a run of %d scalars made %v allocations, want 1", s.per, allocs)
+		t.Errorf("%d runs of %d scalars made %v allocations, want 1", slabRuns, fresh.per, allocs)
+	}
+}
+
+// TestLetScalar: letScalar binds as UnsafeLet does (the node's value is the
+// one bound, a dual value keeps its gradient and takes the new value) and
+// allocates nothing, which UnsafeLet's shape check did.
+func TestLetScalar(t *testing.T) {
+	g := gorgonia.NewGraph()
+	x := gorgonia.NewScalar(g, gorgonia.Float64, gorgonia.WithName("x"), gorgonia.WithValue(3.0))
+	y := gorgonia.Must(gorgonia.Mul(x, x))
+	cost := gorgonia.Must(gorgonia.Add(y, x))
+	if _, err := gorgonia.Grad(cost, x); err != nil {
+		t.Fatal(err)
+	}
+	tm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(x))
+	defer tm.Close()
+	if err := tm.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		n    *gorgonia.Node
+		dual bool
+	}{{"plain", y, false}, {"dual", x, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			v := gorgonia.NewF64(7)
+			if err := letScalar(c.n, v); err != nil {
+				t.Fatal(err)
+			}
+			if got := c.n.Value(); got != gorgonia.Value(v) {
+				t.Fatalf("%s's value is %v (%p), want the value bound, %v (%p)", c.n.Name(), got, got, v, v)
+			}
+			if got := dualGradient(c.n) != nil; got != c.dual {
+				t.Errorf("%s bound to a dual value: %v, want %v", c.n.Name(), got, c.dual)
+			}
+			if !c.dual {
+				w := gorgonia.NewF64(8)
+				if allocs := testing.AllocsPerRun(10, func() { _ = letScalar(c.n, w) }); allocs != 0 {
+					t.Errorf("letScalar made %v allocations, want 0", allocs)
+				}
+			}
+		})
+	}
+	if err := letScalar(y, gorgonia.NewF32(1)); err == nil {
+		t.Error("a float32 let to a float64 node was taken")
 	}
 }
