@@ -415,8 +415,9 @@ func byTurns(b *testing.B, names [2]string, steps [2]func()) {
 // same machine load. It reports each one's ns a step, their ratio
 // (budget/in-core: issue 28 holds it within 1.10 at the least budget), the
 // median of the per-pair ratios, and what the budget's step swaps and
-// stalls:
-// go test -run XXX -bench OutOfCoreStep -benchtime 40x ./ooc/
+// stalls. 300 pairs (about 30 s a budget) give a figure to 1-2 points; a
+// run of 40-60 pairs swings by 5 with the machine's state:
+// go test -run XXX -bench OutOfCoreStep -benchtime 300x ./ooc/
 func BenchmarkOutOfCoreStep(b *testing.B) {
 	const batch = 64
 	peak, least := fashionPeakAndLeast(b, batch)
