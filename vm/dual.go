@@ -72,9 +72,15 @@ func initDual() {
 	dual.typ, dual.dOff = t, d.Offset
 }
 
-func boundTo(n *gorgonia.Node) gorgonia.Value {
-	return *(*gorgonia.Value)(unsafe.Add(unsafe.Pointer(n), dual.bound))
+// boundField is n's unexported boundTo field, which initDual located.
+func boundField(n *gorgonia.Node) *gorgonia.Value {
+	return (*gorgonia.Value)(unsafe.Add(unsafe.Pointer(n), dual.bound))
 }
+
+func boundTo(n *gorgonia.Node) gorgonia.Value { return *boundField(n) }
+
+// isDual tells whether v is gorgonia's dual value (after initDual succeeded).
+func isDual(v gorgonia.Value) bool { return v != nil && reflect.TypeOf(v) == dual.typ }
 
 // letScalar binds the scalar v to the scalar node n as UnsafeLet does,
 // without UnsafeLet's shape check, which clones n's shape: that was the
@@ -86,8 +92,8 @@ func letScalar(n *gorgonia.Node, v gorgonia.Value) error {
 	if dual.failed != nil || !n.IsScalar() || n.Dtype() != v.Dtype() {
 		return gorgonia.UnsafeLet(n, v)
 	}
-	p := (*gorgonia.Value)(unsafe.Add(unsafe.Pointer(n), dual.bound))
-	if cur := *p; cur != nil && reflect.TypeOf(cur) == dual.typ {
+	p := boundField(n)
+	if isDual(*p) {
 		return gorgonia.UnsafeLet(n, v)
 	}
 	*p = v
@@ -103,7 +109,7 @@ func dualGradient(n *gorgonia.Node) gorgonia.Value {
 		return nil
 	}
 	cur := boundTo(n)
-	if cur == nil || reflect.TypeOf(cur) != dual.typ {
+	if !isDual(cur) {
 		return nil
 	}
 	return *(*gorgonia.Value)(unsafe.Add(reflect.ValueOf(cur).UnsafePointer(), dual.dOff))
@@ -117,7 +123,7 @@ func bindGradient(n *gorgonia.Node, acc gorgonia.Value) error {
 	if dual.failed != nil {
 		return dual.failed
 	}
-	if cur := boundTo(n); cur != nil && reflect.TypeOf(cur) == dual.typ {
+	if cur := boundTo(n); isDual(cur) {
 		*(*gorgonia.Value)(unsafe.Add(reflect.ValueOf(cur).UnsafePointer(), dual.dOff)) = acc
 		return nil
 	}
